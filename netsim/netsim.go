@@ -1,0 +1,301 @@
+// Package netsim is the simulated network behind the dial seam: latency with
+// jitter, loss, duplication, reordering, a bound on frames in flight per
+// link, and partitions of any shape, one-way ones included. Every choice it
+// makes comes from the run's "net" stream.
+package netsim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/sim"
+)
+
+// Config is the network's behaviour for one run. Every field is printed
+// with the run's knobs.
+type Config struct {
+	LatencyMin, LatencyMax time.Duration // one-way delay, uniform in [min, max]
+	Loss                   float64       // chance a frame is dropped
+	Dup                    float64       // chance a frame is delivered twice
+	Reorder                float64       // chance a frame is held back by up to ReorderMax
+	ReorderMax             time.Duration
+	// MaxInFlight bounds frames in flight on one directed link. Send past
+	// it returns dial.ErrUnreachable, as a real sender whose socket buffer
+	// is full would: the bound is what keeps a chatty node from growing
+	// the event queue without limit.
+	MaxInFlight int
+}
+
+// DefaultConfig is a healthy LAN.
+var DefaultConfig = Config{
+	LatencyMin:  200 * time.Microsecond,
+	LatencyMax:  2 * time.Millisecond,
+	MaxInFlight: 4096,
+}
+
+// Draw picks a network for a run: mostly healthy, sometimes lossy and slow.
+func Draw(r *rand.Rand) Config {
+	c := DefaultConfig
+	c.LatencyMin = sim.Between(r, 100*time.Microsecond, 2*time.Millisecond)
+	c.LatencyMax = c.LatencyMin + sim.Between(r, 0, 20*time.Millisecond)
+	if sim.Chance(r, 0.7) {
+		c.Loss = float64(r.IntN(11)) / 100 // 0–10%
+	}
+	if sim.Chance(r, 0.5) {
+		c.Dup = float64(r.IntN(6)) / 100 // 0–5%
+	}
+	if sim.Chance(r, 0.5) {
+		c.Reorder = float64(r.IntN(21)) / 100 // 0–20%
+		c.ReorderMax = sim.Between(r, time.Millisecond, 50*time.Millisecond)
+	}
+	return c
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("latency=%v..%v loss=%.2f dup=%.2f reorder=%.2f reorder_max=%v max_in_flight=%d",
+		c.LatencyMin, c.LatencyMax, c.Loss, c.Dup, c.Reorder, c.ReorderMax, c.MaxInFlight)
+}
+
+type link struct{ from, to dial.NodeID }
+
+// Network is a simulated network for one kernel.
+type Network struct {
+	k        *sim.Kernel
+	cfg      Config
+	rng      *rand.Rand
+	blocked  map[link]bool
+	inFlight map[link]int
+	shape    string // the partition in force, for traces
+
+	// Counters.
+	Sent, Delivered, Dropped, Duplicated, Refused uint64
+}
+
+// New returns a network on k with the given behaviour.
+func New(k *sim.Kernel, cfg Config) *Network {
+	if cfg.LatencyMax < cfg.LatencyMin {
+		panic(fmt.Sprintf("netsim: latency max %v < min %v", cfg.LatencyMax, cfg.LatencyMin))
+	}
+	if cfg.MaxInFlight <= 0 {
+		panic("netsim: MaxInFlight must be positive")
+	}
+	return &Network{
+		k:        k,
+		cfg:      cfg,
+		rng:      k.Stream("net"),
+		blocked:  map[link]bool{},
+		inFlight: map[link]int{},
+		shape:    "none",
+	}
+}
+
+// Config is the network's behaviour.
+func (nw *Network) Config() Config { return nw.cfg }
+
+// Sender returns the dial.Sender of node from.
+func (nw *Network) Sender(from dial.NodeID) dial.Sender { return sender{nw, from} }
+
+type sender struct {
+	nw   *Network
+	from dial.NodeID
+}
+
+func (s sender) Send(to dial.NodeID, frame []byte) error { return s.nw.send(s.from, to, frame) }
+
+func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
+	if err := dial.CheckFrame(frame); err != nil {
+		return err
+	}
+	dst := nw.k.Node(to)
+	if dst == nil {
+		return fmt.Errorf("%w: no node %v", dial.ErrUnreachable, to)
+	}
+	l := link{from, to}
+	if nw.inFlight[l] >= nw.cfg.MaxInFlight {
+		nw.Refused++
+		return fmt.Errorf("%w: %d frames in flight to %v", dial.ErrUnreachable, nw.inFlight[l], to)
+	}
+	nw.Sent++
+	// A partition or loss is silent: a real sender cannot tell a frame
+	// that was dropped on the wire from one that is still on its way.
+	if nw.blocked[l] || sim.Chance(nw.rng, nw.cfg.Loss) {
+		nw.Dropped++
+		return nil
+	}
+	copies := 1
+	if sim.Chance(nw.rng, nw.cfg.Dup) {
+		copies = 2
+		nw.Duplicated++
+	}
+	inc := dst.Incarnation() // a frame is for the process that is running now
+	digest := sim.FrameDigest(from, to, frame)
+	for i := 0; i < copies; i++ {
+		delay := sim.Between(nw.rng, nw.cfg.LatencyMin, nw.cfg.LatencyMax)
+		if sim.Chance(nw.rng, nw.cfg.Reorder) {
+			delay += sim.Between(nw.rng, 0, nw.cfg.ReorderMax)
+		}
+		nw.inFlight[l]++
+		nw.k.AtNode(nw.k.Now()+delay, sim.EvDeliver, to, digest, func() {
+			nw.inFlight[l]--
+			// A partition that formed while the frame was in flight
+			// drops it too: the wire between them is cut.
+			if nw.blocked[l] {
+				nw.Dropped++
+				return
+			}
+			if dst.Receive(from, frame, inc) {
+				nw.Delivered++
+			} else {
+				nw.Dropped++
+			}
+		})
+	}
+	return nil
+}
+
+// InFlight is the number of frames in flight from one node to another.
+func (nw *Network) InFlight(from, to dial.NodeID) int { return nw.inFlight[link{from, to}] }
+
+// Block cuts the link from one node to another (one way).
+func (nw *Network) Block(from, to dial.NodeID) { nw.blocked[link{from, to}] = true }
+
+// Reachable reports whether frames from one node to another can arrive.
+func (nw *Network) Reachable(from, to dial.NodeID) bool { return !nw.blocked[link{from, to}] }
+
+// Heal restores every link.
+func (nw *Network) Heal() {
+	nw.blocked = map[link]bool{}
+	nw.shape = "none"
+	nw.k.Logf("net heal")
+}
+
+// Shape describes the partition in force.
+func (nw *Network) Shape() string { return nw.shape }
+
+// Split cuts every link between different groups, both ways. Nodes in no
+// group are cut off from everyone.
+func (nw *Network) Split(ids []dial.NodeID, groups ...[]dial.NodeID) {
+	group := map[dial.NodeID]int{}
+	for i, g := range groups {
+		for _, id := range g {
+			group[id] = i + 1
+		}
+	}
+	for _, a := range ids {
+		for _, b := range ids {
+			if a != b && (group[a] == 0 || group[a] != group[b]) {
+				nw.Block(a, b)
+			}
+		}
+	}
+}
+
+// OneWay cuts every link from a node in from to a node in to; replies still
+// flow the other way.
+func (nw *Network) OneWay(from, to []dial.NodeID) {
+	for _, a := range from {
+		for _, b := range to {
+			if a != b {
+				nw.Block(a, b)
+			}
+		}
+	}
+}
+
+// Ring lets each node reach only its neighbours in the given order.
+func (nw *Network) Ring(order []dial.NodeID) {
+	n := len(order)
+	pos := map[dial.NodeID]int{}
+	for i, id := range order {
+		pos[id] = i
+	}
+	for _, a := range order {
+		for _, b := range order {
+			d := (pos[a] - pos[b] + n) % n
+			if a != b && d != 1 && d != n-1 {
+				nw.Block(a, b)
+			}
+		}
+	}
+}
+
+// Partition shapes that RandomPartition draws.
+const (
+	ShapeIsolate  = "isolate"    // one node cut off both ways
+	ShapeSplit    = "split"      // majority | minority
+	ShapeOneWay   = "one-way"    // one node cannot send to the rest (it still hears them)
+	ShapeOneWayIn = "one-way-in" // one node cannot hear the rest (it can still send)
+	ShapeRing     = "ring"       // each node reaches only its two neighbours
+	ShapeBridge   = "bridge"     // two halves that reach each other only through one node
+)
+
+// Shapes lists the partition shapes RandomPartition draws from.
+var Shapes = []string{ShapeIsolate, ShapeSplit, ShapeOneWay, ShapeOneWayIn, ShapeRing, ShapeBridge}
+
+// RandomPartition heals, then applies a partition of a random shape over
+// ids, and returns its description.
+func (nw *Network) RandomPartition(r *rand.Rand, ids []dial.NodeID) string {
+	nw.Heal()
+	ids = append([]dial.NodeID(nil), ids...)
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	shape := Shapes[r.IntN(len(Shapes))]
+	if len(ids) < 3 && (shape == ShapeRing || shape == ShapeBridge) {
+		shape = ShapeIsolate
+	}
+	var desc string
+	switch shape {
+	case ShapeIsolate:
+		nw.Split(ids, ids[1:])
+		desc = fmt.Sprintf("%s %s", shape, nw.name(ids[0]))
+	case ShapeSplit:
+		minority := (len(ids) - 1) / 2
+		if minority == 0 {
+			minority = 1
+		}
+		nw.Split(ids, ids[:minority], ids[minority:])
+		desc = fmt.Sprintf("%s %s | %s", shape, nw.names(ids[minority:]), nw.names(ids[:minority]))
+	case ShapeOneWay:
+		nw.OneWay(ids[:1], ids[1:])
+		desc = fmt.Sprintf("%s %s -/-> rest", shape, nw.name(ids[0]))
+	case ShapeOneWayIn:
+		nw.OneWay(ids[1:], ids[:1])
+		desc = fmt.Sprintf("%s rest -/-> %s", shape, nw.name(ids[0]))
+	case ShapeRing:
+		nw.Ring(ids)
+		desc = fmt.Sprintf("%s %s", shape, nw.names(ids))
+	case ShapeBridge:
+		half := (len(ids) - 1) / 2
+		left, right := ids[1:1+half], ids[1+half:]
+		nw.Split(ids, append([]dial.NodeID{ids[0]}, left...), append([]dial.NodeID{ids[0]}, right...))
+		// Split put the bridge in both groups; group membership is
+		// last-wins, so unblock the bridge's links explicitly.
+		for _, b := range ids[1:] {
+			delete(nw.blocked, link{ids[0], b})
+			delete(nw.blocked, link{b, ids[0]})
+		}
+		desc = fmt.Sprintf("%s %s <-%s-> %s", shape, nw.names(left), nw.name(ids[0]), nw.names(right))
+	}
+	nw.shape = desc
+	nw.k.Logf("net partition %s", desc)
+	return desc
+}
+
+func (nw *Network) name(id dial.NodeID) string {
+	if n := nw.k.Node(id); n != nil {
+		return n.Name()
+	}
+	return id.String()
+}
+
+func (nw *Network) names(ids []dial.NodeID) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = nw.name(id)
+	}
+	return "{" + strings.Join(s, " ") + "}"
+}

@@ -1,0 +1,76 @@
+package sim
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/clock"
+)
+
+// Clock is one node's view of time, as on a real machine:
+//
+//   - the wall reading (Now) is Epoch + offset + the node's monotonic time;
+//   - monotonic time runs at (1 + drift) times true (virtual) time;
+//   - a step (an NTP correction, a VM restore) moves the wall reading only:
+//     pending timers, which Go runs on the monotonic clock, are not moved;
+//   - drift changes both the wall reading's rate and how long a timer takes.
+//
+// A node's clock belongs to its machine, so it survives the node's crashes.
+type Clock struct {
+	n        *Node
+	offset   time.Duration // initial skew plus every step so far
+	ppm      int64         // drift in parts per million; > -1e6
+	monoBase time.Duration // monotonic reading at trueBase
+	trueBase time.Duration // kernel time of the last drift change
+}
+
+var _ clock.Clock = (*Clock)(nil)
+
+func (c *Clock) mono() time.Duration {
+	elapsed := c.n.k.now - c.trueBase
+	return c.monoBase + elapsed + time.Duration(int64(elapsed)*c.ppm/1_000_000)
+}
+
+// Now is the node's wall reading.
+func (c *Clock) Now() time.Time { return Epoch.Add(c.offset + c.mono()) }
+
+// AfterFunc runs f on the node after d of the node's monotonic time. The
+// timer belongs to the node's current incarnation: a crash cancels it.
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	if d < 0 {
+		d = 0
+	}
+	// True delay = d / (1 + drift), rounded up so a timer never fires
+	// early by the node's own clock. A later drift change does not move a
+	// pending timer; the error is at most the change times the delay.
+	trueDelay := time.Duration((int64(d)*1_000_000 + (1_000_000 + c.ppm) - 1) / (1_000_000 + c.ppm))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(d))
+	h := c.n.k.atNode(c.n.k.now+trueDelay, EvTimer, c.n, xxhash.Sum64(b[:]), f)
+	return simTimer{h}
+}
+
+type simTimer struct{ h Handle }
+
+func (t simTimer) Stop() bool { return t.h.Cancel() }
+
+// Step moves the wall reading by delta (negative: backwards).
+func (c *Clock) Step(delta time.Duration) { c.offset += delta }
+
+// SetDrift changes the clock's rate from now on.
+func (c *Clock) SetDrift(ppm int64) {
+	if ppm <= -1_000_000 {
+		panic("sim: a clock cannot stop or run backwards")
+	}
+	c.monoBase = c.mono()
+	c.trueBase = c.n.k.now
+	c.ppm = ppm
+}
+
+// Offset is the wall reading minus true time (skew plus drift so far).
+func (c *Clock) Offset() time.Duration { return c.Now().Sub(Epoch.Add(c.n.k.now)) }
+
+// Drift is the current drift in parts per million.
+func (c *Clock) Drift() int64 { return c.ppm }

@@ -1,0 +1,61 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+func idleNode(k *Kernel, name string) *Node {
+	n := k.AddNode(name, func(*Env) dial.Handler {
+		return dial.HandlerFunc(func(dial.NodeID, []byte) {})
+	}, nopNet{}, DefaultDiskConfig)
+	n.Start()
+	return n
+}
+
+func TestStepMovesNowButNotPendingTimers(t *testing.T) {
+	k := New(1)
+	n := idleNode(k, "a")
+	c := n.Clock()
+	var firedAt time.Duration
+	n.Do(func() { c.AfterFunc(10*time.Second, func() { firedAt = k.Now() }) })
+	require.NoError(t, k.RunUntil(time.Second))
+	c.Step(-time.Hour)
+	require.Equal(t, Epoch.Add(time.Second-time.Hour), c.Now(), "a step moves the wall reading")
+	require.NoError(t, k.RunUntil(time.Minute))
+	require.Equal(t, 10*time.Second, firedAt, "a step must not move a pending timer")
+}
+
+func TestDriftChangesBothNowAndTimers(t *testing.T) {
+	k := New(1)
+	n := idleNode(k, "a")
+	c := n.Clock()
+	c.SetDrift(100_000) // +10%: this clock runs fast
+	var firedAt time.Duration
+	n.Do(func() { c.AfterFunc(11*time.Second, func() { firedAt = k.Now() }) })
+	require.NoError(t, k.RunUntil(time.Minute))
+	require.Equal(t, 10*time.Second, firedAt, "11s on a clock 10% fast is 10s of true time")
+	require.Equal(t, Epoch.Add(66*time.Second), c.Now())
+	require.Equal(t, 6*time.Second, c.Offset())
+	require.Panics(t, func() { c.SetDrift(-1_000_000) })
+}
+
+func TestTimerStop(t *testing.T) {
+	k := New(1)
+	n := idleNode(k, "a")
+	fired := false
+	var tm interface{ Stop() bool }
+	n.Do(func() { tm = n.Clock().AfterFunc(time.Second, func() { fired = true }) })
+	require.True(t, tm.Stop())
+	require.False(t, tm.Stop())
+	require.NoError(t, k.RunUntil(time.Minute))
+	require.False(t, fired)
+	var tm2 interface{ Stop() bool }
+	n.Do(func() { tm2 = n.Clock().AfterFunc(time.Second, func() {}) })
+	require.NoError(t, k.RunUntil(2*time.Minute))
+	require.False(t, tm2.Stop(), "Stop after the timer ran reports false")
+}

@@ -1,0 +1,66 @@
+package sim
+
+import (
+	cryptorand "crypto/rand"
+	"io"
+	"math/rand/v2"
+)
+
+// etcd raft draws its randomized election timeout from crypto/rand.Reader
+// (raft.go globalRand) and offers no hook. In a simulated run that draw must
+// come from the seed, or no seed replays. InstallCryptoRand points the
+// process-wide reader at a switch that the kernel aims at the stream of the
+// node it is stepping, so node i's elections depend on node i's stream only.
+//
+// The reader is process-wide: seeds that run in parallel must run in
+// separate processes (simrun -j does), and tests that install it must not
+// call t.Parallel. Real nodes never call this.
+
+type randSwitch struct {
+	cur    *rand.Rand // the node being stepped
+	global *rand.Rand // draws made outside any node (scenario setup)
+}
+
+func (s *randSwitch) Read(p []byte) (int, error) {
+	r := s.cur
+	if r == nil {
+		r = s.global
+	}
+	for i := 0; i < len(p); {
+		v := r.Uint64()
+		for j := 0; j < 8 && i < len(p); j++ {
+			p[i] = byte(v)
+			v >>= 8
+			i++
+		}
+	}
+	return len(p), nil
+}
+
+// InstallCryptoRand routes crypto/rand.Reader through the kernel for the
+// duration of a run. It returns the function that restores the previous
+// reader; call it when the run ends.
+func (k *Kernel) InstallCryptoRand() (restore func()) {
+	prev := cryptorand.Reader
+	k.rand = &randSwitch{global: k.Stream("crypto/global")}
+	cryptorand.Reader = k.rand
+	return func() {
+		cryptorand.Reader = prev
+		k.rand = nil
+	}
+}
+
+// enter and leave bracket every call into a node's code.
+func (k *Kernel) enter(n *Node) {
+	if k.rand != nil {
+		k.rand.cur = n.crypto
+	}
+}
+
+func (k *Kernel) leave() {
+	if k.rand != nil {
+		k.rand.cur = nil
+	}
+}
+
+var _ io.Reader = (*randSwitch)(nil)

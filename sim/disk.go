@@ -1,0 +1,282 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/fenceline/fenceline/core/journal"
+)
+
+// DiskConfig is the fault model of one node's disk.
+type DiskConfig struct {
+	// TornWriteProb is the chance that a crash keeps a prefix of a file's
+	// unsynced bytes (possibly ending mid-write) instead of none of them.
+	// A reader that trusts length prefixes without checksums fails here.
+	TornWriteProb float64
+	// SyncLatencyMin and SyncLatencyMax bound how long an asynchronous
+	// fsync (SyncAsync) takes to complete, in virtual time.
+	SyncLatencyMin, SyncLatencyMax time.Duration
+	// MaxBytes bounds the total size of the node's files; a write past it
+	// fails with ErrNoSpace.
+	MaxBytes int64
+}
+
+// DefaultDiskConfig is a fast disk that tears one crash in four.
+var DefaultDiskConfig = DiskConfig{
+	TornWriteProb:  0.25,
+	SyncLatencyMin: 200 * time.Microsecond,
+	SyncLatencyMax: 5 * time.Millisecond,
+	MaxBytes:       256 << 20,
+}
+
+// Disk errors.
+var (
+	ErrNoSpace = errors.New("sim: disk full")
+	// ErrStaleHandle is returned by a file opened before a crash. Nothing
+	// should see it: a crashed node's code never runs again.
+	ErrStaleHandle = errors.New("sim: file handle from before a crash")
+	ErrClosed      = errors.New("sim: file closed")
+)
+
+// Disk is one node's simulated disk: a flat directory of in-memory files
+// with fsync semantics. It implements journal.FS.
+//
+// The model, stated so the design can claim exactly what it survives:
+//   - Write, Truncate, Create, Rename and Remove are visible at once.
+//   - File bytes survive a crash only once a Sync covering them returned.
+//     A crash keeps every synced byte; of the unsynced bytes past the
+//     synced length it keeps none, or, with TornWriteProb, a prefix of any
+//     length (a torn write).
+//   - Names survive a crash only once SyncDir returned: a crash restores
+//     the directory as of the last SyncDir, so a created-but-unlisted file
+//     is gone and an unsynced rename is undone.
+//   - A restarted node gets the disk as the crash left it.
+type Disk struct {
+	n       *Node
+	cfg     DiskConfig
+	rng     *rand.Rand
+	dir     map[string]*inode // the names as the running node sees them
+	durable map[string]*inode // the names as of the last SyncDir
+	gen     uint64            // bumped by every crash; older handles are stale
+
+	// Counters, for checkers and the benchmark.
+	Syncs, Writes, Torn uint64
+}
+
+var _ journal.FS = (*Disk)(nil)
+
+type inode struct {
+	data []byte
+	// synced is the durable content. While the file has only grown since
+	// the last Sync, it shares data's backing array (a prefix of it);
+	// Truncate gives data a fresh array, so synced is never overwritten.
+	synced []byte
+	// grown is true while data is synced plus appended bytes, i.e. no
+	// Truncate since the last Sync. Only then can a crash tear a write.
+	grown bool
+}
+
+func newDisk(n *Node, cfg DiskConfig, rng *rand.Rand) *Disk {
+	return &Disk{n: n, cfg: cfg, rng: rng, dir: map[string]*inode{}, durable: map[string]*inode{}}
+}
+
+func (d *Disk) used() int64 {
+	var total int64
+	for _, ino := range d.dir { //fenceline:unordered summing sizes; order does not reach any output
+		total += int64(len(ino.data))
+	}
+	return total
+}
+
+// Create makes an empty file, replacing any file of that name.
+func (d *Disk) Create(name string) (journal.File, error) {
+	ino := &inode{grown: true}
+	d.dir[name] = ino
+	return &simFile{d: d, ino: ino, gen: d.gen, name: name}, nil
+}
+
+// Open opens an existing file.
+func (d *Disk) Open(name string) (journal.File, error) {
+	ino, ok := d.dir[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", journal.ErrNotExist, name)
+	}
+	return &simFile{d: d, ino: ino, gen: d.gen, name: name}, nil
+}
+
+// Rename replaces newname with oldname.
+func (d *Disk) Rename(oldname, newname string) error {
+	ino, ok := d.dir[oldname]
+	if !ok {
+		return fmt.Errorf("%w: %s", journal.ErrNotExist, oldname)
+	}
+	delete(d.dir, oldname)
+	d.dir[newname] = ino
+	return nil
+}
+
+// Remove deletes name.
+func (d *Disk) Remove(name string) error {
+	if _, ok := d.dir[name]; !ok {
+		return fmt.Errorf("%w: %s", journal.ErrNotExist, name)
+	}
+	delete(d.dir, name)
+	return nil
+}
+
+// List returns the names, sorted.
+func (d *Disk) List() ([]string, error) {
+	names := make([]string, 0, len(d.dir))
+	for name := range d.dir {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// SyncDir makes the current names durable.
+func (d *Disk) SyncDir() error {
+	d.durable = make(map[string]*inode, len(d.dir))
+	for name, ino := range d.dir { //fenceline:unordered copying a map into a map
+		d.durable[name] = ino
+	}
+	return nil
+}
+
+// SyncAsync syncs f in the background: done runs on the node, as a disk
+// completion event, after the disk's sync latency. What was written before
+// the call is durable when done runs; a crash before then loses it, and
+// done never runs. This is how a node models an fsync it does not block on.
+func (d *Disk) SyncAsync(f journal.File, done func(error)) {
+	lat := Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
+	sf, _ := f.(*simFile)
+	var digest uint64
+	if sf != nil {
+		digest = uint64(len(sf.ino.data))
+	}
+	d.n.k.atNode(d.n.k.now+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
+}
+
+// crash applies the fault model: names back to the last SyncDir, each
+// file's bytes back to its synced content, perhaps plus a torn prefix of
+// what was not synced.
+func (d *Disk) crash() {
+	d.gen++
+	names := make([]string, 0, len(d.durable))
+	for name := range d.durable {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the tear draws must not follow map order
+	seen := map[*inode]bool{}
+	for _, name := range names {
+		ino := d.durable[name]
+		if seen[ino] {
+			continue
+		}
+		seen[ino] = true
+		kept := ino.synced
+		if ino.grown && len(ino.data) > len(ino.synced) && Chance(d.rng, d.cfg.TornWriteProb) {
+			extra := d.rng.IntN(len(ino.data) - len(ino.synced) + 1)
+			kept = ino.data[:len(ino.synced)+extra]
+			if extra > 0 {
+				d.Torn++
+			}
+		}
+		ino.data = append([]byte(nil), kept...)
+		ino.synced = ino.data[:len(ino.data):len(ino.data)]
+		ino.grown = true
+	}
+	d.dir = make(map[string]*inode, len(d.durable))
+	for _, name := range names {
+		d.dir[name] = d.durable[name]
+	}
+}
+
+type simFile struct {
+	d      *Disk
+	ino    *inode
+	gen    uint64
+	name   string
+	closed bool
+}
+
+func (f *simFile) check() error {
+	if f.closed {
+		return ErrClosed
+	}
+	if f.gen != f.d.gen {
+		return ErrStaleHandle
+	}
+	return nil
+}
+
+func (f *simFile) Write(p []byte) (int, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	if f.d.cfg.MaxBytes > 0 && f.d.used()+int64(len(p)) > f.d.cfg.MaxBytes {
+		return 0, fmt.Errorf("%w: writing %d bytes to %s", ErrNoSpace, len(p), f.name)
+	}
+	f.d.Writes++
+	f.ino.data = append(f.ino.data, p...)
+	return len(p), nil
+}
+
+func (f *simFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("sim: negative offset %d", off)
+	}
+	if off >= int64(len(f.ino.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.ino.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *simFile) Size() (int64, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	return int64(len(f.ino.data)), nil
+}
+
+func (f *simFile) Truncate(size int64) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	if size < 0 || size > int64(len(f.ino.data)) {
+		return fmt.Errorf("sim: truncate %s to %d: size is %d", f.name, size, len(f.ino.data))
+	}
+	// A fresh array: the synced bytes may share the old one.
+	f.ino.data = append([]byte(nil), f.ino.data[:size]...)
+	f.ino.grown = false
+	return nil
+}
+
+func (f *simFile) Sync() error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	f.d.Syncs++
+	f.ino.synced = f.ino.data[:len(f.ino.data):len(f.ino.data)]
+	f.ino.grown = true
+	return nil
+}
+
+func (f *simFile) Close() error {
+	if f.closed {
+		return ErrClosed
+	}
+	f.closed = true
+	return nil
+}

@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/journal"
+)
+
+func read(t *testing.T, d *Disk, name string) []byte {
+	t.Helper()
+	f, err := d.Open(name)
+	require.NoError(t, err)
+	size, err := f.Size()
+	require.NoError(t, err)
+	buf := make([]byte, size)
+	if size > 0 {
+		_, err = f.ReadAt(buf, 0)
+		require.NoError(t, err)
+	}
+	return buf
+}
+
+func diskNode(cfg DiskConfig) (*Kernel, *Node) {
+	k := New(1)
+	n := k.AddNode("a", nil, nopNet{}, cfg)
+	return k, n
+}
+
+func TestCrashKeepsSyncedAndLosesUnsynced(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.TornWriteProb = 0
+	_, n := diskNode(cfg)
+	d := n.Disk()
+	f, err := d.Create("log")
+	require.NoError(t, err)
+	require.NoError(t, d.SyncDir())
+	_, _ = f.Write([]byte("synced|"))
+	require.NoError(t, f.Sync())
+	_, _ = f.Write([]byte("lost"))
+	require.Equal(t, "synced|lost", string(read(t, d, "log")), "unsynced bytes are visible before a crash")
+	d.crash()
+	require.Equal(t, "synced|", string(read(t, d, "log")))
+	_, err = f.Write([]byte("x"))
+	require.ErrorIs(t, err, ErrStaleHandle)
+}
+
+func TestCrashMayTearTheUnsyncedTail(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.TornWriteProb = 1
+	lengths := map[int]bool{}
+	for seed := uint64(0); seed < 64; seed++ {
+		k := New(seed)
+		n := k.AddNode("a", nil, nopNet{}, cfg)
+		d := n.Disk()
+		f, _ := d.Create("log")
+		require.NoError(t, d.SyncDir())
+		_, _ = f.Write([]byte("base"))
+		require.NoError(t, f.Sync())
+		_, _ = f.Write([]byte("0123456789"))
+		d.crash()
+		got := read(t, d, "log")
+		require.Equal(t, "base", string(got[:4]), "synced bytes always survive")
+		require.Equal(t, "0123456789"[:len(got)-4], string(got[4:]), "what survives of the tail is a prefix")
+		lengths[len(got)] = true
+	}
+	require.Greater(t, len(lengths), 5, "tears should land at many offsets")
+}
+
+func TestTruncateThenCrashRestoresSyncedContent(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.TornWriteProb = 1
+	_, n := diskNode(cfg)
+	d := n.Disk()
+	f, _ := d.Create("log")
+	require.NoError(t, d.SyncDir())
+	_, _ = f.Write([]byte("abcdef"))
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Truncate(2))
+	_, _ = f.Write([]byte("XYZW")) // would overwrite the synced bytes if they shared an array
+	d.crash()
+	require.Equal(t, "abcdef", string(read(t, d, "log")), "an unsynced truncate is undone and tears nothing")
+}
+
+func TestNamesNeedSyncDir(t *testing.T) {
+	_, n := diskNode(DefaultDiskConfig)
+	d := n.Disk()
+	old, _ := d.Create("journal")
+	_, _ = old.Write([]byte("old"))
+	require.NoError(t, old.Sync())
+	require.NoError(t, d.SyncDir())
+
+	// Compaction: write a sibling, sync it, rename over, but crash before
+	// SyncDir: the old file must come back whole.
+	tmp, _ := d.Create("journal.tmp")
+	_, _ = tmp.Write([]byte("new"))
+	require.NoError(t, tmp.Sync())
+	require.NoError(t, d.Rename("journal.tmp", "journal"))
+	require.Equal(t, "new", string(read(t, d, "journal")))
+	d.crash()
+	names, _ := d.List()
+	require.Equal(t, []string{"journal"}, names)
+	require.Equal(t, "old", string(read(t, d, "journal")))
+
+	// The same with SyncDir: the rename survives.
+	tmp, _ = d.Create("journal.tmp")
+	_, _ = tmp.Write([]byte("new"))
+	require.NoError(t, tmp.Sync())
+	require.NoError(t, d.Rename("journal.tmp", "journal"))
+	require.NoError(t, d.SyncDir())
+	d.crash()
+	require.Equal(t, "new", string(read(t, d, "journal")))
+
+	_, err := d.Open("nope")
+	require.ErrorIs(t, err, journal.ErrNotExist)
+	require.ErrorIs(t, d.Rename("nope", "x"), journal.ErrNotExist)
+	require.ErrorIs(t, d.Remove("nope"), journal.ErrNotExist)
+}
+
+func TestDiskFullAtTheLimit(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.MaxBytes = 10
+	_, n := diskNode(cfg)
+	f, _ := n.Disk().Create("f")
+	_, err := f.Write(make([]byte, 10))
+	require.NoError(t, err)
+	_, err = f.Write([]byte{1})
+	require.ErrorIs(t, err, ErrNoSpace)
+	size, _ := f.Size()
+	require.Equal(t, int64(10), size, "a refused write changes nothing")
+}
+
+func TestReadAtPastTheEnd(t *testing.T) {
+	_, n := diskNode(DefaultDiskConfig)
+	f, _ := n.Disk().Create("f")
+	_, _ = f.Write([]byte("abc"))
+	buf := make([]byte, 5)
+	got, err := f.ReadAt(buf, 1)
+	require.Equal(t, 2, got)
+	require.ErrorIs(t, err, io.EOF)
+	_, err = f.ReadAt(buf, 3)
+	require.ErrorIs(t, err, io.EOF)
+	require.NoError(t, f.Close())
+	require.ErrorIs(t, f.Close(), ErrClosed)
+}
+
+func TestSyncAsyncCompletesLaterOrNeverAfterACrash(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.TornWriteProb = 0
+	cfg.SyncLatencyMin, cfg.SyncLatencyMax = time.Millisecond, time.Millisecond
+	k := New(1)
+	n := idleNodeWithDisk(k, cfg)
+	d := n.Disk()
+	f, _ := d.Create("log")
+	require.NoError(t, d.SyncDir())
+	done := 0
+	n.Do(func() {
+		_, _ = f.Write([]byte("a"))
+		d.SyncAsync(f, func(err error) { require.NoError(t, err); done++ })
+	})
+	require.NoError(t, k.RunUntil(2*time.Millisecond))
+	require.Equal(t, 1, done)
+
+	n.Do(func() {
+		_, _ = f.Write([]byte("b"))
+		d.SyncAsync(f, func(error) { done++ })
+	})
+	n.Crash()
+	require.NoError(t, k.RunUntil(time.Second))
+	require.Equal(t, 1, done, "a crash cancels a pending sync completion")
+	require.Equal(t, "a", string(read(t, d, "log")))
+}
+
+func idleNodeWithDisk(k *Kernel, cfg DiskConfig) *Node {
+	n := k.AddNode("a", func(*Env) dialHandler { return nopHandler{} }, nopNet{}, cfg)
+	n.Start()
+	return n
+}

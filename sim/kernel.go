@@ -1,0 +1,317 @@
+package sim
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Kind is the kind of an event. It is folded into the trace hash, so the
+// numbers are part of the trace format: append only.
+type Kind uint8
+
+// Event kinds.
+const (
+	EvDeliver Kind = iota + 1 // a frame reaches a node
+	EvTimer                   // a node's timer fires
+	EvClient                  // a client submits an operation, or gets an answer
+	EvDisk                    // a disk operation completes
+	EvFault                   // the fault schedule acts (partition, crash, clock step, ...)
+	EvCheck                   // a checker looks at the cluster
+)
+
+func (k Kind) String() string {
+	switch k {
+	case EvDeliver:
+		return "deliver"
+	case EvTimer:
+		return "timer"
+	case EvClient:
+		return "client"
+	case EvDisk:
+		return "disk"
+	case EvFault:
+		return "fault"
+	case EvCheck:
+		return "check"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Kernel owns virtual time and the event queue of one simulated run. It is
+// not safe for concurrent use: one goroutine runs the whole cluster, which
+// is what makes a run a function of its seed.
+type Kernel struct {
+	seed   uint64
+	now    time.Duration // virtual time since the run began
+	seq    uint64        // tie-breaker: events at one instant run in the order scheduled
+	queue  eventQueue
+	trace  *xxhash.Digest
+	events uint64 // events run (cancelled and stale ones are not counted)
+
+	nodes map[dial.NodeID]*Node
+	ids   []dial.NodeID // sorted; the only order nodes are ever visited in
+
+	// maxEvents bounds a run: a livelocked protocol (timers rescheduling
+	// themselves at the same instant) must end in a clear error, not hang.
+	maxEvents uint64
+
+	tracef func(format string, args ...any) // nil unless a verbose trace is wanted
+	rand   *randSwitch
+}
+
+// Epoch is the wall reading every node clock starts from (before its
+// offset). A fixed date keeps traces identical across machines and years.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// DefaultMaxEvents is the event budget of a run unless SetMaxEvents changes it.
+const DefaultMaxEvents = 50_000_000
+
+// New returns a kernel for the run named by seed.
+func New(seed uint64) *Kernel {
+	k := &Kernel{
+		seed:      seed,
+		trace:     xxhash.New(),
+		nodes:     make(map[dial.NodeID]*Node),
+		maxEvents: DefaultMaxEvents,
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	_, _ = k.trace.Write(b[:])
+	return k
+}
+
+// Seed is the root seed of the run.
+func (k *Kernel) Seed() uint64 { return k.seed }
+
+// Stream returns the kernel's random stream named label (see Stream).
+func (k *Kernel) Stream(label string) *rand.Rand { return Stream(k.seed, label) }
+
+// Now is virtual time since the run began. Nodes never see it: they see
+// their own clocks.
+func (k *Kernel) Now() time.Duration { return k.now }
+
+// Trace is the digest of every event run so far.
+func (k *Kernel) Trace() uint64 { return k.trace.Sum64() }
+
+// Events is the number of events run so far.
+func (k *Kernel) Events() uint64 { return k.events }
+
+// SetMaxEvents sets the event budget; Run fails with ErrEventBudget past it.
+func (k *Kernel) SetMaxEvents(n uint64) { k.maxEvents = n }
+
+// SetTrace makes the kernel write a human-readable line per event to w
+// (nil turns it off). The lines are for people; the hash is for machines.
+func (k *Kernel) SetTrace(w io.Writer) {
+	if w == nil {
+		k.tracef = nil
+		return
+	}
+	k.tracef = func(format string, args ...any) {
+		fmt.Fprintf(w, "%12s ", k.now)
+		fmt.Fprintf(w, format, args...)
+		fmt.Fprintln(w)
+	}
+}
+
+// Logf writes a line to the verbose trace, if one is on. It does not touch
+// the hash: what is logged must already be in the events.
+func (k *Kernel) Logf(format string, args ...any) {
+	if k.tracef != nil {
+		k.tracef(format, args...)
+	}
+}
+
+// Handle is a scheduled event that can be cancelled.
+type Handle struct{ ev *event }
+
+// Cancel stops the event from running. It reports whether it was pending.
+func (h Handle) Cancel() bool {
+	if h.ev == nil || h.ev.done {
+		return false
+	}
+	h.ev.done = true
+	return true
+}
+
+// Pending reports whether the event has neither run nor been cancelled.
+func (h Handle) Pending() bool { return h.ev != nil && !h.ev.done }
+
+type event struct {
+	at     time.Duration
+	seq    uint64
+	kind   Kind
+	node   dial.NodeID // the node it concerns, for the trace; zero: none
+	inc    uint64      // the incarnation of node it belongs to; 0: runs regardless
+	digest uint64      // digest of the payload, folded into the trace
+	fn     func()
+	done   bool // ran or cancelled
+	index  int  // heap index
+}
+
+// At schedules fn at virtual time at (not before now) as a cluster-wide
+// event: faults, client arrivals, checks. digest names its payload.
+func (k *Kernel) At(at time.Duration, kind Kind, digest uint64, fn func()) Handle {
+	return k.schedule(at, kind, 0, 0, digest, fn)
+}
+
+// After is At(now+d, ...).
+func (k *Kernel) After(d time.Duration, kind Kind, digest uint64, fn func()) Handle {
+	return k.At(k.now+d, kind, digest, fn)
+}
+
+// AtNode schedules a cluster-wide event that concerns node (a frame on its
+// way to it, say): the node is named in the trace, but the event runs even
+// if the node crashed; fn decides what that means.
+func (k *Kernel) AtNode(at time.Duration, kind Kind, node dial.NodeID, digest uint64, fn func()) Handle {
+	return k.schedule(at, kind, node, 0, digest, fn)
+}
+
+// atNode schedules fn for the current incarnation of node n: if n crashes
+// (or is down) before the event's time, the event is dropped. This is how a
+// crash cancels timers, pending disk completions and frames in flight to it.
+func (k *Kernel) atNode(at time.Duration, kind Kind, n *Node, digest uint64, fn func()) Handle {
+	return k.schedule(at, kind, n.id, n.inc, digest, fn)
+}
+
+func (k *Kernel) schedule(at time.Duration, kind Kind, node dial.NodeID, inc uint64, digest uint64, fn func()) Handle {
+	if fn == nil {
+		panic("sim: schedule without a function")
+	}
+	if at < k.now {
+		at = k.now
+	}
+	k.seq++
+	ev := &event{at: at, seq: k.seq, kind: kind, node: node, inc: inc, digest: digest, fn: fn}
+	heap.Push(&k.queue, ev)
+	return Handle{ev}
+}
+
+// ErrEventBudget is returned by Run when the run exceeds its event budget.
+var ErrEventBudget = fmt.Errorf("sim: event budget exhausted (a livelock, or raise SetMaxEvents)")
+
+// Step runs the next event. It reports false when the queue is empty.
+func (k *Kernel) Step() bool {
+	for k.queue.Len() > 0 {
+		ev := heap.Pop(&k.queue).(*event)
+		if ev.done {
+			continue
+		}
+		ev.done = true
+		var n *Node
+		if ev.inc != 0 {
+			n = k.nodes[ev.node]
+			if n == nil || !n.up || n.inc != ev.inc {
+				// The node crashed after this was scheduled: a timer of a
+				// dead process, a frame to a dead socket. It never happens.
+				continue
+			}
+		}
+		if ev.at < k.now {
+			panic(fmt.Sprintf("sim: time went backwards: event at %v, now %v", ev.at, k.now))
+		}
+		k.now = ev.at
+		k.events++
+		k.fold(ev)
+		if n != nil {
+			k.enter(n)
+			ev.fn()
+			k.leave()
+		} else {
+			ev.fn()
+		}
+		return true
+	}
+	return false
+}
+
+// fold adds one event to the trace hash: kind, node, time, payload digest.
+func (k *Kernel) fold(ev *event) {
+	var b [1 + 8 + 8 + 8]byte
+	b[0] = byte(ev.kind)
+	binary.LittleEndian.PutUint64(b[1:], uint64(ev.node))
+	binary.LittleEndian.PutUint64(b[9:], uint64(ev.at))
+	binary.LittleEndian.PutUint64(b[17:], ev.digest)
+	_, _ = k.trace.Write(b[:])
+}
+
+// Mix folds extra bytes into the trace hash: a checker's verdict, a
+// scenario's knobs. Use it for facts not already carried by an event.
+func (k *Kernel) Mix(p []byte) { _, _ = k.trace.Write(p) }
+
+// RunUntil runs events until virtual time would pass t (events at exactly t
+// run), or the queue is empty. Afterwards Now() is t unless the queue
+// emptied earlier. It fails only when the event budget runs out.
+func (k *Kernel) RunUntil(t time.Duration) error {
+	for k.queue.Len() > 0 {
+		if k.events >= k.maxEvents {
+			return ErrEventBudget
+		}
+		next := k.queue.peek()
+		if next.done {
+			heap.Pop(&k.queue)
+			continue
+		}
+		if next.at > t {
+			break
+		}
+		k.Step()
+	}
+	if k.now < t {
+		k.now = t
+	}
+	return nil
+}
+
+// Nodes returns the ids of all nodes, sorted.
+func (k *Kernel) Nodes() []dial.NodeID { return append([]dial.NodeID(nil), k.ids...) }
+
+// Node returns the node with the given id, or nil.
+func (k *Kernel) Node(id dial.NodeID) *Node { return k.nodes[id] }
+
+func (k *Kernel) addNode(n *Node) {
+	if _, dup := k.nodes[n.id]; dup {
+		panic(fmt.Sprintf("sim: two nodes with id %v", n.id))
+	}
+	k.nodes[n.id] = n
+	k.ids = append(k.ids, n.id)
+	sort.Slice(k.ids, func(i, j int) bool { return k.ids[i] < k.ids[j] })
+}
+
+// eventQueue is a min-heap on (at, seq).
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index = i
+	q[j].index = j
+}
+func (q *eventQueue) Push(x any) {
+	ev := x.(*event)
+	ev.index = len(*q)
+	*q = append(*q, ev)
+}
+func (q *eventQueue) Pop() any {
+	old := *q
+	n := len(old)
+	ev := old[n-1]
+	old[n-1] = nil
+	*q = old[:n-1]
+	return ev
+}
+func (q eventQueue) peek() *event { return q[0] }

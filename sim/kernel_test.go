@@ -1,0 +1,135 @@
+package sim
+
+import (
+	cryptorand "crypto/rand"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+func TestEventsRunInTimeThenScheduleOrder(t *testing.T) {
+	k := New(1)
+	var got []string
+	k.At(20, EvClient, 0, func() { got = append(got, "c@20") })
+	k.At(10, EvClient, 0, func() { got = append(got, "a@10") })
+	k.At(10, EvClient, 0, func() { got = append(got, "b@10") })
+	h := k.At(15, EvClient, 0, func() { got = append(got, "cancelled") })
+	require.True(t, h.Cancel())
+	require.False(t, h.Cancel(), "a second cancel reports false")
+	require.NoError(t, k.RunUntil(time.Second))
+	require.Equal(t, []string{"a@10", "b@10", "c@20"}, got)
+	require.Equal(t, uint64(3), k.Events(), "a cancelled event is not counted")
+	require.Equal(t, time.Second, k.Now())
+}
+
+func TestPastEventsRunNow(t *testing.T) {
+	k := New(1)
+	require.NoError(t, k.RunUntil(time.Second))
+	var at time.Duration
+	k.At(0, EvClient, 0, func() { at = k.Now() })
+	k.Step()
+	require.Equal(t, time.Second, at, "an event scheduled in the past runs at now, never before it")
+}
+
+func TestEventBudgetStopsALivelock(t *testing.T) {
+	k := New(1)
+	k.SetMaxEvents(100)
+	var spin func()
+	spin = func() { k.After(0, EvTimer, 0, spin) }
+	k.After(0, EvTimer, 0, spin)
+	require.ErrorIs(t, k.RunUntil(time.Second), ErrEventBudget)
+	require.Equal(t, uint64(100), k.Events())
+}
+
+func TestTraceHashIsAFunctionOfTheEvents(t *testing.T) {
+	run := func(seed uint64, extra bool) uint64 {
+		k := New(seed)
+		k.At(5, EvClient, 42, func() {})
+		if extra {
+			k.At(6, EvClient, 1, func() {})
+		}
+		require.NoError(t, k.RunUntil(time.Second))
+		return k.Trace()
+	}
+	require.Equal(t, run(1, false), run(1, false))
+	require.NotEqual(t, run(1, false), run(2, false), "the seed is part of the trace")
+	require.NotEqual(t, run(1, false), run(1, true), "every event is part of the trace")
+}
+
+func TestStreamsAreIndependentByLabel(t *testing.T) {
+	a := Stream(7, "net")
+	first := a.Uint64()
+	// Drawing from another stream does not shift this one.
+	b := Stream(7, "faults")
+	for i := 0; i < 100; i++ {
+		b.Uint64()
+	}
+	require.Equal(t, first, Stream(7, "net").Uint64())
+	require.NotEqual(t, first, Stream(7, "faults").Uint64())
+	require.NotEqual(t, first, Stream(8, "net").Uint64())
+}
+
+type nopNet struct{}
+
+func (nopNet) Sender(dial.NodeID) dial.Sender { return nil }
+
+func TestCrashDropsTimersOfTheOldIncarnation(t *testing.T) {
+	k := New(1)
+	fired := 0
+	n := k.AddNode("a", func(env *Env) dial.Handler {
+		env.Clock.AfterFunc(time.Second, func() { fired++ })
+		return dial.HandlerFunc(func(dial.NodeID, []byte) {})
+	}, nopNet{}, DefaultDiskConfig)
+	n.Start()
+	require.Equal(t, uint64(1), n.Incarnation())
+	k.At(500*time.Millisecond, EvFault, 0, n.Crash)
+	k.At(600*time.Millisecond, EvFault, 0, n.Start)
+	require.NoError(t, k.RunUntil(10*time.Second))
+	require.Equal(t, 1, fired, "the first incarnation's timer must not fire; the second's must")
+	require.Equal(t, uint64(3), n.Incarnation())
+	require.Panics(t, n.Start, "starting a running node is a bug")
+}
+
+func TestCryptoRandFollowsTheSteppedNode(t *testing.T) {
+	draw := func(order []string) map[string]int64 {
+		k := New(3)
+		restore := k.InstallCryptoRand()
+		defer restore()
+		got := map[string]int64{}
+		nodes := map[string]*Node{}
+		for _, name := range []string{"a", "b"} {
+			name := name
+			nodes[name] = k.AddNode(name, func(env *Env) dial.Handler {
+				return dial.HandlerFunc(func(dial.NodeID, []byte) {})
+			}, nopNet{}, DefaultDiskConfig)
+			nodes[name].Start()
+		}
+		for _, name := range order {
+			n := nodes[name]
+			n.Do(func() {
+				v, err := cryptorand.Int(cryptorand.Reader, big.NewInt(1<<40))
+				require.NoError(t, err)
+				got[name] = v.Int64()
+			})
+		}
+		return got
+	}
+	// Each node's draw depends on its own stream only, not on who ran first.
+	require.Equal(t, draw([]string{"a", "b"}), draw([]string{"b", "a"}))
+	ab := draw([]string{"a", "b"})
+	require.NotEqual(t, ab["a"], ab["b"])
+	// And the real reader is back afterwards.
+	buf := make([]byte, 16)
+	_, err := cryptorand.Read(buf)
+	require.NoError(t, err)
+}
+
+type dialHandler = dial.Handler
+
+type nopHandler struct{}
+
+func (nopHandler) HandleFrame(dial.NodeID, []byte) {}

@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Network is what the kernel needs from a simulated network: a sender for
+// each node. netsim provides one.
+type Network interface {
+	Sender(from dial.NodeID) dial.Sender
+}
+
+// Env is everything a node's code is handed when it boots: its identity,
+// its clock, its peers, its disk and its random stream. It is the whole
+// world as the node sees it.
+type Env struct {
+	ID          dial.NodeID
+	Name        string
+	Incarnation uint64 // 1 on first start, +2 per crash and restart
+	Clock       clock.Clock
+	Net         dial.Sender
+	Disk        *Disk
+	Rand        *rand.Rand
+}
+
+// Boot starts a node's code from what survives on its disk and returns the
+// handler for frames addressed to it. It runs on every start and restart;
+// whatever it keeps in memory is lost when the node crashes.
+type Boot func(env *Env) dial.Handler
+
+// Node is one simulated machine: its clock and disk outlive crashes of the
+// process that boot starts on it.
+type Node struct {
+	k      *Kernel
+	id     dial.NodeID
+	name   string
+	boot   Boot
+	net    Network
+	clock  *Clock
+	disk   *Disk
+	rand   *rand.Rand // the process's own draws
+	crypto *rand.Rand // what crypto/rand.Reader yields while this node runs
+
+	inc     uint64 // odd while up, even while down
+	up      bool
+	handler dial.Handler
+
+	Starts, Crashes int
+}
+
+// AddNode adds a machine named name to the run; it is not started. Its id is
+// dial.IDFromName(name). Each node's streams are named after it, so adding a
+// node does not change another node's draws.
+func (k *Kernel) AddNode(name string, boot Boot, net Network, disk DiskConfig) *Node {
+	n := &Node{
+		k:      k,
+		id:     dial.IDFromName(name),
+		name:   name,
+		boot:   boot,
+		net:    net,
+		rand:   k.Stream("node/" + name),
+		crypto: k.Stream("crypto/" + name),
+	}
+	n.clock = &Clock{n: n}
+	n.disk = newDisk(n, disk, k.Stream("disk/"+name))
+	k.addNode(n)
+	return n
+}
+
+// ID is the node's id.
+func (n *Node) ID() dial.NodeID { return n.id }
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Up reports whether the node's process is running.
+func (n *Node) Up() bool { return n.up }
+
+// Clock is the node's machine clock (for faults: steps, drift).
+func (n *Node) Clock() *Clock { return n.clock }
+
+// Disk is the node's disk (for checkers and faults).
+func (n *Node) Disk() *Disk { return n.disk }
+
+// Incarnation counts starts and crashes: odd while up.
+func (n *Node) Incarnation() uint64 { return n.inc }
+
+// Start boots the node's process. Starting a running node is a bug.
+func (n *Node) Start() {
+	if n.up {
+		panic(fmt.Sprintf("sim: start of running node %s", n.name))
+	}
+	n.inc++
+	n.up = true
+	n.Starts++
+	env := &Env{
+		ID:          n.id,
+		Name:        n.name,
+		Incarnation: n.inc,
+		Clock:       n.clock,
+		Net:         n.net.Sender(n.id),
+		Disk:        n.disk,
+		Rand:        n.rand,
+	}
+	n.k.Logf("%s start (incarnation %d)", n.name, n.inc)
+	n.k.enter(n)
+	n.handler = n.boot(env)
+	n.k.leave()
+}
+
+// Crash kills the node's process: its memory is gone, its timers and disk
+// completions never fire, frames in flight to it are dropped, and its disk
+// loses what was not synced. Crashing a node that is down does nothing.
+func (n *Node) Crash() {
+	if !n.up {
+		return
+	}
+	n.inc++
+	n.up = false
+	n.Crashes++
+	n.handler = nil
+	n.disk.crash()
+	n.k.Logf("%s crash", n.name)
+}
+
+// Receive hands a frame to the node if the incarnation it was sent to is
+// still running. Networks call it when a frame arrives.
+func (n *Node) Receive(from dial.NodeID, frame []byte, inc uint64) bool {
+	if !n.up || n.inc != inc || n.handler == nil {
+		return false
+	}
+	n.k.enter(n)
+	n.handler.HandleFrame(from, frame)
+	n.k.leave()
+	return true
+}
+
+// Do runs f as the node (on its loop, with its random streams), if the node
+// is up. Client operations enter a node through it.
+func (n *Node) Do(f func()) bool {
+	if !n.up {
+		return false
+	}
+	n.k.enter(n)
+	f()
+	n.k.leave()
+	return true
+}
+
+// FrameDigest names a frame in the trace: sender, receiver and bytes.
+func FrameDigest(from, to dial.NodeID, frame []byte) uint64 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(from))
+	binary.LittleEndian.PutUint64(b[8:], uint64(to))
+	d := xxhash.New()
+	_, _ = d.Write(b[:])
+	_, _ = d.Write(frame)
+	return d.Sum64()
+}
