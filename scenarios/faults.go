@@ -1,0 +1,206 @@
+package scenarios
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/netsim"
+	"github.com/fenceline/fenceline/sim"
+)
+
+// FaultConfig is a fault schedule's shape, drawn once per seed.
+type FaultConfig struct {
+	GapMin, GapMax             time.Duration // between two faults
+	PartitionMin, PartitionMax time.Duration // how long a partition lasts
+	DownMin, DownMax           time.Duration // how long a crashed node stays down
+	MaxDown                    int           // nodes down at once, at most
+	StepMax                    time.Duration // largest clock step, either way
+	DriftMaxPPM                int64         // largest drift, either way
+	// Weights of the fault kinds.
+	Partition, Crash, ClockStep, Drift int
+}
+
+// DrawFaults draws a fault schedule for n nodes. MaxDown is a minority, so
+// a quorum protocol can make progress between faults.
+func DrawFaults(r *rand.Rand, n int) FaultConfig {
+	return FaultConfig{
+		GapMin:       sim.Between(r, 50*time.Millisecond, 500*time.Millisecond),
+		GapMax:       sim.Between(r, time.Second, 4*time.Second),
+		PartitionMin: 100 * time.Millisecond,
+		PartitionMax: sim.Between(r, 500*time.Millisecond, 5*time.Second),
+		DownMin:      50 * time.Millisecond,
+		DownMax:      sim.Between(r, 500*time.Millisecond, 5*time.Second),
+		MaxDown:      max(1, (n-1)/2),
+		StepMax:      sim.Between(r, 0, 2*time.Second),
+		DriftMaxPPM:  int64(r.IntN(501)),
+		Partition:    r.IntN(4) + 1,
+		Crash:        r.IntN(4) + 1,
+		ClockStep:    r.IntN(3),
+		Drift:        r.IntN(2),
+	}
+}
+
+func (c FaultConfig) String() string {
+	return fmt.Sprintf("gap=%v..%v partition=%v..%v down=%v..%v max_down=%d step_max=%v drift_max=%dppm weights(partition=%d crash=%d step=%d drift=%d)",
+		c.GapMin, c.GapMax, c.PartitionMin, c.PartitionMax, c.DownMin, c.DownMax, c.MaxDown,
+		c.StepMax, c.DriftMaxPPM, c.Partition, c.Crash, c.ClockStep, c.Drift)
+}
+
+// Chaos injects faults into a cluster on a seeded schedule until a time,
+// then heals everything and restarts every node so a liveness phase can
+// follow. Every fault is a kernel event, so it is in the trace.
+type Chaos struct {
+	run   *Run
+	nw    *netsim.Network
+	nodes []*sim.Node
+	cfg   FaultConfig
+	rng   *rand.Rand
+	until time.Duration
+
+	// Counters, for the run's report.
+	Partitions, Crashes, Steps, Drifts int
+}
+
+// StartChaos schedules faults from now until until.
+func StartChaos(run *Run, nw *netsim.Network, nodes []*sim.Node, cfg FaultConfig, until time.Duration) *Chaos {
+	c := &Chaos{run: run, nw: nw, nodes: nodes, cfg: cfg, rng: run.Kernel.Stream("faults"), until: until}
+	c.next()
+	run.Kernel.At(until, sim.EvFault, xxhash.Sum64String("calm"), c.calm)
+	return c
+}
+
+func (c *Chaos) next() {
+	k := c.run.Kernel
+	at := k.Now() + sim.Between(c.rng, c.cfg.GapMin, c.cfg.GapMax)
+	if at >= c.until {
+		return
+	}
+	k.At(at, sim.EvFault, 0, func() {
+		c.inject()
+		c.next()
+	})
+}
+
+func (c *Chaos) down() int {
+	n := 0
+	for _, node := range c.nodes {
+		if !node.Up() {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Chaos) inject() {
+	k := c.run.Kernel
+	total := c.cfg.Partition + c.cfg.Crash + c.cfg.ClockStep + c.cfg.Drift
+	if total == 0 {
+		return
+	}
+	pick := c.rng.IntN(total)
+	node := c.nodes[c.rng.IntN(len(c.nodes))]
+	switch {
+	case pick < c.cfg.Partition:
+		c.Partitions++
+		desc := c.nw.RandomPartition(c.rng, k.Nodes())
+		k.Mix([]byte(desc))
+		k.Logf("fault partition %s", desc)
+		heal := k.Now() + sim.Between(c.rng, c.cfg.PartitionMin, c.cfg.PartitionMax)
+		if heal < c.until {
+			shape := desc
+			k.At(heal, sim.EvFault, xxhash.Sum64String("heal"), func() {
+				if c.nw.Shape() == shape { // a later partition replaced it: leave that one
+					c.nw.Heal()
+				}
+			})
+		}
+	case pick < c.cfg.Partition+c.cfg.Crash:
+		c.crash(node)
+	case pick < c.cfg.Partition+c.cfg.Crash+c.cfg.ClockStep:
+		if c.cfg.StepMax == 0 {
+			return
+		}
+		c.Steps++
+		step := sim.Between(c.rng, -c.cfg.StepMax, c.cfg.StepMax)
+		k.Mix([]byte(fmt.Sprintf("step %s %d", node.Name(), step)))
+		k.Logf("fault clock step %s %v", node.Name(), step)
+		node.Clock().Step(step)
+	default:
+		c.Drifts++
+		ppm := sim.Between(c.rng, -c.cfg.DriftMaxPPM, c.cfg.DriftMaxPPM)
+		k.Mix([]byte(fmt.Sprintf("drift %s %d", node.Name(), ppm)))
+		k.Logf("fault clock drift %s %dppm", node.Name(), ppm)
+		node.Clock().SetDrift(ppm)
+	}
+}
+
+// crash kills node now, if it is up and fewer than MaxDown are down, and
+// schedules its restart.
+func (c *Chaos) crash(node *sim.Node) {
+	k := c.run.Kernel
+	if !node.Up() || c.down() >= c.cfg.MaxDown {
+		return
+	}
+	c.Crashes++
+	k.Mix([]byte("crash " + node.Name()))
+	k.Logf("fault crash %s", node.Name())
+	node.Crash()
+	back := k.Now() + sim.Between(c.rng, c.cfg.DownMin, c.cfg.DownMax)
+	if back < c.until {
+		k.At(back, sim.EvFault, xxhash.Sum64String("restart "+node.Name()), func() {
+			if !node.Up() {
+				node.Start()
+			}
+		})
+	}
+}
+
+// CrashAt schedules a targeted crash of node (within the fault phase): a
+// workload uses it to crash a node at a point that matters to it, such as
+// mid-burst while fsyncs are in flight.
+func (c *Chaos) CrashAt(node *sim.Node, at time.Duration) {
+	if at >= c.until {
+		return
+	}
+	c.run.Kernel.At(at, sim.EvFault, xxhash.Sum64String("crash "+node.Name()), func() { c.crash(node) })
+}
+
+// calm ends the fault phase: the network heals and every node is up.
+func (c *Chaos) calm() {
+	c.nw.Heal()
+	for _, n := range c.nodes {
+		if !n.Up() {
+			n.Start()
+		}
+	}
+	c.run.Kernel.Logf("fault phase over: healed, all nodes up")
+}
+
+func (c *Chaos) String() string {
+	return fmt.Sprintf("partitions=%d crashes=%d steps=%d drifts=%d", c.Partitions, c.Crashes, c.Steps, c.Drifts)
+}
+
+// DrawClocks gives each node a starting skew and drift, reported as knobs.
+func DrawClocks(run *Run, nodes []*sim.Node, skewMax time.Duration, driftMaxPPM int64) {
+	r := run.Kernel.Stream("clocks")
+	for _, n := range nodes {
+		skew := sim.Between(r, -skewMax, skewMax)
+		drift := sim.Between(r, -driftMaxPPM, driftMaxPPM)
+		n.Clock().Step(skew)
+		n.Clock().SetDrift(drift)
+		run.Knob("clock."+n.Name(), fmt.Sprintf("skew=%v drift=%dppm", skew, drift))
+	}
+}
+
+// ids returns the ids of nodes in the given order.
+func ids(nodes []*sim.Node) []dial.NodeID {
+	out := make([]dial.NodeID, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.ID()
+	}
+	return out
+}
