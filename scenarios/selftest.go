@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -280,7 +281,7 @@ func replayToy(f journal.File, trustTail bool) ([]toyRecord, int64, error) {
 func runSelftest(run *Run) error {
 	k := run.Kernel
 	knobs := k.Stream("knobs")
-	n := 3 + 2*knobs.IntN(2) // 3 or 5
+	n := drawSelftestNodes(knobs)
 	netCfg := netsim.Draw(k.Stream("net-config"))
 	diskCfg := sim.DefaultDiskConfig
 	diskCfg.TornWriteProb = float64(knobs.IntN(5)) / 4
@@ -424,6 +425,12 @@ func runSelftest(run *Run) error {
 		ok, refused, unknown, chaos, nw.Sent, nw.Delivered, nw.Dropped)
 	return nil
 }
+
+// drawSelftestNodes is the first draw of a self-test run: 3 or 5 nodes.
+func drawSelftestNodes(r *rand.Rand) int { return 3 + 2*r.IntN(2) }
+
+// selftestNodes is the cluster size seed draws.
+func selftestNodes(seed uint64) int { return drawSelftestNodes(sim.Stream(seed, "knobs")) }
 
 // checkRecovered runs at every boot: what the node acknowledged before it
 // crashed must have survived, and nothing it recovered may be invented.

@@ -1,0 +1,65 @@
+package realnet
+
+import (
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/journal"
+)
+
+func TestDirFSFollowsTheSeam(t *testing.T) {
+	d, err := OpenDir(t.TempDir())
+	require.NoError(t, err)
+	_, err = d.Open("journal")
+	require.ErrorIs(t, err, journal.ErrNotExist)
+
+	f, err := d.Create("journal")
+	require.NoError(t, err)
+	_, err = f.Write([]byte("hello "))
+	require.NoError(t, err)
+	_, err = f.Write([]byte("world"))
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, d.SyncDir())
+	require.NoError(t, f.Truncate(5))
+	_, err = f.Write([]byte("!"))
+	require.NoError(t, err)
+	size, _ := f.Size()
+	require.Equal(t, int64(6), size, "a write after a truncate goes to the new end")
+	buf := make([]byte, 10)
+	n, err := f.ReadAt(buf, 0)
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, "hello!", string(buf[:n]))
+	require.Error(t, f.Truncate(100), "truncate cannot grow a file")
+	require.NoError(t, f.Close())
+
+	g, err := d.Create("journal.tmp")
+	require.NoError(t, err)
+	_, _ = g.Write([]byte("new"))
+	require.NoError(t, g.Sync())
+	require.NoError(t, g.Close())
+	require.NoError(t, d.Rename("journal.tmp", "journal"))
+	require.NoError(t, d.SyncDir())
+	names, err := d.List()
+	require.NoError(t, err)
+	require.Equal(t, []string{"journal"}, names)
+
+	h, err := d.Open("journal")
+	require.NoError(t, err)
+	size, _ = h.Size()
+	require.Equal(t, int64(3), size)
+	require.NoError(t, h.Close())
+	require.NoError(t, d.Remove("journal"))
+	require.ErrorIs(t, d.Remove("journal"), journal.ErrNotExist)
+}
+
+func TestDirFSRefusesPaths(t *testing.T) {
+	d, err := OpenDir(t.TempDir())
+	require.NoError(t, err)
+	for _, bad := range []string{"", ".", "..", "../x", "a/b"} {
+		_, err := d.Create(bad)
+		require.Error(t, err, "%q", bad)
+	}
+}
