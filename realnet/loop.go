@@ -69,6 +69,13 @@ func (l *Loop) TryPost(f func()) error {
 // as timer callbacks (clock.NewWall takes l.PostTimer): a lost timer wedges
 // the protocol that set it. It returns ErrStopped if the loop stops first.
 func (l *Loop) Post(f func()) error {
+	// Checked first: with room in the mailbox, the select below could
+	// pick the send over a closed stop channel.
+	select {
+	case <-l.stop:
+		return ErrStopped
+	default:
+	}
 	select {
 	case l.mailbox <- f:
 		return nil
