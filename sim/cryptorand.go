@@ -50,17 +50,27 @@ func (k *Kernel) InstallCryptoRand() (restore func()) {
 	}
 }
 
-// enter and leave bracket every call into a node's code.
-func (k *Kernel) enter(n *Node) {
+// call runs f as node n: crypto/rand draws come from n's stream, and a
+// power cut that n's disk raises inside f crashes n right there, as if the
+// machine lost power mid-function. Every call into a node's code goes
+// through here.
+func (k *Kernel) call(n *Node, f func()) {
 	if k.rand != nil {
 		k.rand.cur = n.crypto
 	}
-}
-
-func (k *Kernel) leave() {
-	if k.rand != nil {
-		k.rand.cur = nil
-	}
+	defer func() {
+		if k.rand != nil {
+			k.rand.cur = nil
+		}
+		if r := recover(); r != nil {
+			if _, ok := r.(powerCut); !ok {
+				panic(r)
+			}
+			k.Logf("%s power cut mid-operation", n.name)
+			n.Crash()
+		}
+	}()
+	f()
 }
 
 var _ io.Reader = (*randSwitch)(nil)

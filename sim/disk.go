@@ -63,8 +63,40 @@ type Disk struct {
 	durable map[string]*inode // the names as of the last SyncDir
 	gen     uint64            // bumped by every crash; older handles are stale
 
+	// cutAfter counts down mutating operations to a power cut; 0: none.
+	cutAfter int
+
 	// Counters, for checkers and the benchmark.
-	Syncs, Writes, Torn uint64
+	Syncs, Writes, Torn, PowerCuts uint64
+}
+
+// powerCut is the panic value a disk raises to crash its node mid-call;
+// the kernel recovers it (Kernel.call) and crashes the node.
+type powerCut struct{}
+
+// CutPowerAfter arranges for the node to lose power just before its n-th
+// next mutating disk operation (write, truncate, sync, create, rename,
+// remove, sync of the directory), n >= 1: that operation and everything
+// after it never happen, and the node crashes on the spot. This is how a
+// scenario crashes a node between any two steps of a multi-step update,
+// such as a journal compaction, which no crash between events can reach.
+func (d *Disk) CutPowerAfter(n int) {
+	if n < 1 {
+		panic("sim: CutPowerAfter needs n >= 1")
+	}
+	d.cutAfter = n
+}
+
+// mutate is called before every mutating operation.
+func (d *Disk) mutate() {
+	if d.cutAfter == 0 {
+		return
+	}
+	d.cutAfter--
+	if d.cutAfter == 0 {
+		d.PowerCuts++
+		panic(powerCut{})
+	}
 }
 
 var _ journal.FS = (*Disk)(nil)
@@ -94,6 +126,7 @@ func (d *Disk) used() int64 {
 
 // Create makes an empty file, replacing any file of that name.
 func (d *Disk) Create(name string) (journal.File, error) {
+	d.mutate()
 	ino := &inode{grown: true}
 	d.dir[name] = ino
 	return &simFile{d: d, ino: ino, gen: d.gen, name: name}, nil
@@ -110,6 +143,7 @@ func (d *Disk) Open(name string) (journal.File, error) {
 
 // Rename replaces newname with oldname.
 func (d *Disk) Rename(oldname, newname string) error {
+	d.mutate()
 	ino, ok := d.dir[oldname]
 	if !ok {
 		return fmt.Errorf("%w: %s", journal.ErrNotExist, oldname)
@@ -121,6 +155,7 @@ func (d *Disk) Rename(oldname, newname string) error {
 
 // Remove deletes name.
 func (d *Disk) Remove(name string) error {
+	d.mutate()
 	if _, ok := d.dir[name]; !ok {
 		return fmt.Errorf("%w: %s", journal.ErrNotExist, name)
 	}
@@ -140,6 +175,7 @@ func (d *Disk) List() ([]string, error) {
 
 // SyncDir makes the current names durable.
 func (d *Disk) SyncDir() error {
+	d.mutate()
 	d.durable = make(map[string]*inode, len(d.dir))
 	for name, ino := range d.dir { //fenceline:unordered copying a map into a map
 		d.durable[name] = ino
@@ -166,6 +202,7 @@ func (d *Disk) SyncAsync(f journal.File, done func(error)) {
 // what was not synced.
 func (d *Disk) crash() {
 	d.gen++
+	d.cutAfter = 0
 	names := make([]string, 0, len(d.durable))
 	for name := range d.durable {
 		names = append(names, name)
@@ -218,6 +255,7 @@ func (f *simFile) Write(p []byte) (int, error) {
 	if err := f.check(); err != nil {
 		return 0, err
 	}
+	f.d.mutate()
 	if f.d.cfg.MaxBytes > 0 && f.d.used()+int64(len(p)) > f.d.cfg.MaxBytes {
 		return 0, fmt.Errorf("%w: writing %d bytes to %s", ErrNoSpace, len(p), f.name)
 	}
@@ -254,6 +292,7 @@ func (f *simFile) Truncate(size int64) error {
 	if err := f.check(); err != nil {
 		return err
 	}
+	f.d.mutate()
 	if size < 0 || size > int64(len(f.ino.data)) {
 		return fmt.Errorf("sim: truncate %s to %d: size is %d", f.name, size, len(f.ino.data))
 	}
@@ -267,6 +306,7 @@ func (f *simFile) Sync() error {
 	if err := f.check(); err != nil {
 		return err
 	}
+	f.d.mutate()
 	f.d.Syncs++
 	f.ino.synced = f.ino.data[:len(f.ino.data):len(f.ino.data)]
 	f.ino.grown = true

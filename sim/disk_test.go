@@ -179,3 +179,39 @@ func idleNodeWithDisk(k *Kernel, cfg DiskConfig) *Node {
 	n.Start()
 	return n
 }
+
+func TestPowerCutCrashesTheNodeMidCall(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.TornWriteProb = 0
+	k := New(1)
+	n := idleNodeWithDisk(k, cfg)
+	d := n.Disk()
+	f, _ := d.Create("journal")
+	require.NoError(t, d.SyncDir())
+	_, _ = f.Write([]byte("old"))
+	require.NoError(t, f.Sync())
+	steps := 0
+	d.CutPowerAfter(3) // the third mutating call below never happens
+	ran := n.Do(func() {
+		tmp, _ := d.Create("journal.tmp") // 1
+		steps++
+		_, _ = tmp.Write([]byte("new")) // 2
+		steps++
+		_ = tmp.Sync() // 3: power goes here
+		steps++
+	})
+	require.True(t, ran)
+	require.Equal(t, 2, steps, "code after the cut must not run")
+	require.False(t, n.Up(), "the node crashed")
+	require.Equal(t, uint64(1), d.PowerCuts)
+	names, _ := d.List()
+	require.Equal(t, []string{"journal"}, names, "the unsynced create is gone")
+	require.Equal(t, "old", string(read(t, d, "journal")))
+	require.Panics(t, func() { d.CutPowerAfter(0) })
+}
+
+func TestOtherPanicsStillPanic(t *testing.T) {
+	k := New(1)
+	n := idleNodeWithDisk(k, DefaultDiskConfig)
+	require.PanicsWithValue(t, "boom", func() { n.Do(func() { panic("boom") }) })
+}

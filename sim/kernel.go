@@ -222,9 +222,7 @@ func (k *Kernel) Step() bool {
 		k.events++
 		k.fold(ev)
 		if n != nil {
-			k.enter(n)
-			ev.fn()
-			k.leave()
+			k.call(n, ev.fn)
 		} else {
 			ev.fn()
 		}

@@ -110,9 +110,7 @@ func (n *Node) Start() {
 		Rand:        n.rand,
 	}
 	n.k.Logf("%s start (incarnation %d)", n.name, n.inc)
-	n.k.enter(n)
-	n.handler = n.boot(env)
-	n.k.leave()
+	n.k.call(n, func() { n.handler = n.boot(env) })
 }
 
 // Crash kills the node's process: its memory is gone, its timers and disk
@@ -136,9 +134,7 @@ func (n *Node) Receive(from dial.NodeID, frame []byte, inc uint64) bool {
 	if !n.up || n.inc != inc || n.handler == nil {
 		return false
 	}
-	n.k.enter(n)
-	n.handler.HandleFrame(from, frame)
-	n.k.leave()
+	n.k.call(n, func() { n.handler.HandleFrame(from, frame) })
 	return true
 }
 
@@ -148,9 +144,7 @@ func (n *Node) Do(f func()) bool {
 	if !n.up {
 		return false
 	}
-	n.k.enter(n)
-	f()
-	n.k.leave()
+	n.k.call(n, f)
 	return true
 }
 
