@@ -1,6 +1,6 @@
-// Package journal is the raft log file. This file holds its storage seam:
-// the File and FS interfaces, implemented by the simulator's disk (sim) and
-// by OS files (realnet).
+// This file holds the journal's storage seam: the File and FS interfaces,
+// implemented by the simulator's disk (sim) and by OS files (realnet).
+
 package journal
 
 import "errors"

@@ -1,0 +1,100 @@
+package journal
+
+import "fmt"
+
+// Compact drops the entries up to index, replacing them with a snapshot of
+// the state machine at index (snapData, and the membership confState, both
+// opaque). index must be committed: compacting an entry that may still be
+// replaced would keep a snapshot of a log that never was, so index past the
+// commit index panics. index at or before the current snapshot returns
+// ErrCompacted, past the last entry ErrUnavailable.
+//
+// It is the journal's only rewrite, and it never overwrites: it writes the
+// snapshot, the entries after index and the hard state to a sibling file,
+// syncs it, renames it over the journal and syncs the directory, then
+// appends to the new file from then on. A crash before the directory sync
+// leaves the old file (the rename is undone); after it, the new one. Either
+// holds everything that was durable before, and the same entries after
+// index and the same hard state. The directory sync must finish before
+// Compact returns: a later synced append to the new file would otherwise
+// be lost with the rename.
+//
+// An error before the rename leaves the journal as it was, still appending
+// to the old file (Open removes the abandoned sibling); an error after it
+// is sticky.
+func (j *Journal) Compact(index uint64, snapData, confState []byte) error {
+	if err := j.usable(); err != nil {
+		return err
+	}
+	switch {
+	case index <= j.st.snap.Meta.Index:
+		return fmt.Errorf("%w: compact to %d, snapshot at %d", ErrCompacted, index, j.st.snap.Meta.Index)
+	case index > j.st.lastIndex():
+		return fmt.Errorf("%w: compact to %d, last index %d", ErrUnavailable, index, j.st.lastIndex())
+	case index > j.st.hs.Commit:
+		panic(fmt.Sprintf("journal: Compact(%d): past the commit index %d", index, j.st.hs.Commit))
+	}
+
+	next := state{
+		hs: j.st.hs,
+		snap: Snapshot{
+			Meta: SnapshotMeta{Index: index, Term: j.st.term(index), ConfState: cloneBytes(confState)},
+			Data: cloneBytes(snapData),
+		},
+		// A fresh array, so the compacted prefix can be collected.
+		ents: append([]Entry(nil), j.st.ents[index-j.st.firstIndex()+1:]...),
+	}
+	for i := range next.ents {
+		next.logBytes += next.ents[i].Size()
+	}
+
+	if n := snapshotBodyLen(&next.snap); n > j.cfg.MaxRecordBytes {
+		return fmt.Errorf("%w: snapshot record of %d bytes, max %d", ErrTooLarge, n, j.cfg.MaxRecordBytes)
+	}
+	runs, err := splitEntries(next.ents, j.cfg.MaxRecordBytes)
+	if err != nil {
+		return err // cannot happen: these entries were written under the same bound
+	}
+	// The sibling replays exactly like any journal: the snapshot empties
+	// the log and sets commit to index, the entries follow it, and the
+	// hard state (commit >= index) comes last.
+	buf := appendFileHeader(nil)
+	buf = appendSnapshotRecord(buf, &next.snap)
+	for _, run := range runs {
+		buf = appendEntriesRecord(buf, run)
+	}
+	buf = appendHardStateRecord(buf, next.hs)
+
+	sib := j.name + compactSuffix
+	f, err := j.fs.Create(sib)
+	if err != nil {
+		return fmt.Errorf("journal: compact: create %s: %w", sib, err)
+	}
+	abandon := func(step string, err error) error {
+		_ = f.Close()        // the sibling is garbage now; Open or the next
+		_ = j.fs.Remove(sib) // Compact removes it if this fails
+		return fmt.Errorf("journal: compact: %s %s: %w", step, sib, err)
+	}
+	if n, err := f.Write(buf); err != nil || n != len(buf) {
+		if err == nil {
+			err = fmt.Errorf("short write: %d of %d bytes", n, len(buf))
+		}
+		return abandon("write", err)
+	}
+	if err := f.Sync(); err != nil {
+		return abandon("sync", err)
+	}
+	if err := j.fs.Rename(sib, j.name); err != nil {
+		return abandon("rename", err)
+	}
+
+	// From here the name points at the new file; memory must follow it.
+	old := j.f
+	j.f, j.size, j.dirty, j.st = f, int64(len(buf)), false, next
+	_ = old.Close() // everything in it is in the new file, synced
+	j.mustHoldInvariants(true)
+	if err := j.fs.SyncDir(); err != nil {
+		return j.fail(fmt.Errorf("compact: sync directory after renaming %s: %w", sib, err))
+	}
+	return nil
+}
