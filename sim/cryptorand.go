@@ -63,11 +63,18 @@ func (k *Kernel) call(n *Node, f func()) {
 			k.rand.cur = nil
 		}
 		if r := recover(); r != nil {
-			if _, ok := r.(powerCut); !ok {
+			if _, ok := r.(powerCut); ok {
+				k.Logf("%s power cut mid-operation", n.name)
+				n.Crash()
+				return
+			}
+			if k.onPanic == nil {
 				panic(r)
 			}
-			k.Logf("%s power cut mid-operation", n.name)
+			// The node's process died of its own bug; the machine lives.
+			k.Logf("%s panicked: %v", n.name, r)
 			n.Crash()
+			k.onPanic(n, r)
 		}
 	}()
 	f()

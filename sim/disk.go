@@ -87,6 +87,9 @@ func (d *Disk) CutPowerAfter(n int) {
 	d.cutAfter = n
 }
 
+// CancelPowerCut disarms a pending CutPowerAfter.
+func (d *Disk) CancelPowerCut() { d.cutAfter = 0 }
+
 // mutate is called before every mutating operation.
 func (d *Disk) mutate() {
 	if d.cutAfter == 0 {

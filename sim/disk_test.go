@@ -215,3 +215,13 @@ func TestOtherPanicsStillPanic(t *testing.T) {
 	n := idleNodeWithDisk(k, DefaultDiskConfig)
 	require.PanicsWithValue(t, "boom", func() { n.Do(func() { panic("boom") }) })
 }
+
+func TestOnNodePanicCrashesTheNodeAndReports(t *testing.T) {
+	k := New(1)
+	n := idleNodeWithDisk(k, DefaultDiskConfig)
+	var got any
+	k.OnNodePanic(func(p *Node, v any) { got = v })
+	require.True(t, n.Do(func() { panic("boom") }))
+	require.Equal(t, "boom", got)
+	require.False(t, n.Up())
+}

@@ -64,8 +64,9 @@ type Kernel struct {
 	// themselves at the same instant) must end in a clear error, not hang.
 	maxEvents uint64
 
-	tracef func(format string, args ...any) // nil unless a verbose trace is wanted
-	rand   *randSwitch
+	tracef  func(format string, args ...any) // nil unless a verbose trace is wanted
+	onPanic func(n *Node, v any)             // nil: a node's panic ends the run
+	rand    *randSwitch
 }
 
 // Epoch is the wall reading every node clock starts from (before its
@@ -121,6 +122,12 @@ func (k *Kernel) SetTrace(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 }
+
+// OnNodePanic makes a panic in a node's code crash that node (its process
+// dies; its machine, clock and disk live on) and report to f, instead of
+// ending the run. Scenarios turn a node's panic into a checker failure
+// this way, so a sweep names it and goes on.
+func (k *Kernel) OnNodePanic(f func(n *Node, v any)) { k.onPanic = f }
 
 // Logf writes a line to the verbose trace, if one is on. It does not touch
 // the hash: what is logged must already be in the events.
