@@ -24,7 +24,7 @@ type KVOp uint8
 const (
 	KVPut KVOp = iota + 1
 	KVGet
-	KVCas // a txn: guard VersionIs(key, Expect), then Put(key, Value)
+	KVCas // a txn: guard VersionIs(key, Expect), then Put(key, Value); Expect 0 means "absent"
 )
 
 // KVInput is an operation's input.
@@ -82,10 +82,17 @@ func kvStep(s kvState, in KVInput, out KVOutput) []any {
 		}
 		return []any{s}
 	case KVCas:
-		// The guard holds if the key is present at exactly Expect; with
-		// the version unknown, either may be true.
-		mayHold := s.Present && (s.Version == 0 || s.Version == in.Expect)
-		mayFail := !s.Present || s.Version != in.Expect
+		// VersionIs(key, 0) holds exactly when the key is absent (no
+		// present key has version 0). Otherwise the guard holds if the
+		// key is present at exactly Expect; with the version unknown,
+		// either may be true.
+		var mayHold, mayFail bool
+		if in.Expect == 0 {
+			mayHold, mayFail = !s.Present, s.Present
+		} else {
+			mayHold = s.Present && (s.Version == 0 || s.Version == in.Expect)
+			mayFail = !s.Present || s.Version != in.Expect
+		}
 		written := kvState{Present: true, Value: in.Value, Version: out.Version}
 		switch {
 		case out.Unknown:

@@ -92,3 +92,19 @@ func TestKVUnknownCasBothWays(t *testing.T) {
 	h.Return(g, KVOutput{Found: true, Value: "c", Version: 8}, 11)
 	require.Equal(t, porcupine.Ok, verdict(t, h))
 }
+
+func TestKVCasOnVersionZeroMeansAbsent(t *testing.T) {
+	h := NewHistory(0)
+	c := h.Call(0, "k", KVInput{Op: KVCas, Expect: 0, Value: "a"}, 1)
+	h.Return(c, KVOutput{Succeeded: true, Version: 3}, 2)
+	d := h.Call(0, "k", KVInput{Op: KVCas, Expect: 0, Value: "b"}, 3)
+	h.Return(d, KVOutput{Succeeded: false}, 4)
+	require.Equal(t, porcupine.Ok, verdict(t, h), "create-if-absent succeeds once, then fails")
+
+	h = NewHistory(0)
+	c = h.Call(0, "k", KVInput{Op: KVPut, Value: "a"}, 1)
+	h.Return(c, KVOutput{Version: 3}, 2)
+	d = h.Call(0, "k", KVInput{Op: KVCas, Expect: 0, Value: "b"}, 3)
+	h.Return(d, KVOutput{Succeeded: true, Version: 4}, 4)
+	require.Equal(t, porcupine.Illegal, verdict(t, h), "create-if-absent over a present key")
+}
