@@ -1,0 +1,189 @@
+package consensus
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Propose stamps op with this node's wall time (once: every replica
+// applies the same stamp, clamped so applied time never goes back) and
+// proposes it. done runs exactly once, on the node's loop: with the
+// applied result; with ErrNoLeader, ErrBusy, ErrStopped or a validation
+// error (not applied); or with ErrTimeout (outcome unknown). A follower
+// forwards the proposal to the leader.
+func (n *Node) Propose(op kv.Op, done func(kv.Result, error)) {
+	cmd := kv.Command{AtMs: n.env.Clock.Now().UnixMilli(), Op: op}
+	if err := n.cfg.KV.Validate(cmd); err != nil {
+		done(kv.Result{}, err)
+		return
+	}
+	payload, err := kv.EncodeCommand(cmd)
+	if err != nil {
+		done(kv.Result{}, err)
+		return
+	}
+	seq, err := n.admit()
+	if err != nil {
+		done(kv.Result{}, err)
+		return
+	}
+	data := propID{n.id, n.session, seq}.append(make([]byte, 0, propIDBytes+len(payload)))
+	data = append(data, payload...)
+	if err := n.rn.Propose(data); err != nil {
+		done(kv.Result{}, proposeErr(err))
+		return
+	}
+	n.Proposed++
+	n.wait(seq, &pendingProp{done: done})
+	n.pump()
+}
+
+func proposeErr(err error) error {
+	if errors.Is(err, raft.ErrProposalDropped) {
+		return ErrNoLeader
+	}
+	return err
+}
+
+// admit reserves a sequence number for a call, or refuses it at the bound.
+func (n *Node) admit() (uint64, error) {
+	if n.stopped {
+		return 0, ErrStopped
+	}
+	if len(n.pending)+len(n.reads) >= n.cfg.MaxPending {
+		return 0, fmt.Errorf("%w (%d in flight)", ErrBusy, len(n.pending)+len(n.reads))
+	}
+	n.seq++
+	return n.seq, nil
+}
+
+func (n *Node) wait(seq uint64, p *pendingProp) {
+	n.pending[seq] = p
+	p.timer = n.env.Clock.AfterFunc(n.cfg.ProposalTimeout, func() {
+		if n.pending[seq] == p {
+			delete(n.pending, seq)
+			p.fail(ErrTimeout)
+		}
+	})
+}
+
+// Read is a linearizable read of key: raft's ReadIndex confirms with a
+// quorum that this node's leader is still the leader, and the read is
+// answered from this node's state once it has applied that index. done
+// runs once: with the value, or with an error (a read changes nothing, so
+// every error only means "no answer").
+func (n *Node) Read(key string, done func(e kv.Entry, found bool, err error)) {
+	seq, err := n.admit()
+	if err != nil {
+		done(kv.Entry{}, false, err)
+		return
+	}
+	r := &pendingRead{key: key, done: done}
+	n.reads[seq] = r
+	r.timer = n.env.Clock.AfterFunc(n.cfg.ProposalTimeout, func() {
+		if n.reads[seq] == r {
+			delete(n.reads, seq)
+			done(kv.Entry{}, false, ErrTimeout)
+		}
+	})
+	// Raft drops a read index request silently when it knows no leader;
+	// the timeout above is what turns that into an answer.
+	n.rn.ReadIndex(le64(seq))
+	n.pump()
+}
+
+func (n *Node) readIndexed(rs raft.ReadState) {
+	if len(rs.RequestCtx) != 8 {
+		return
+	}
+	seq := leUint64(rs.RequestCtx)
+	if r := n.reads[seq]; r != nil && r.index == 0 {
+		r.index = rs.Index
+	}
+}
+
+// finishReads answers every read whose index this node has applied.
+func (n *Node) finishReads() {
+	applied := n.appliedIndex()
+	for _, seq := range sortedKeys(n.reads) {
+		r := n.reads[seq]
+		if r.index == 0 || r.index > applied {
+			continue
+		}
+		delete(n.reads, seq)
+		r.timer.Stop()
+		e, ok := n.kv.Get(r.key)
+		r.done(e, ok, nil)
+	}
+}
+
+// appliedIndex is the highest index whose effects are in this node's state.
+func (n *Node) appliedIndex() uint64 { return n.rn.BasicStatus().Applied }
+
+// LocalGet reads this node's applied state: no quorum, no leader, possibly
+// stale. Named differently from Read on purpose.
+func (n *Node) LocalGet(key string) (kv.Entry, bool) { return n.kv.Get(key) }
+
+// LocalLease reads a lease from this node's applied state.
+func (n *Node) LocalLease(name string) (kv.Lease, bool) { return n.kv.Lease(name) }
+
+// Events returns up to max watch events this node applied after version.
+func (n *Node) Events(since uint64, max int) ([]kv.Event, error) { return n.kv.EventsSince(since, max) }
+
+// Digest is a digest of this node's applied KV state, for checkers.
+func (n *Node) Digest() (index uint64, digest uint64) {
+	return n.kv.AppliedIndex(), n.kv.Digest()
+}
+
+// AddLearner proposes adding m as a learner: it receives the log but does
+// not vote until the leader promotes it, once it has caught up. Growing the
+// quorum with a member still replaying the log would stall the cluster.
+// done runs once: nil when the change is applied here, or an error
+// (ErrTimeout: unknown — raft turns a conf change it refuses into an empty
+// entry, which answers nobody).
+func (n *Node) AddLearner(m Member, done func(error)) {
+	n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddLearnerNode, NodeID: uint64(m.ID)}, m, done)
+}
+
+// RemoveMember proposes removing a voter or learner. A crashed voter stays a
+// voter until someone removes it explicitly.
+func (n *Node) RemoveMember(id dial.NodeID, done func(error)) {
+	m, ok := n.members[id]
+	if !ok {
+		m = Member{ID: id}
+	}
+	n.proposeConf(pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: uint64(id)}, m, done)
+}
+
+func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
+	seq, err := n.admit()
+	if err != nil {
+		done(err)
+		return
+	}
+	cc.Context = m.append(propID{n.id, n.session, seq}.append(nil))
+	if err := n.rn.ProposeConfChange(cc); err != nil {
+		done(proposeErr(err))
+		return
+	}
+	n.Proposed++
+	n.wait(seq, &pendingProp{conf: done})
+	n.pump()
+}
+
+func leUint64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+// Revision is the version of the last change this node applied.
+func (n *Node) Revision() uint64 { return n.kv.Version() }

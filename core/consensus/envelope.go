@@ -1,0 +1,149 @@
+package consensus
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Every normal entry and every conf change context this driver proposes
+// starts with a proposal id: the proposing node, a session drawn at its
+// boot and a sequence number. The proposer matches applied entries to its
+// waiting callers by it. The session is what keeps a restarted node from
+// mistaking an entry its previous incarnation proposed (still in flight,
+// applied later) for one of its own new proposals.
+type propID struct {
+	origin  dial.NodeID
+	session uint64
+	seq     uint64
+}
+
+const propIDBytes = 24
+
+func (p propID) append(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.origin))
+	b = binary.LittleEndian.AppendUint64(b, p.session)
+	return binary.LittleEndian.AppendUint64(b, p.seq)
+}
+
+var errEnvelope = errors.New("consensus: malformed entry envelope")
+
+func splitPropID(b []byte) (propID, []byte, error) {
+	if len(b) < propIDBytes {
+		return propID{}, nil, errEnvelope
+	}
+	return propID{
+		origin:  dial.NodeID(binary.LittleEndian.Uint64(b)),
+		session: binary.LittleEndian.Uint64(b[8:]),
+		seq:     binary.LittleEndian.Uint64(b[16:]),
+	}, b[propIDBytes:], nil
+}
+
+// Member is one node of the cluster as membership entries name it.
+type Member struct {
+	ID   dial.NodeID
+	Name string
+	Addr string
+}
+
+// NewMember names a node; its id comes from its name.
+func NewMember(name, addr string) Member {
+	return Member{ID: dial.IDFromName(name), Name: name, Addr: addr}
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func readString(b []byte) (string, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || uint64(len(b)-k) < n {
+		return "", nil, errEnvelope
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], nil
+}
+
+func (m Member) append(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.ID))
+	b = appendString(b, m.Name)
+	return appendString(b, m.Addr)
+}
+
+func readMember(b []byte) (Member, []byte, error) {
+	if len(b) < 8 {
+		return Member{}, nil, errEnvelope
+	}
+	m := Member{ID: dial.NodeID(binary.LittleEndian.Uint64(b))}
+	var err error
+	if m.Name, b, err = readString(b[8:]); err != nil {
+		return Member{}, nil, err
+	}
+	if m.Addr, b, err = readString(b); err != nil {
+		return Member{}, nil, err
+	}
+	return m, b, nil
+}
+
+// snapshotState is what a raft snapshot carries besides the ConfState: the
+// index of the membership entry in force, the names and addresses of every
+// member, and the KV state. A newcomer restores all three from it.
+type snapshotState struct {
+	mIdx    uint64
+	members map[dial.NodeID]Member
+	dedupe  *dedupe
+	kv      []byte
+}
+
+const snapshotVersion = 1
+
+func (s snapshotState) encode() []byte {
+	b := []byte{snapshotVersion}
+	b = binary.AppendUvarint(b, s.mIdx)
+	ids := make([]dial.NodeID, 0, len(s.members))
+	for id := range s.members {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = s.members[id].append(b)
+	}
+	b = s.dedupe.append(b)
+	return append(b, s.kv...)
+}
+
+func decodeSnapshotState(b []byte) (snapshotState, error) {
+	if len(b) == 0 || b[0] != snapshotVersion {
+		return snapshotState{}, fmt.Errorf("consensus: snapshot of unknown version")
+	}
+	b = b[1:]
+	s := snapshotState{members: map[dial.NodeID]Member{}}
+	var k int
+	if s.mIdx, k = binary.Uvarint(b); k <= 0 {
+		return snapshotState{}, errEnvelope
+	}
+	b = b[k:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return snapshotState{}, errEnvelope
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		var m Member
+		var err error
+		if m, b, err = readMember(b); err != nil {
+			return snapshotState{}, err
+		}
+		s.members[m.ID] = m
+	}
+	var err error
+	if s.dedupe, b, err = readDedupe(b); err != nil {
+		return snapshotState{}, err
+	}
+	s.kv = b
+	return s, nil
+}

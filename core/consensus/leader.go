@@ -1,0 +1,149 @@
+package consensus
+
+import (
+	"fmt"
+
+	"sort"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Leader returns the leader this node knows of, or 0.
+func (n *Node) Leader() dial.NodeID { return dial.NodeID(n.rn.BasicStatus().Lead) }
+
+// BelievesSelfLeader is this node's opinion that it leads. A deposed
+// leader keeps believing it until it hears otherwise: fine for a status
+// line, wrong before doing something only one node may do — ask IsLeader.
+func (n *Node) BelievesSelfLeader() bool {
+	return n.rn.BasicStatus().RaftState == raft.StateLeader
+}
+
+// IsLeader reports that this node leads and a quorum of voters has
+// acknowledged it within the last election timeout (measured in ticks of
+// this node's monotonic clock, so a wall-clock step cannot stretch it).
+func (n *Node) IsLeader() bool {
+	return n.BelievesSelfLeader() && n.quorumHeardWithin(uint64(n.cfg.ElectionTicks))
+}
+
+// IsolationWindow is the window, in ticks, that IsIsolated uses.
+func (n *Node) IsolationWindow() uint64 { return uint64(n.cfg.ElectionTicks) }
+
+// IsIsolated is seed 000's D-17 rule: true when this node knows no current
+// leader, when it leads but no quorum acknowledged it within the window, or
+// when it follows a leader it has not heard from within the window. An
+// isolated node refuses owner-side writes and strong reads.
+func (n *Node) IsIsolated() bool {
+	st := n.rn.BasicStatus()
+	switch {
+	case st.Lead == raft.None:
+		return true
+	case st.RaftState == raft.StateLeader:
+		return !n.quorumHeardWithin(n.IsolationWindow())
+	default:
+		last, ok := n.heard[st.Lead]
+		return !ok || n.ticks-last > n.IsolationWindow()
+	}
+}
+
+func (n *Node) quorumHeardWithin(window uint64) bool {
+	voters := n.conf.Voters
+	if len(voters) == 0 {
+		return false
+	}
+	acks := 0
+	for _, v := range voters {
+		if v == uint64(n.id) {
+			acks++
+			continue
+		}
+		if last, ok := n.heard[v]; ok && n.ticks-last <= window {
+			acks++
+		}
+	}
+	return acks > len(voters)/2
+}
+
+// Membership is the committed membership in force.
+type Membership struct {
+	Index    uint64   // m_idx: the index of the membership entry in force
+	Voters   []Member // sorted by id; the ring is built from these
+	Learners []Member // sorted by id
+}
+
+// Membership returns the committed membership this node has applied.
+func (n *Node) Membership() Membership {
+	ms := Membership{Index: n.mIdx}
+	for _, id := range n.conf.Voters {
+		ms.Voters = append(ms.Voters, n.member(id))
+	}
+	for _, id := range n.conf.Learners {
+		ms.Learners = append(ms.Learners, n.member(id))
+	}
+	sort.Slice(ms.Voters, func(i, j int) bool { return ms.Voters[i].ID < ms.Voters[j].ID })
+	sort.Slice(ms.Learners, func(i, j int) bool { return ms.Learners[i].ID < ms.Learners[j].ID })
+	return ms
+}
+
+func (n *Node) member(id uint64) Member {
+	if m, ok := n.members[dial.NodeID(id)]; ok {
+		return m
+	}
+	return Member{ID: dial.NodeID(id)}
+}
+
+// leaderDuties runs on every tick of a leader: the expiry tick that lets
+// leases lapse on a quiet cluster, and learner promotion.
+func (n *Node) leaderDuties() {
+	if !n.BelievesSelfLeader() {
+		return
+	}
+	every := uint64(n.cfg.ExpiryTick / n.cfg.TickInterval)
+	if every == 0 {
+		every = 1
+	}
+	if n.ticks-n.lastExp >= every && len(n.pending)+len(n.reads) < n.cfg.MaxPending/2 {
+		n.lastExp = n.ticks
+		n.Propose(kv.Tick(), func(kv.Result, error) {})
+	}
+	n.promoteCaughtUpLearners()
+}
+
+// promoteCaughtUpLearners proposes, one at a time, that a learner whose
+// match index is within PromoteLag of the leader's last index become a
+// voter. Raft runs one conf change at a time, and a promotion that times
+// out is retried after an election timeout.
+func (n *Node) promoteCaughtUpLearners() {
+	if len(n.conf.Learners) == 0 || n.rn.BasicStatus().Applied < n.rn.BasicStatus().Commit {
+		return
+	}
+	last := n.j.LastIndex()
+	learners := append([]uint64(nil), n.conf.Learners...)
+	sort.Slice(learners, func(i, j int) bool { return learners[i] < learners[j] })
+	for _, id := range learners {
+		if at, ok := n.promoting[id]; ok && n.ticks-at < uint64(n.cfg.ElectionTicks) {
+			return
+		}
+	}
+	var match = map[uint64]uint64{}
+	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
+	for _, id := range learners {
+		if match[id]+n.cfg.PromoteLag >= last {
+			n.promoting[id] = n.ticks
+			n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddNode, NodeID: id}, n.member(id), func(error) {})
+			return
+		}
+	}
+}
+
+// Status is a one-line description of this node's raft state, for traces
+// and checker messages.
+func (n *Node) Status() string {
+	st := n.rn.BasicStatus()
+	return fmt.Sprintf("%s term=%d lead=%v applied=%d commit=%d last=%d snap=%d m_idx=%d isolated=%v pending=%d dups=%d sent=%d senderr=%d",
+		st.RaftState, st.Term, dial.NodeID(st.Lead), st.Applied, st.Commit, n.j.LastIndex(), n.snapIndex, n.mIdx, n.IsIsolated(), len(n.pending)+len(n.reads), n.Duplicates, n.Sent, n.SendErrors)
+}

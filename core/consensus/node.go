@@ -1,0 +1,479 @@
+package consensus
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Errors a caller sees. ErrNoLeader, ErrBusy and ErrStopped are known
+// non-applications: the call never left this node. ErrTimeout is an
+// unknown outcome: the proposal may have been, or may yet be, applied.
+var (
+	ErrNoLeader = errors.New("consensus: no leader known; proposal not sent")
+	ErrBusy     = errors.New("consensus: too many proposals in flight; refused")
+	ErrTimeout  = errors.New("consensus: no answer in time; outcome unknown")
+	ErrStopped  = errors.New("consensus: node stopped")
+)
+
+// Unknown reports whether err leaves the outcome of a proposal unknown.
+func Unknown(err error) bool { return errors.Is(err, ErrTimeout) }
+
+// Rand is the seeded source a node draws from (its proposal session).
+type Rand interface{ Uint64() uint64 }
+
+// Env is what a node is handed: its clock, its peers, its disk and its
+// random source. In the simulator all four are the kernel's.
+type Env struct {
+	Clock clock.Clock
+	Net   dial.Sender
+	FS    journal.FS
+	Rand  Rand
+}
+
+type pendingProp struct {
+	done  func(kv.Result, error)
+	conf  func(error) // set instead of done for membership changes
+	timer clock.Timer
+}
+
+type pendingRead struct {
+	key   string
+	done  func(kv.Entry, bool, error)
+	timer clock.Timer
+	index uint64 // 0 until raft answers the read index
+}
+
+// Node is one member of the raft group.
+type Node struct {
+	cfg     Config
+	id      dial.NodeID
+	env     Env
+	j       *journal.Journal
+	rn      *raft.RawNode
+	kv      *kv.State
+	members map[dial.NodeID]Member
+	applied *dedupe // proposal ids applied: replicated, so every replica skips the same duplicates
+	conf    pb.ConfState
+	mIdx    uint64 // index of the membership entry in force
+
+	session uint64
+	seq     uint64
+	pending map[uint64]*pendingProp // by seq
+	reads   map[uint64]*pendingRead // by seq; ids share the proposal counter
+
+	ticks     uint64            // raft ticks so far: the node's monotonic clock
+	heard     map[uint64]uint64 // peer -> tick a message from it last arrived
+	lastExp   uint64            // tick of the last expiry proposal
+	promoting map[uint64]uint64 // learner -> tick its promotion was proposed
+	tick      clock.Timer
+	stopped   bool
+
+	snapIndex uint64 // index of the journal's snapshot
+	snapWant  uint64 // apply index at which a snapshot was requested
+	snapData  []byte // the state at snapWant, taken when it was applied
+
+	// Stats, for benchmarks and traces.
+	Applied, Proposed, Sent, SendErrors, BadFrames, Duplicates uint64
+}
+
+// Open boots a node from its journal (bootstrapping a new cluster if the
+// journal is empty and cfg.Bootstrap is set) and starts its tick.
+func Open(cfg Config, env Env) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	j, err := journal.Open(env.FS, cfg.JournalName, cfg.Journal)
+	if err != nil {
+		return nil, fmt.Errorf("consensus: journal: %w", err)
+	}
+	state, err := kv.New(cfg.KV)
+	if err != nil {
+		return nil, fmt.Errorf("consensus: kv: %w", err)
+	}
+	n := &Node{
+		cfg:       cfg,
+		id:        dial.IDFromName(cfg.Name),
+		env:       env,
+		j:         j,
+		kv:        state,
+		members:   map[dial.NodeID]Member{},
+		applied:   newDedupe(),
+		session:   env.Rand.Uint64(),
+		pending:   map[uint64]*pendingProp{},
+		reads:     map[uint64]*pendingRead{},
+		heard:     map[uint64]uint64{},
+		promoting: map[uint64]uint64{},
+	}
+	if j.LastIndex() == 0 && j.Snapshot().Meta.Index == 0 && len(cfg.Bootstrap) > 0 {
+		if err := n.bootstrap(); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.restoreFromJournal(); err != nil {
+		return nil, err
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:              uint64(n.id),
+		ElectionTick:    cfg.ElectionTicks,
+		HeartbeatTick:   cfg.HeartbeatTicks,
+		Storage:         storage{j},
+		Applied:         n.snapIndex,
+		MaxSizePerMsg:   256 << 10,
+		MaxInflightMsgs: 256,
+		// Bounds the proposals a leader accepts before they commit.
+		MaxUncommittedEntriesSize: 8 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    discardLogger{},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consensus: raft: %w", err)
+	}
+	n.rn = rn
+	n.armTick()
+	n.pump()
+	return n, nil
+}
+
+// bootstrap writes the founding snapshot at index 1: the voters, their
+// names and addresses, an empty KV. Every founder writes the same one.
+func (n *Node) bootstrap() error {
+	members := map[dial.NodeID]Member{}
+	var voters []uint64
+	for _, m := range n.cfg.Bootstrap {
+		members[m.ID] = m
+		voters = append(voters, uint64(m.ID))
+	}
+	sort.Slice(voters, func(i, j int) bool { return voters[i] < voters[j] })
+	empty, err := kv.New(n.cfg.KV)
+	if err != nil {
+		return err
+	}
+	data := snapshotState{mIdx: 1, members: members, dedupe: newDedupe(), kv: empty.Snapshot()}.encode()
+	snap, err := snapToJournal(pb.Snapshot{
+		Data:     data,
+		Metadata: pb.SnapshotMetadata{Index: 1, Term: 1, ConfState: pb.ConfState{Voters: voters}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := n.j.ApplySnapshot(snap); err != nil {
+		return fmt.Errorf("consensus: bootstrap: %w", err)
+	}
+	return nil
+}
+
+// restoreFromJournal loads the membership and KV from the journal's
+// snapshot; raft then hands back the committed entries after it.
+func (n *Node) restoreFromJournal() error {
+	snap := n.j.Snapshot()
+	n.snapIndex = snap.Meta.Index
+	if snap.Meta.Index == 0 {
+		return nil
+	}
+	return n.restoreSnapshot(snap.Data, snap.Meta.ConfState)
+}
+
+func (n *Node) restoreSnapshot(data, confState []byte) error {
+	st, err := decodeSnapshotState(data)
+	if err != nil {
+		return err
+	}
+	if err := n.kv.Restore(st.kv); err != nil {
+		return fmt.Errorf("consensus: restoring kv: %w", err)
+	}
+	var cs pb.ConfState
+	if err := cs.Unmarshal(confState); err != nil {
+		return err
+	}
+	n.conf, n.members, n.mIdx, n.applied = cs, st.members, st.mIdx, st.dedupe
+	return nil
+}
+
+// ID is this node's id.
+func (n *Node) ID() dial.NodeID { return n.id }
+
+// Stop cancels the node's timers and fails every waiting call with
+// ErrStopped. A stopped node ignores frames.
+func (n *Node) Stop() {
+	if n.stopped {
+		return
+	}
+	n.stopped = true
+	if n.tick != nil {
+		n.tick.Stop()
+	}
+	for _, seq := range sortedKeys(n.pending) {
+		p := n.pending[seq]
+		delete(n.pending, seq)
+		p.timer.Stop()
+		p.fail(ErrStopped)
+	}
+	for _, seq := range sortedKeys(n.reads) {
+		r := n.reads[seq]
+		delete(n.reads, seq)
+		r.timer.Stop()
+		r.done(kv.Entry{}, false, ErrStopped)
+	}
+}
+
+func (p *pendingProp) fail(err error) {
+	if p.conf != nil {
+		p.conf(err)
+		return
+	}
+	p.done(kv.Result{}, err)
+}
+
+func (n *Node) armTick() {
+	n.tick = n.env.Clock.AfterFunc(n.cfg.TickInterval, func() {
+		if n.stopped {
+			return
+		}
+		n.ticks++
+		n.rn.Tick()
+		n.leaderDuties()
+		n.pump()
+		n.armTick()
+	})
+}
+
+// HandleFrame steps a raft message from a peer.
+func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
+	if n.stopped {
+		return
+	}
+	if len(frame) == 0 || frame[0] != frameRaft {
+		n.BadFrames++
+		return
+	}
+	var m pb.Message
+	if err := m.Unmarshal(frame[1:]); err != nil || m.From != uint64(from) || m.To != uint64(n.id) || raft.IsLocalMsg(m.Type) {
+		// Garbage, a message claiming another sender, or a local message
+		// type from the wire: drop it. Raft retries what matters.
+		n.BadFrames++
+		return
+	}
+	n.heard[m.From] = n.ticks
+	if err := n.rn.Step(m); err != nil {
+		return // e.g. a message from a peer that is not a member
+	}
+	n.pump()
+}
+
+const frameRaft = 1
+
+// pump carries out every Ready raft has, in the order raft documents:
+//  1. a snapshot from the leader and the new entries and hard state are
+//     written to the journal (synced when raft says MustSync) — before any
+//     message goes out, since a message may promise what was written (a
+//     vote, an append acknowledgement);
+//  2. messages are sent;
+//  3. committed entries are applied;
+//  4. Advance.
+//
+// A snapshot of our own state, if one is due, is taken after Advance, so
+// raft never sees its log compacted under a Ready it is still handing out.
+func (n *Node) pump() {
+	for !n.stopped && n.rn.HasReady() {
+		rd := n.rn.Ready()
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			n.installSnapshot(rd.Snapshot)
+		}
+		var hs *journal.HardState
+		if !raft.IsEmptyHardState(rd.HardState) {
+			hs = &journal.HardState{Term: rd.Term, Vote: rd.Vote, Commit: rd.Commit}
+		}
+		if hs != nil || len(rd.Entries) > 0 {
+			if err := n.j.Save(hs, toJournal(rd.Entries), rd.MustSync); err != nil {
+				// The journal cannot promise what raft needs: a node that
+				// goes on would break raft's safety. Stop, as a crash would.
+				panic(fmt.Sprintf("consensus: %s: journal write failed: %v", n.cfg.Name, err))
+			}
+		}
+		for _, m := range rd.Messages {
+			n.send(m)
+		}
+		for _, e := range rd.CommittedEntries {
+			n.apply(e)
+		}
+		for _, rs := range rd.ReadStates {
+			n.readIndexed(rs)
+		}
+		n.rn.Advance(rd)
+		n.finishReads()
+		n.maybeSnapshot()
+	}
+}
+
+func (n *Node) installSnapshot(s pb.Snapshot) {
+	js, err := snapToJournal(s)
+	if err == nil {
+		err = n.j.ApplySnapshot(js)
+	}
+	if err == nil {
+		err = n.restoreSnapshot(js.Data, js.Meta.ConfState)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("consensus: %s: installing snapshot at %d: %v", n.cfg.Name, s.Metadata.Index, err))
+	}
+	n.snapIndex = s.Metadata.Index
+}
+
+func (n *Node) send(m pb.Message) {
+	data, err := m.Marshal()
+	if err != nil {
+		panic(fmt.Sprintf("consensus: marshal %v: %v", m.Type, err))
+	}
+	frame := append([]byte{frameRaft}, data...)
+	err = n.env.Net.Send(dial.NodeID(m.To), frame)
+	n.Sent++
+	if err != nil {
+		n.SendErrors++
+		n.rn.ReportUnreachable(m.To)
+	}
+	if m.Type == pb.MsgSnap {
+		status := raft.SnapshotFinish
+		if err != nil {
+			status = raft.SnapshotFailure
+		}
+		n.rn.ReportSnapshot(m.To, status)
+	}
+}
+
+// apply applies one committed entry and answers the caller waiting on it.
+func (n *Node) apply(e pb.Entry) {
+	n.Applied++
+	switch e.Type {
+	case pb.EntryNormal:
+		if len(e.Data) == 0 {
+			return // a new leader's empty entry, or a refused conf change
+		}
+		id, payload, err := splitPropID(e.Data)
+		if err != nil {
+			n.BadFrames++
+			return
+		}
+		if !n.applied.firstTime(id, e.Index) {
+			n.Duplicates++
+			return // its first copy answered the caller
+		}
+		res := n.kv.Apply(e.Index, payload)
+		if p := n.mine(id); p != nil && p.done != nil {
+			p.done(res, nil)
+		}
+	case pb.EntryConfChange:
+		var cc pb.ConfChange
+		if err := cc.Unmarshal(e.Data); err != nil {
+			panic(fmt.Sprintf("consensus: committed conf change at %d does not decode: %v", e.Index, err))
+		}
+		id, rest, err := splitPropID(cc.Context)
+		if err == nil && !n.applied.firstTime(id, e.Index) {
+			// A duplicate: tell raft the change is a no-op (etcd does the
+			// same for conf changes it refuses), so its bookkeeping of the
+			// pending change clears and the config stays as it is.
+			n.Duplicates++
+			n.rn.ApplyConfChange(pb.ConfChange{Type: cc.Type, NodeID: raft.None})
+			return
+		}
+		n.conf = *n.rn.ApplyConfChange(cc)
+		n.mIdx = e.Index
+		if err == nil {
+			if m, _, err := readMember(rest); err == nil {
+				if cc.Type == pb.ConfChangeRemoveNode {
+					delete(n.members, m.ID)
+				} else {
+					n.members[m.ID] = m
+				}
+			}
+		}
+		delete(n.promoting, cc.NodeID)
+		// A newcomer with an empty log rejects a snapshot whose ConfState
+		// does not name it, so every membership change is followed by a
+		// snapshot that carries the new membership.
+		n.requestSnapshot(e.Index)
+		if p := n.mine(id); p != nil && p.conf != nil {
+			p.conf(nil)
+		}
+	default:
+		panic(fmt.Sprintf("consensus: entry type %v is not used by this driver", e.Type))
+	}
+}
+
+// mine returns the waiting call an applied entry answers, if this node
+// proposed it in this incarnation.
+func (n *Node) mine(id propID) *pendingProp {
+	if id.origin != n.id || id.session != n.session {
+		return nil
+	}
+	p := n.pending[id.seq]
+	if p == nil {
+		return nil // it timed out: the caller was told "unknown"
+	}
+	delete(n.pending, id.seq)
+	p.timer.Stop()
+	return p
+}
+
+func (n *Node) requestSnapshot(index uint64) {
+	n.snapWant = index
+	n.snapData = snapshotState{mIdx: n.mIdx, members: n.members, dedupe: n.applied, kv: n.kv.Snapshot()}.encode()
+}
+
+func (n *Node) maybeSnapshot() {
+	if n.snapWant == 0 && n.kv.AppliedIndex() >= n.snapIndex+n.cfg.SnapshotEntries {
+		n.requestSnapshot(n.kv.AppliedIndex())
+	}
+	if n.snapWant == 0 || n.snapWant <= n.snapIndex {
+		n.snapWant, n.snapData = 0, nil
+		return
+	}
+	cs, err := n.conf.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	if err := n.j.Compact(n.snapWant, n.snapData, cs); err != nil {
+		panic(fmt.Sprintf("consensus: %s: compacting at %d: %v", n.cfg.Name, n.snapWant, err))
+	}
+	n.snapIndex = n.snapWant
+	n.snapWant, n.snapData = 0, nil
+}
+
+func sortedKeys[V any](m map[uint64]V) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+type discardLogger struct{}
+
+func (discardLogger) Debug(...any)            {}
+func (discardLogger) Debugf(string, ...any)   {}
+func (discardLogger) Error(...any)            {}
+func (discardLogger) Errorf(string, ...any)   {}
+func (discardLogger) Info(...any)             {}
+func (discardLogger) Infof(string, ...any)    {}
+func (discardLogger) Warning(...any)          {}
+func (discardLogger) Warningf(string, ...any) {}
+func (discardLogger) Fatal(v ...any)          { panic(fmt.Sprint(v...)) }
+func (discardLogger) Fatalf(f string, v ...any) {
+	panic(fmt.Sprintf(f, v...))
+}
+func (discardLogger) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (discardLogger) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
