@@ -24,7 +24,7 @@ func TestOneSeedPrintsKnobsThenSummary(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[0], "SEED=7 "))
 	require.True(t, strings.HasPrefix(lines[1], "knob "), "knobs come before the run")
 	last := lines[len(lines)-1]
-	require.Contains(t, last, "seed=7 scenario=kernel-selftest verdict=ok trace=")
+	require.Contains(t, last, "seed=7 scenario=raft-partitions verdict=ok trace=", "the default is the richest scenario")
 
 	_, again, _ := runCLI("-seed", "7")
 	require.Equal(t, field(last, "trace"), field(lastLine(again), "trace"))
@@ -42,12 +42,13 @@ func TestUsageErrorsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-scenario", "nonsense"}, "valid scenarios: kernel-selftest"},
+		{[]string{"-scenario", "nonsense"}, "valid scenarios: journal-crash, kernel-selftest, learner-join"},
 		{[]string{"-seed", "x"}, `-seed "x": want an unsigned integer`},
 		{[]string{"-seeds", "5..1"}, "B is less than A"},
 		{[]string{"-seeds", "1-5"}, "want A..B"},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"-bug", "nope"}, `unknown bug "nope"`},
+		{[]string{"-bug", "selftest-no-gossip"}, `unknown bug "selftest-no-gossip" for scenario raft-partitions`},
 		{[]string{"-j", "0"}, "-j 0"},
 		{[]string{"-seeds", "1..2", "-v"}, "-v traces one seed"},
 		{[]string{"extra"}, "unexpected arguments"},
@@ -59,7 +60,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 }
 
 func TestPlantedBugExits1WithReplay(t *testing.T) {
-	code, out, _ := runCLI("-seed", "1", "-bug", "selftest-no-gossip")
+	code, out, _ := runCLI("-scenario", "kernel-selftest", "-seed", "1", "-bug", "selftest-no-gossip")
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "replay: go run ./cmd/simrun -scenario kernel-selftest -seed 1 -bug selftest-no-gossip")
 	require.Contains(t, lastLine(out), "verdict=FAIL")
@@ -69,8 +70,9 @@ func TestPlantedBugExits1WithReplay(t *testing.T) {
 func TestList(t *testing.T) {
 	code, out, _ := runCLI("-list")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "kernel-selftest (default)")
+	require.Contains(t, out, "raft-partitions (default)")
 	require.Contains(t, out, "bug selftest-ack-before-sync")
+	require.Contains(t, out, "bug value-guard")
 }
 
 func TestVerboseTracesEvents(t *testing.T) {
@@ -96,7 +98,7 @@ func TestSweepInWorkerProcesses(t *testing.T) {
 	require.Contains(t, string(out), "runs=8 failed=0 nondeterministic=0 verdict=ok")
 	require.Contains(t, string(out), "progress 8/8")
 
-	cmd = exec.Command(bin, "-bug", "selftest-no-gossip", "-seeds", "1..3", "-j", "2")
+	cmd = exec.Command(bin, "-scenario", "kernel-selftest", "-bug", "selftest-no-gossip", "-seeds", "1..3", "-j", "2")
 	out, err = cmd.CombinedOutput()
 	require.Error(t, err)
 	require.Equal(t, 1, cmd.ProcessState.ExitCode())

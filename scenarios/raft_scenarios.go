@@ -1,0 +1,331 @@
+package scenarios
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/netsim"
+	"github.com/fenceline/fenceline/sim"
+)
+
+// The consensus scenarios. Each runs a raft group of consensus nodes in
+// the simulator under a fault schedule, with KV and lease clients, and
+// judges it with the same checkers: porcupine on the KV history, lease
+// safety from the holders' beliefs and the watch streams, replica and
+// membership agreement, and liveness once the faults stop.
+
+func init() {
+	Register(Scenario{
+		Name:     "raft-partitions",
+		Summary:  "3 or 5 voters; KV and lease clients on every node; partitions of every shape, loss, reordering, crashes, clock skew and steps",
+		Duration: 30 * time.Second,
+		Richness: 10,
+		Bugs: []Bug{
+			{Name: "value-guard", Summary: "transactions compare values instead of versions (A → B → A passes)", CaughtWithin: 50},
+			{Name: "release-any", Summary: "any holder may release a lease", CaughtWithin: 50},
+		},
+		Run: runRaftPartitions,
+	})
+	Register(Scenario{
+		Name:     "lease-clock-jump",
+		Summary:  "leases held and lapsing while the leader's clock steps backwards by more than a lease TTL",
+		Duration: 30 * time.Second,
+		Richness: 5,
+		Bugs: []Bug{
+			{Name: "no-clock-clamp", Summary: "apply trusts a command's AtMs as is: applied time can go back", CaughtWithin: 50},
+		},
+		Run: runLeaseClockJump,
+	})
+	Register(Scenario{
+		Name:     "journal-crash",
+		Summary:  "power cuts in the middle of journal appends and compactions, torn tails, restarts",
+		Duration: 30 * time.Second,
+		Richness: 5,
+		Bugs: []Bug{
+			{Name: bugJournalTrustTail, Summary: "journal replay accepts a torn record", CaughtWithin: 50},
+		},
+		Run: runJournalCrash,
+	})
+	Register(Scenario{
+		Name:     "learner-join",
+		Summary:  "nodes join as learners under load and are promoted once caught up; founders are removed",
+		Duration: 40 * time.Second,
+		Richness: 5,
+		Run:      runLearnerJoin,
+	})
+}
+
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return out
+}
+
+// raftKnobs draws what every consensus scenario draws.
+func raftKnobs(run *Run, voters int) (netsim.Config, sim.DiskConfig, int, int) {
+	knobs := run.Kernel.Stream("knobs")
+	netCfg := netsim.Draw(run.Kernel.Stream("net-config"))
+	disk := sim.DefaultDiskConfig
+	disk.TornWriteProb = float64(knobs.IntN(5)) / 4
+	kvClients := 2 + knobs.IntN(5)
+	leaseClients := 2 + knobs.IntN(3)
+	run.Knob("voters", voters)
+	run.Knob("net", netCfg)
+	run.Knob("disk", fmt.Sprintf("torn=%.2f", disk.TornWriteProb))
+	run.Knob("kv_clients", kvClients)
+	run.Knob("lease_clients", leaseClients)
+	return netCfg, disk, kvClients, leaseClients
+}
+
+func runRaftPartitions(run *Run) error {
+	k := run.Kernel
+	voters := 3 + 2*k.Stream("knobs/size").IntN(2)
+	netCfg, disk, kvClients, leaseClients := raftKnobs(run, voters)
+	faults := DrawFaults(k.Stream("knobs/faults"), voters)
+	calm := run.Duration * 6 / 10
+	ttl := 2 * time.Second
+	run.Knob("faults", faults)
+	run.Knob("calm_at", calm)
+	run.Knob("lease_ttl", ttl)
+
+	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	DrawClocks(run, c.nodes, 500*time.Millisecond, 200)
+	for _, n := range c.nodes {
+		n.Start()
+	}
+	chaos := StartChaos(run, c.nw, c.nodes, faults, calm)
+	c.startKVClients(kvClients, calm)
+	c.startLeaseClients(leaseClients, ttl, calm)
+	c.startChecks(50 * time.Millisecond)
+	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { c.checkLiveness(c.nodes, 5*time.Second, nil) })
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	c.finish(chaos)
+	return nil
+}
+
+// finish runs the end-of-run checkers and prints the run's figures.
+func (c *raftCluster) finish(chaos *Chaos) {
+	c.checkNow()
+	c.checkLinearizable()
+	c.leases.check(c.run)
+	ok, refused, unknown := c.hist.Count()
+	faults := "none"
+	if chaos != nil {
+		faults = chaos.String()
+	}
+	c.run.Logf("raft: kv ops ok=%d refused=%d unknown=%d; faults %s; net sent=%d delivered=%d dropped=%d",
+		ok, refused, unknown, faults, c.nw.Sent, c.nw.Delivered, c.nw.Dropped)
+}
+
+// runLeaseClockJump steps the leader's clock back, again and again, by
+// more than the lease TTL while holders take, renew and let the lease
+// lapse. The clamp in apply is the defence: applied time never goes back.
+func runLeaseClockJump(run *Run) error {
+	k := run.Kernel
+	const voters = 3
+	netCfg, disk, kvClients, leaseClients := raftKnobs(run, voters)
+	ttl := time.Duration(500+k.Stream("knobs/ttl").IntN(1500)) * time.Millisecond
+	jumpEvery := sim.Between(k.Stream("knobs/jump"), time.Second, 4*time.Second)
+	calm := run.Duration * 7 / 10
+	run.Knob("lease_ttl", ttl)
+	run.Knob("jump_every", jumpEvery)
+	run.Knob("calm_at", calm)
+
+	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	DrawClocks(run, c.nodes, 50*time.Millisecond, 50)
+	for _, n := range c.nodes {
+		n.Start()
+	}
+	r := k.Stream("faults")
+	var jump func()
+	jump = func() {
+		if k.Now() >= calm {
+			return
+		}
+		for _, n := range c.nodes {
+			if cn := c.node(n); cn != nil && cn.BelievesSelfLeader() {
+				back := ttl + sim.Between(r, ttl/2, 3*ttl)
+				k.Logf("fault clock step %s -%v (leader)", n.Name(), back)
+				n.Clock().Step(-back)
+				break
+			}
+		}
+		k.After(jumpEvery, sim.EvFault, xxhash.Sum64String("jump"), jump)
+	}
+	k.After(jumpEvery, sim.EvFault, xxhash.Sum64String("jump"), jump)
+	c.startKVClients(kvClients, calm)
+	c.startLeaseClients(leaseClients, ttl, calm)
+	c.startChecks(50 * time.Millisecond)
+	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { c.checkLiveness(c.nodes, 5*time.Second, nil) })
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	c.finish(nil)
+	return nil
+}
+
+// runJournalCrash cuts power in the middle of disk work: between any two
+// steps of an append, a sync or a compaction. Snapshots are taken every
+// few entries so compactions are frequent.
+func runJournalCrash(run *Run) error {
+	k := run.Kernel
+	voters := 3 + 2*k.Stream("knobs/size").IntN(2)
+	netCfg, disk, kvClients, _ := raftKnobs(run, voters)
+	disk.TornWriteProb = 1
+	snapEvery := uint64(10 + k.Stream("knobs/snap").IntN(40))
+	cutEvery := sim.Between(k.Stream("knobs/cut"), 200*time.Millisecond, 2*time.Second)
+	calm := run.Duration * 7 / 10
+	run.Knob("torn", "1.00 (overrides)")
+	run.Knob("snapshot_entries", snapEvery)
+	run.Knob("power_cut_every", cutEvery)
+	run.Knob("calm_at", calm)
+
+	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	c.cfg.SnapshotEntries = snapEvery
+	for _, n := range c.nodes {
+		n.Start()
+	}
+	r := k.Stream("faults")
+	var cut func()
+	cut = func() {
+		if k.Now() >= calm {
+			return
+		}
+		down := 0
+		for _, n := range c.nodes {
+			if !n.Up() {
+				down++
+			}
+		}
+		n := c.nodes[r.IntN(len(c.nodes))]
+		if n.Up() && down < (voters-1)/2 {
+			ops := 1 + r.IntN(12)
+			k.Logf("fault power cut %s after %d disk ops", n.Name(), ops)
+			n.Disk().CutPowerAfter(ops)
+			k.After(sim.Between(r, 300*time.Millisecond, 2*time.Second), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+				if !n.Up() {
+					n.Start()
+				}
+			})
+		}
+		k.After(cutEvery, sim.EvFault, xxhash.Sum64String("cut"), cut)
+	}
+	k.After(cutEvery, sim.EvFault, xxhash.Sum64String("cut"), cut)
+	k.At(calm, sim.EvFault, xxhash.Sum64String("calm"), func() {
+		for _, n := range c.nodes {
+			n.Disk().CancelPowerCut()
+			if !n.Up() {
+				n.Start()
+			}
+		}
+		c.checkLiveness(c.nodes, 5*time.Second, nil)
+	})
+	c.startKVClients(kvClients, calm)
+	c.startChecks(50 * time.Millisecond)
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	c.finish(nil)
+	return nil
+}
+
+// runLearnerJoin grows a 3-voter cluster by two learners under load; the
+// leader promotes each once it has caught up; then a founder is removed.
+func runLearnerJoin(run *Run) error {
+	k := run.Kernel
+	netCfg, disk, kvClients, _ := raftKnobs(run, 3)
+	r := k.Stream("faults")
+	joinAt := sim.Between(r, 2*time.Second, 6*time.Second)
+	removeAt := joinAt + sim.Between(r, 6*time.Second, 10*time.Second)
+	calm := run.Duration * 6 / 10
+	run.Knob("join_at", joinAt)
+	run.Knob("remove_at", removeAt)
+	run.Knob("calm_at", calm)
+
+	all := names(5)
+	c := newRaftCluster(run, all, 3, netCfg, disk)
+	for _, n := range c.nodes[:3] {
+		n.Start()
+	}
+	// Joins and removals are retried until the membership shows them: a
+	// conf change raft refuses (one is already in flight) answers nobody.
+	var addLearner func(n *sim.Node)
+	addLearner = func(n *sim.Node) {
+		if !n.Up() {
+			n.Start()
+		}
+		via := c.nodes[r.IntN(3)]
+		c.call(via, func(cn *consensus.Node) {
+			cn.AddLearner(consensus.NewMember(n.Name(), n.Name()+":7000"), func(error) {})
+		})
+		k.After(time.Second, sim.EvClient, xxhash.Sum64String("join "+n.Name()), func() {
+			if !c.isMember(n.ID()) {
+				addLearner(n)
+			}
+		})
+	}
+	k.At(joinAt, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[3]) })
+	k.At(joinAt+time.Second, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[4]) })
+	removed := c.nodes[0]
+	var remove func()
+	remove = func() {
+		via := c.nodes[1+r.IntN(4)]
+		c.call(via, func(cn *consensus.Node) { cn.RemoveMember(removed.ID(), func(error) {}) })
+		k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove"), func() {
+			if c.isMember(removed.ID()) {
+				remove()
+			} else {
+				removed.Crash() // a removed node is shut down
+			}
+		})
+	}
+	k.At(removeAt, sim.EvClient, xxhash.Sum64String("remove"), remove)
+	c.startKVClients(kvClients, calm)
+	c.startChecks(50 * time.Millisecond)
+	k.At(calm+5*time.Second, sim.EvCheck, xxhash.Sum64String("members"), func() {
+		ms := c.membership()
+		want := fmt.Sprint(all[1:])
+		if got := fmt.Sprint(memberNames(ms.Voters)); got != want || len(ms.Learners) != 0 {
+			run.Fail("membership", "voters %s learners %d after the joins and removal; want voters %s and no learners", got, len(ms.Learners), want)
+		}
+	})
+	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { c.checkLiveness(c.nodes[1:], 5*time.Second, nil) })
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	c.finish(nil)
+	return nil
+}
+
+// membership is the membership of the most advanced live node.
+func (c *raftCluster) membership() consensus.Membership {
+	var best consensus.Membership
+	for _, n := range c.nodes {
+		if cn := c.node(n); cn != nil {
+			if ms := cn.Membership(); ms.Index > best.Index {
+				best = ms
+			}
+		}
+	}
+	return best
+}
+
+// isMember reports whether id is a voter or learner in the most advanced
+// membership any live node has applied.
+func (c *raftCluster) isMember(id dial.NodeID) bool {
+	ms := c.membership()
+	for _, m := range append(ms.Voters, ms.Learners...) {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
