@@ -31,6 +31,9 @@ type raftCluster struct {
 
 	hist   *linearizability.History
 	leases *leaseLedger
+	// tenures is each node's view of each lease, rebuilt from its watch
+	// stream; a restart forgets it (the stream restarts after a snapshot).
+	tenures map[string]map[string]tenure
 
 	// Replica agreement: the first digest seen at each applied index, and
 	// the voters seen at each membership index.
@@ -74,6 +77,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		live:           map[string]*consensus.Node{},
 		hist:           linearizability.NewHistory(0),
 		leases:         newLeaseLedger(),
+		tenures:        map[string]map[string]tenure{},
 		digestAt:       map[uint64]uint64{},
 		digestBy:       map[uint64]string{},
 		votersAt:       map[uint64]string{},
@@ -309,6 +313,11 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 	default:
 		op, kind = kv.LeaseRelease(leaseName, holder), "release"
 	}
+	if kind == "release" {
+		// From the moment it asks, the holder no longer counts on the
+		// lease, whatever becomes of the request.
+		c.leases.releasing(holder)
+	}
 	a := &answer{}
 	pace := ttl / 3
 	ok := c.call(n, func(cn *consensus.Node) {
@@ -316,8 +325,8 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			if !a.once() {
 				return
 			}
-			if err == nil && res.Err == nil {
-				c.leases.record(holder, kind, res)
+			if err == nil && res.Err == nil && kind != "release" {
+				c.leases.granted(holder, res)
 			}
 			next(time.Duration(r.IntN(int(pace) + 1)))
 		})
@@ -382,14 +391,17 @@ func (c *raftCluster) checkEvents(n *sim.Node, cn *consensus.Node) {
 	if cur.inc != n.Incarnation() {
 		// A restarted node replays from its snapshot: watch it afresh.
 		cur = eventCursor{inc: n.Incarnation()}
+		c.tenures[n.Name()] = map[string]tenure{}
 	}
 	for {
 		evs, err := cn.Events(cur.version, 256)
 		if err != nil {
 			// The node's event log no longer reaches back to our cursor
 			// (a burst of changes, or a snapshot installed): resume from
-			// what it still holds; the gap is not judged.
+			// what it still holds; the gap is not judged, and what we knew
+			// of its leases is stale.
 			cur.version = cn.Revision()
+			c.tenures[n.Name()] = map[string]tenure{}
 			break
 		}
 		if len(evs) == 0 {
@@ -400,8 +412,17 @@ func (c *raftCluster) checkEvents(n *sim.Node, cn *consensus.Node) {
 				c.run.Fail("lease-safety", "%s: applied time went back from %d to %d ms at index %d", n.Name(), cur.atMs, ev.AtMs, ev.Index)
 			}
 			cur.atMs = max(cur.atMs, ev.AtMs)
+			if ev.Space == kv.SpaceLease {
+				c.leases.checkEvent(c.run, n.Name(), c.tenures[n.Name()], ev)
+			}
 			if ev.Space == kv.SpaceLease && ev.Kind == kv.EventExpired && ev.DeadlineMs > ev.AtMs {
 				c.run.Fail("lease-safety", "%s: lease %s of %s expired at %d ms, before its deadline %d", n.Name(), ev.Key, ev.Holder, ev.AtMs, ev.DeadlineMs)
+			}
+			// A lapse is reported as Expired, never Deleted: a lease
+			// past its deadline expires before anything else applies, so
+			// a Deleted (a release) always finds the lease still valid.
+			if ev.Space == kv.SpaceLease && ev.Kind == kv.EventDeleted && ev.DeadlineMs <= ev.AtMs {
+				c.run.Fail("lease-safety", "%s: lease %s of %s reported Deleted at %d ms, after its deadline %d: a lapse is Expired", n.Name(), ev.Key, ev.Holder, ev.AtMs, ev.DeadlineMs)
 			}
 			cur.version = ev.Version
 		}
@@ -491,55 +512,60 @@ func (c *raftCluster) checkLiveness(members []*sim.Node, settle time.Duration, d
 	})
 }
 
-// leaseLedger records what each holder came to believe it held: from a
-// grant or renewal the answer reported, until the deadline or its own
-// release. Two holders whose beliefs overlap in applied time is the one
-// failure a lease exists to prevent.
+// leaseLedger is the lease checker's memory. Clients record which tenure
+// (token) each holder knew it held and which tenures each holder asked to
+// release; every node's watch stream is replayed against the rules:
+//
+//   - no grant to one holder while another holder's tenure is valid (not
+//     released, not expired, deadline not passed) in applied time;
+//   - a tenure ends by Deleted only if its holder asked to release it
+//     (any outcome: a release whose answer was lost still counts);
+//   - applied time never goes back; Expired only reports a passed
+//     deadline, Deleted only a tenure still valid.
 type leaseLedger struct {
-	spans map[string][]leaseSpan // holder -> spans of belief
+	token    map[string]uint64          // holder -> token of its last known grant
+	releases map[string]map[uint64]bool // holder -> tokens it asked to release (0: a grant it never learned of)
 }
 
-type leaseSpan struct {
-	fromMs, toMs int64
-	token        uint64
-	index        uint64
+type tenure struct {
+	holder     string
+	token      uint64
+	deadlineMs int64
+	valid      bool
 }
 
-func newLeaseLedger() *leaseLedger { return &leaseLedger{spans: map[string][]leaseSpan{}} }
+func newLeaseLedger() *leaseLedger {
+	return &leaseLedger{token: map[string]uint64{}, releases: map[string]map[uint64]bool{}}
+}
 
-func (l *leaseLedger) record(holder, kind string, res kv.Result) {
-	switch kind {
-	case "acquire", "renew":
-		l.spans[holder] = append(l.spans[holder], leaseSpan{fromMs: res.NowMs, toMs: res.Lease.DeadlineMs, token: res.Lease.Token, index: res.Index})
-	case "release":
-		for i := range l.spans[holder] {
-			s := &l.spans[holder][i]
-			if s.index < res.Index && s.toMs > res.NowMs {
-				s.toMs = res.NowMs
-			}
-		}
+func (l *leaseLedger) granted(holder string, res kv.Result) { l.token[holder] = res.Lease.Token }
+
+func (l *leaseLedger) releasing(holder string) {
+	if l.releases[holder] == nil {
+		l.releases[holder] = map[uint64]bool{}
 	}
+	l.releases[holder][l.token[holder]] = true
+	l.releases[holder][0] = true
 }
 
-// check reports every pair of different holders whose beliefs overlap.
-func (l *leaseLedger) check(run *Run) {
-	holders := make([]string, 0, len(l.spans))
-	for h := range l.spans {
-		holders = append(holders, h)
-	}
-	sort.Strings(holders)
-	for i, a := range holders {
-		for _, b := range holders[i+1:] {
-			for _, sa := range l.spans[a] {
-				for _, sb := range l.spans[b] {
-					if sa.fromMs < sb.toMs && sb.fromMs < sa.toMs {
-						run.Fail("lease-safety", "%s (token %d, [%d, %d) ms) and %s (token %d, [%d, %d) ms) both held lease %q",
-							a, sa.token, sa.fromMs, sa.toMs, b, sb.token, sb.fromMs, sb.toMs, leaseName)
-						return
-					}
-				}
-			}
+// checkEvent judges one lease event from one node's stream, in order.
+func (l *leaseLedger) checkEvent(run *Run, node string, tenures map[string]tenure, ev kv.Event) {
+	t := tenures[ev.Key]
+	switch ev.Kind {
+	case kv.EventPut:
+		if t.valid && t.holder != ev.Holder && t.deadlineMs > ev.AtMs {
+			run.Fail("lease-safety", "%s: lease %q granted to %s (token %d) at %d ms while %s (token %d) held it until %d ms",
+				node, ev.Key, ev.Holder, ev.Token, ev.AtMs, t.holder, t.token, t.deadlineMs)
 		}
+		tenures[ev.Key] = tenure{holder: ev.Holder, token: ev.Token, deadlineMs: ev.DeadlineMs, valid: true}
+	case kv.EventDeleted:
+		if asked := l.releases[ev.Holder]; !asked[ev.Token] && !asked[0] {
+			run.Fail("lease-safety", "%s: lease %q of %s (token %d) was released at %d ms, but %s never asked to release it",
+				node, ev.Key, ev.Holder, ev.Token, ev.AtMs, ev.Holder)
+		}
+		delete(tenures, ev.Key)
+	case kv.EventExpired:
+		delete(tenures, ev.Key)
 	}
 }
 

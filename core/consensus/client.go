@@ -119,7 +119,7 @@ func (n *Node) finishReads() {
 		delete(n.reads, seq)
 		r.timer.Stop()
 		e, ok := n.kv.Get(r.key)
-		r.done(e, ok, nil)
+		n.later(func() { r.done(e, ok, nil) })
 	}
 }
 

@@ -244,3 +244,27 @@ func memberIndex(ms []consensus.Member, id dial.NodeID) int {
 	}
 	return -1
 }
+
+// TestCallbackMayProposeAgain pins the re-entrancy rule: done runs after
+// the Ready that applied its entry is advanced, so a closed-loop client
+// can propose from inside it (raft panics on a second Ready before
+// Advance).
+func TestCallbackMayProposeAgain(t *testing.T) {
+	c := newCluster(t, 6, 3, 0)
+	c.start(c.nodes...)
+	c.run(2 * time.Second)
+	l := c.leader()
+	applied := 0
+	var again func()
+	again = func() {
+		c.node(l).Propose(kv.Put("loop", []byte("v")), func(_ kv.Result, err error) {
+			require.NoError(t, err)
+			if applied++; applied < 50 {
+				again()
+			}
+		})
+	}
+	c.nodes[l].Do(again)
+	c.run(2 * time.Second)
+	require.Equal(t, 50, applied)
+}

@@ -77,6 +77,8 @@ type Node struct {
 	promoting map[uint64]uint64 // learner -> tick its promotion was proposed
 	tick      clock.Timer
 	stopped   bool
+	pumping   bool     // inside pump: a nested call returns at once
+	deferred  []func() // callbacks to run after the current Advance
 
 	snapIndex uint64 // index of the journal's snapshot
 	snapWant  uint64 // apply index at which a snapshot was requested
@@ -285,7 +287,18 @@ const frameRaft = 1
 //
 // A snapshot of our own state, if one is due, is taken after Advance, so
 // raft never sees its log compacted under a Ready it is still handing out.
+//
+// Callers' callbacks (an applied proposal's done, a read's answer) are
+// collected during the Ready and run after Advance: a callback may propose
+// again, and raft forbids a second Ready before Advance. pump does not
+// re-enter: a call from inside a callback returns at once, and the loop
+// below picks the new work up.
 func (n *Node) pump() {
+	if n.pumping {
+		return
+	}
+	n.pumping = true
+	defer func() { n.pumping = false }()
 	for !n.stopped && n.rn.HasReady() {
 		rd := n.rn.Ready()
 		if !raft.IsEmptySnap(rd.Snapshot) {
@@ -314,7 +327,20 @@ func (n *Node) pump() {
 		n.rn.Advance(rd)
 		n.finishReads()
 		n.maybeSnapshot()
+		n.runDeferred()
 	}
+}
+
+// later queues a callback to run after the current Ready is advanced.
+func (n *Node) later(f func()) { n.deferred = append(n.deferred, f) }
+
+func (n *Node) runDeferred() {
+	for len(n.deferred) > 0 {
+		f := n.deferred[0]
+		n.deferred = n.deferred[1:]
+		f()
+	}
+	n.deferred = nil
 }
 
 func (n *Node) installSnapshot(s pb.Snapshot) {
@@ -371,7 +397,7 @@ func (n *Node) apply(e pb.Entry) {
 		}
 		res := n.kv.Apply(e.Index, payload)
 		if p := n.mine(id); p != nil && p.done != nil {
-			p.done(res, nil)
+			n.later(func() { p.done(res, nil) })
 		}
 	case pb.EntryConfChange:
 		var cc pb.ConfChange
@@ -404,7 +430,7 @@ func (n *Node) apply(e pb.Entry) {
 		// snapshot that carries the new membership.
 		n.requestSnapshot(e.Index)
 		if p := n.mine(id); p != nil && p.conf != nil {
-			p.conf(nil)
+			n.later(func() { p.conf(nil) })
 		}
 	default:
 		panic(fmt.Sprintf("consensus: entry type %v is not used by this driver", e.Type))
