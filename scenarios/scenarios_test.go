@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"time"
+
 	"fmt"
 	"strings"
 	"testing"
@@ -103,4 +105,19 @@ func TestSelftestRecordCodec(t *testing.T) {
 	b[len(b)-1] ^= 1
 	_, _, err = decodeToy(b, false)
 	require.Error(t, err, "a flipped bit must not decode")
+}
+
+// TestShortRunsDoNotFail: -duration shortens a run; checkers must then
+// judge only what had time to happen (no liveness failure because the
+// run ended before the calm phase did).
+func TestShortRunsDoNotFail(t *testing.T) {
+	for _, s := range All() {
+		for _, d := range []time.Duration{time.Second, 3 * time.Second} {
+			for seed := uint64(1); seed <= 3; seed++ {
+				res, err := Execute(s.Name, Options{Seed: seed, Duration: d})
+				require.NoError(t, err)
+				require.True(t, res.OK(), "%s seed %d duration %v: %v", s.Name, seed, d, res.Findings)
+			}
+		}
+	}
 }
