@@ -70,6 +70,7 @@ type Network struct {
 	blocked  map[link]bool
 	inFlight map[link]int
 	shape    string // the partition in force, for traces
+	drop     func(from, to dial.NodeID, frame []byte) bool
 
 	// Counters.
 	Sent, Delivered, Dropped, Duplicated, Refused uint64
@@ -114,6 +115,13 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	if dst == nil {
 		return fmt.Errorf("%w: no node %v", dial.ErrUnreachable, to)
 	}
+	if !dst.Up() {
+		// A crashed process refuses connections at once, as a real
+		// peer's kernel answers with a reset; a partition, below, is
+		// silent instead.
+		nw.Refused++
+		return fmt.Errorf("%w: %v is down", dial.ErrUnreachable, to)
+	}
 	l := link{from, to}
 	if nw.inFlight[l] >= nw.cfg.MaxInFlight {
 		nw.Refused++
@@ -122,7 +130,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	nw.Sent++
 	// A partition or loss is silent: a real sender cannot tell a frame
 	// that was dropped on the wire from one that is still on its way.
-	if nw.blocked[l] || sim.Chance(nw.rng, nw.cfg.Loss) {
+	if nw.blocked[l] || sim.Chance(nw.rng, nw.cfg.Loss) || (nw.drop != nil && nw.drop(from, to, frame)) {
 		nw.Dropped++
 		return nil
 	}
@@ -156,6 +164,11 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	}
 	return nil
 }
+
+// DropIf installs a filter that drops, silently, every frame it returns
+// true for: a scenario's targeted loss (say, only replication pushes). It
+// runs after the partition and loss checks; nil removes it.
+func (nw *Network) DropIf(f func(from, to dial.NodeID, frame []byte) bool) { nw.drop = f }
 
 // InFlight is the number of frames in flight from one node to another.
 func (nw *Network) InFlight(from, to dial.NodeID) int { return nw.inFlight[link{from, to}] }

@@ -69,6 +69,21 @@ func TestPartitionCutsFramesInFlight(t *testing.T) {
 	require.Equal(t, []string{"a:after"}, box["b"].got)
 }
 
+func TestSendToADownNodeIsRefusedAtOnce(t *testing.T) {
+	_, nw, n, _ := cluster(t, DefaultConfig, "a", "b")
+	n[1].Crash()
+	require.ErrorIs(t, send(t, nw, n[0], n[1], "x"), dial.ErrUnreachable)
+}
+
+func TestDropIf(t *testing.T) {
+	k, nw, n, box := cluster(t, DefaultConfig, "a", "b")
+	nw.DropIf(func(_, _ dial.NodeID, frame []byte) bool { return string(frame) == "drop" })
+	require.NoError(t, send(t, nw, n[0], n[1], "drop"), "targeted loss is silent")
+	require.NoError(t, send(t, nw, n[0], n[1], "keep"))
+	require.NoError(t, k.RunUntil(time.Second))
+	require.Equal(t, []string{"a:keep"}, box["b"].got)
+}
+
 func TestCrashDropsFramesInFlightToIt(t *testing.T) {
 	k, nw, n, box := cluster(t, DefaultConfig, "a", "b")
 	require.NoError(t, send(t, nw, n[0], n[1], "to-old-process"))
