@@ -71,6 +71,7 @@ type Network struct {
 	inFlight map[link]int
 	shape    string // the partition in force, for traces
 	drop     func(from, to dial.NodeID, frame []byte) bool
+	slow     map[dial.NodeID]time.Duration // extra one-way delay for every frame to or from a node
 
 	// Counters.
 	Sent, Delivered, Dropped, Duplicated, Refused uint64
@@ -90,6 +91,7 @@ func New(k *sim.Kernel, cfg Config) *Network {
 		rng:      k.Stream("net"),
 		blocked:  map[link]bool{},
 		inFlight: map[link]int{},
+		slow:     map[dial.NodeID]time.Duration{},
 		shape:    "none",
 	}
 }
@@ -142,7 +144,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	inc := dst.Incarnation() // a frame is for the process that is running now
 	digest := sim.FrameDigest(from, to, frame)
 	for i := 0; i < copies; i++ {
-		delay := sim.Between(nw.rng, nw.cfg.LatencyMin, nw.cfg.LatencyMax)
+		delay := sim.Between(nw.rng, nw.cfg.LatencyMin, nw.cfg.LatencyMax) + nw.slow[from] + nw.slow[to]
 		if sim.Chance(nw.rng, nw.cfg.Reorder) {
 			delay += sim.Between(nw.rng, 0, nw.cfg.ReorderMax)
 		}
@@ -169,6 +171,10 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 // true for: a scenario's targeted loss (say, only replication pushes). It
 // runs after the partition and loss checks; nil removes it.
 func (nw *Network) DropIf(f func(from, to dial.NodeID, frame []byte) bool) { nw.drop = f }
+
+// Slow adds d to the delay of every frame to or from node id: a node
+// behind a congested link, or one too busy to read its socket.
+func (nw *Network) Slow(id dial.NodeID, d time.Duration) { nw.slow[id] = d }
 
 // InFlight is the number of frames in flight from one node to another.
 func (nw *Network) InFlight(from, to dial.NodeID) int { return nw.inFlight[link{from, to}] }

@@ -75,6 +75,16 @@ func TestSendToADownNodeIsRefusedAtOnce(t *testing.T) {
 	require.ErrorIs(t, send(t, nw, n[0], n[1], "x"), dial.ErrUnreachable)
 }
 
+func TestSlowNode(t *testing.T) {
+	k, nw, n, box := cluster(t, DefaultConfig, "a", "b")
+	nw.Slow(n[1].ID(), 100*time.Millisecond)
+	require.NoError(t, send(t, nw, n[0], n[1], "late"))
+	require.NoError(t, k.RunUntil(100*time.Millisecond))
+	require.Empty(t, box["b"].got)
+	require.NoError(t, k.RunUntil(200*time.Millisecond))
+	require.Equal(t, []string{"a:late"}, box["b"].got)
+}
+
 func TestDropIf(t *testing.T) {
 	k, nw, n, box := cluster(t, DefaultConfig, "a", "b")
 	nw.DropIf(func(_, _ dial.NodeID, frame []byte) bool { return string(frame) == "drop" })

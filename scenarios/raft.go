@@ -9,8 +9,10 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/netsim"
@@ -28,6 +30,12 @@ type raftCluster struct {
 	byID  map[dial.NodeID]*sim.Node
 	live  map[string]*consensus.Node
 	cfg   consensus.Config
+
+	// With flowCfg set, every node also runs a flow store (core/node).
+	flowCfg *flow.Config
+	flows   map[string]*flow.Store
+	// onFlowBoot, if set, runs on every flow store a node boots.
+	onFlowBoot func(name string, s *flow.Store)
 
 	hist   *linearizability.History
 	leases *leaseLedger
@@ -75,6 +83,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		nw:             netsim.New(k, netCfg),
 		byID:           map[dial.NodeID]*sim.Node{},
 		live:           map[string]*consensus.Node{},
+		flows:          map[string]*flow.Store{},
 		hist:           linearizability.NewHistory(0),
 		leases:         newLeaseLedger(),
 		tenures:        map[string]map[string]tenure{},
@@ -102,14 +111,28 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 			if founder {
 				cfg.Bootstrap = boot
 			}
-			node, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
+			if c.flowCfg != nil {
+				nd, err := node.Open(node.Config{Consensus: cfg, Flow: *c.flowCfg}, node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
+				if err != nil {
+					run.Fail("boot", "%s: %v", name, err)
+					delete(c.live, name)
+					delete(c.flows, name)
+					return dial.HandlerFunc(func(dial.NodeID, []byte) {})
+				}
+				c.live[name], c.flows[name] = nd.Consensus, nd.Flow
+				if c.onFlowBoot != nil {
+					c.onFlowBoot(name, nd.Flow)
+				}
+				return nd
+			}
+			cn, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
 			if err != nil {
 				run.Fail("boot", "%s: %v", name, err)
 				delete(c.live, name)
 				return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 			}
-			c.live[name] = node
-			return node
+			c.live[name] = cn
+			return cn
 		}, c.nw, disk)
 		c.nodes = append(c.nodes, n)
 		c.byID[n.ID()] = n

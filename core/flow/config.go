@@ -1,0 +1,113 @@
+package flow
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is a node's flow-store configuration. Zero fields take defaults.
+type Config struct {
+	// Permits bounds the stateful calls in flight from this node (the
+	// bounded bridge). A call that finds none free is shed at once: a slow
+	// owner must not queue up stateful traffic until it starves the
+	// stateless traffic sharing the node. Default 64.
+	Permits int
+	// Deadline bounds every call, from permit to answer. Default 2s.
+	Deadline time.Duration
+	// AntiEntropy is how often a node pulls, for the flows it
+	// replicates, what their owners hold. Default 5s.
+	AntiEntropy time.Duration
+	// AdoptWait is how long a new owner waits for the previous owner's
+	// answer before it adopts from the replicas alone. It must outlast
+	// the window in which a deposed owner that cannot be reached may
+	// still serve; see CONTRIBUTING.md. Default 1s.
+	AdoptWait time.Duration
+	// DefaultTTLMs is an entry's lifetime when a set names none.
+	// Default 300 000 (5 minutes).
+	DefaultTTLMs  int64
+	MaxKeyBytes   int // default 1 KiB
+	MaxValueBytes int // default 64 KiB
+	// MaxAEFlows bounds the flows one anti-entropy answer carries; the
+	// rest wait for the next round. Default 64.
+	MaxAEFlows int
+
+	Bugs Bugs
+}
+
+// Bugs are planted bugs: each switch turns one defence off, so the
+// simulator can prove its checkers notice. Never set outside tests.
+type Bugs struct {
+	// NoFence ("no-fence"): the owner skips its membership-index checks:
+	// the caller's m_idx against its own, and the fence a newer owner set
+	// when it adopted the flow.
+	NoFence bool
+	// NoD17 ("no-d17"): the owner serves while isolated.
+	NoD17 bool
+	// LocalFallback ("local-fallback"): a request the owner cannot be
+	// sent is served from the local copy instead of failing.
+	LocalFallback bool
+	// NoAdoption ("no-adoption"): a new owner serves before adopting.
+	NoAdoption bool
+	// NoAntiEntropy ("no-anti-entropy"): replicas never pull.
+	NoAntiEntropy bool
+	// NoAdoptWait ("no-adopt-wait"): a new owner that cannot reach the
+	// previous owner adopts from the replicas at once, trusting D-17
+	// alone to have stopped the previous owner.
+	NoAdoptWait bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Permits == 0 {
+		c.Permits = 64
+	}
+	if c.Deadline == 0 {
+		c.Deadline = 2 * time.Second
+	}
+	if c.AntiEntropy == 0 {
+		c.AntiEntropy = 5 * time.Second
+	}
+	if c.AdoptWait == 0 {
+		c.AdoptWait = time.Second
+	}
+	if c.DefaultTTLMs == 0 {
+		c.DefaultTTLMs = 300_000
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = 1 << 10
+	}
+	if c.MaxValueBytes == 0 {
+		c.MaxValueBytes = 64 << 10
+	}
+	if c.MaxAEFlows == 0 {
+		c.MaxAEFlows = 64
+	}
+	return c
+}
+
+// Validate reports why a configuration cannot run.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if c.Permits < 1 || c.Deadline <= 0 || c.AntiEntropy <= 0 || c.AdoptWait <= 0 || c.DefaultTTLMs <= 0 ||
+		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 {
+		return fmt.Errorf("flow: every bound must be positive: %+v", c)
+	}
+	return nil
+}
+
+func (c Config) check(req Request) error {
+	switch {
+	case req.Flow == "":
+		return fmt.Errorf("%w: empty flow id", ErrBadRequest)
+	case req.Op < OpGet || req.Op > OpClear:
+		return fmt.Errorf("%w: unknown op %d", ErrBadRequest, req.Op)
+	case req.Op != OpGetAll && req.Op != OpClear && req.Key == "":
+		return fmt.Errorf("%w: %s needs a key", ErrBadRequest, req.Op)
+	case len(req.Key) > c.MaxKeyBytes || len(req.Flow) > c.MaxKeyBytes:
+		return fmt.Errorf("%w: key or flow id over %d bytes", ErrBadRequest, c.MaxKeyBytes)
+	case len(req.Value) > c.MaxValueBytes || len(req.Expect) > c.MaxValueBytes:
+		return fmt.Errorf("%w: value over %d bytes", ErrBadRequest, c.MaxValueBytes)
+	case req.TTLMs < 0:
+		return fmt.Errorf("%w: negative ttl", ErrBadRequest)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package flow
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// push sends an owner's new values to the flow's two successors, fire and
+// forget: a lost push is repaired by anti-entropy or adoption.
+func (s *Store) push(flow string, changed map[string]Value) {
+	if len(changed) == 0 {
+		return
+	}
+	for _, to := range s.ring.Placement(ring.ClassFlow, flow).Successors() {
+		s.Pushed++
+		_ = s.send(to, msg{Kind: kindPush, M: s.mIdx, Flow: flow, Entries: changed})
+	}
+}
+
+// aePartitions splits the flows between a replica and an owner into
+// groups compared by digest first, so a quiet cluster exchanges a few
+// dozen numbers per pair of nodes, not its data.
+const aePartitions = 64
+
+func partition(flow string) uint32 { return uint32(xxhash.Sum64String(flow) % aePartitions) }
+
+// flowDigest covers every key's tuple and tombstone, in key order. Data
+// need not be hashed: equal tuples name the same write.
+func flowDigest(f map[string]Value) uint64 {
+	d := xxhash.New()
+	var b [8 + 8 + 8 + 1]byte
+	for _, k := range sortedKeys(f) {
+		v := f[k]
+		_, _ = d.WriteString(k)
+		binary.LittleEndian.PutUint64(b[0:], v.Tuple.MIdx)
+		binary.LittleEndian.PutUint64(b[8:], v.Tuple.V)
+		binary.LittleEndian.PutUint64(b[16:], uint64(v.Tuple.Origin))
+		b[24] = 0
+		if v.Tomb {
+			b[24] = 1
+		}
+		_, _ = d.Write(b[:])
+	}
+	return d.Sum64()
+}
+
+// digests computes, over the flows this node holds whose owner is owner
+// and whose placement includes replica, one digest per partition.
+func (s *Store) digests(owner, replica dial.NodeID) (map[uint32]uint64, map[uint32][]string) {
+	sums := map[uint32]uint64{}
+	members := map[uint32][]string{}
+	for _, f := range sortedFlows(s.flows) {
+		p := s.ring.Placement(ring.ClassFlow, f)
+		if id, _ := p.Owner(); id != owner || !p.Contains(replica) {
+			continue
+		}
+		part := partition(f)
+		// Combined in flow-id order, so both sides reach the same sum.
+		sums[part] = sums[part]*1_000_003 + flowDigest(s.flows[f]) + 1
+		members[part] = append(members[part], f)
+	}
+	return sums, members
+}
+
+func (s *Store) armAntiEntropy() {
+	// Jitter keeps the nodes from pulling in lockstep.
+	every := s.cfg.AntiEntropy
+	d := every - every/4 + time.Duration(s.env.Rand.Int64N(int64(every/2)+1))
+	s.aeTimer = s.env.Clock.AfterFunc(d, func() {
+		if s.stopped {
+			return
+		}
+		s.antiEntropy()
+		s.armAntiEntropy()
+	})
+}
+
+// antiEntropy sends, to the owner of every flow this node replicates, the
+// digests of what it holds of that owner's flows.
+func (s *Store) antiEntropy() {
+	if s.cfg.Bugs.NoAntiEntropy {
+		return
+	}
+	s.refresh()
+	s.AERounds++
+	for _, owner := range s.voters {
+		if owner == s.env.ID {
+			continue
+		}
+		sums, _ := s.digests(owner, s.env.ID)
+		// Sent even when empty: the owner may hold flows this replica
+		// has never seen.
+		_ = s.send(owner, msg{Kind: kindAEReq, M: s.mIdx, Digests: sums})
+	}
+}
+
+// answerAntiEntropy sends a replica the flows of every partition whose
+// digest differs from the owner's, at most MaxAEFlows per answer.
+func (s *Store) answerAntiEntropy(from dial.NodeID, m msg) {
+	if m.M != s.mIdx {
+		return // the two disagree on who owns what: wait for the next round
+	}
+	sums, members := s.digests(s.env.ID, from)
+	out := map[string]map[string]Value{}
+	for part := uint32(0); part < aePartitions; part++ {
+		if sums[part] == m.Digests[part] {
+			continue
+		}
+		for _, f := range members[part] {
+			if len(out) >= s.cfg.MaxAEFlows {
+				break
+			}
+			if s.adopted[f] != s.mIdx {
+				continue // not the authority for it yet
+			}
+			out[f] = s.flows[f]
+		}
+	}
+	if len(out) > 0 {
+		_ = s.send(from, msg{Kind: kindAEResp, M: s.mIdx, Flows: out})
+	}
+}

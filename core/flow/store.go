@@ -1,0 +1,438 @@
+package flow
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Control is what the flow store asks of the control plane (core/consensus
+// answers it): the committed membership in force, and D-17.
+type Control interface {
+	// Membership returns m_idx, the index of the membership entry in
+	// force, and its voters.
+	Membership() (mIdx uint64, voters []dial.NodeID)
+	// IsIsolated reports that this node knows no current leader, or
+	// leads without a quorum's recent acknowledgement.
+	IsIsolated() bool
+}
+
+// Rand is the seeded source a store draws its timer jitter from.
+type Rand interface{ Int64N(n int64) int64 }
+
+// Env is what a store is handed.
+type Env struct {
+	ID dial.NodeID
+	// Epoch is the node's boot counter, durable and strictly increasing
+	// across restarts (core/node keeps it). Write counters are issued
+	// above Epoch<<32, so a restarted owner's writes outrank every write
+	// its earlier incarnations issued at the same m_idx.
+	Epoch uint64
+	Clock clock.Clock
+	Net   dial.Sender // frames go out with FramePrefix as their first byte
+	Ctl   Control
+	Rand  Rand
+}
+
+// Store is one node's flow store. Like all of core/, it is a single-
+// threaded state machine: Do, HandleFrame and its timers run on the node's
+// loop, one at a time.
+type Store struct {
+	cfg Config
+	env Env
+
+	// The shard: every key this node owns or replicates. In memory until
+	// the durable FlowShard lands behind the same calls.
+	flows map[string]map[string]Value
+
+	permits int
+	nextID  uint64
+	session uint64           // drawn at boot: tells this incarnation's request ids apart
+	calls   map[uint64]*call // requests sent to owners, by id
+
+	served      map[servedKey]msg // answers given, for duplicate requests
+	servedOrder []servedKey       // oldest first
+
+	mIdx       uint64
+	voters     []dial.NodeID
+	ring       ring.Ring
+	prevRing   ring.Ring // the membership before mIdx, as this node saw it
+	havePrev   bool
+	adopted    map[string]uint64 // flow -> m_idx at which this node adopted it
+	servedAt   map[string]uint64 // flow -> the latest m_idx at which this node served it (never forgotten)
+	prevMIdx   uint64            // the membership index before mIdx, as this node saw it
+	adopting   map[string]*adoption
+	fencedAt   map[string]uint64 // flow -> m_idx a newer owner announced while adopting it
+	aeTimer    clock.Timer
+	stopped    bool
+	onAdopted  func(flow string, mIdx uint64, fromPrevOwner bool)
+	nowForTest func() time.Time
+
+	// Counters, for scenarios and benchmarks.
+	Shed, Served, Pushed, Merged, Adoptions, AERounds, BadFrames uint64
+}
+
+type call struct {
+	done    func(Response, error)
+	timer   clock.Timer
+	settled bool
+}
+
+// New returns a store and starts its anti-entropy timer.
+func New(cfg Config, env Env) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:      cfg.withDefaults(),
+		env:      env,
+		flows:    map[string]map[string]Value{},
+		calls:    map[uint64]*call{},
+		adopted:  map[string]uint64{},
+		servedAt: map[string]uint64{},
+		adopting: map[string]*adoption{},
+		fencedAt: map[string]uint64{},
+		served:   map[servedKey]msg{},
+		session:  uint64(env.Rand.Int64N(1<<62)) + 1,
+	}
+	s.permits = s.cfg.Permits
+	s.refresh()
+	s.armAntiEntropy()
+	return s, nil
+}
+
+// OnAdopted registers a hook told of every completed adoption; checkers
+// use it to find the handoffs where the design accepts loss.
+func (s *Store) OnAdopted(f func(flow string, mIdx uint64, fromPrevOwner bool)) { s.onAdopted = f }
+
+// Stop cancels the store's timers and fails the calls in flight.
+func (s *Store) Stop() {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	if s.aeTimer != nil {
+		s.aeTimer.Stop()
+	}
+	ids := make([]uint64, 0, len(s.calls))
+	for id := range s.calls {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		s.settle(s.calls[id], Response{}, unavailable(ErrCrashed))
+	}
+}
+
+// refresh picks up a new committed membership. A flow this node owned and
+// had adopted under the previous membership, and still owns, stays
+// adopted: its copy is the authority. Every other flow it now owns must
+// be adopted before it is served.
+func (s *Store) refresh() {
+	m, voters := s.env.Ctl.Membership()
+	if m == s.mIdx && s.ring.Len() == len(voters) {
+		return
+	}
+	old, oldM := s.ring, s.mIdx
+	s.prevRing, s.havePrev, s.prevMIdx = old, old.Len() > 0, oldM
+	s.mIdx, s.voters, s.ring = m, voters, ring.New(voters)
+	for _, f := range sortedFlows(s.adopted) {
+		at := s.adopted[f]
+		wasOwner := old.Len() > 0 && ownerOf(old, f) == s.env.ID
+		if at == oldM && wasOwner && ownerOf(s.ring, f) == s.env.ID {
+			s.adopted[f] = m
+			s.servedAt[f] = m
+		} else {
+			delete(s.adopted, f)
+		}
+	}
+}
+
+func ownerOf(r ring.Ring, flow string) dial.NodeID {
+	id, _ := r.Owner(ring.ClassFlow, flow)
+	return id
+}
+
+// Do runs one operation. done runs exactly once, on the node's loop: with
+// the answer, or with an error wrapping ErrUnavailable (Known tells whether
+// the operation certainly did not apply), ErrNotInteger or ErrBadRequest.
+// Do never waits for a permit and no call outlives the deadline.
+func (s *Store) Do(req Request, done func(Response, error)) {
+	if err := s.cfg.check(req); err != nil {
+		done(Response{}, err)
+		return
+	}
+	s.refresh()
+	if req.Read == Local && (req.Op == OpGet || req.Op == OpGetAll) {
+		resp, _, err := s.apply(req, true)
+		done(resp, err)
+		return
+	}
+	if s.stopped || s.permits == 0 {
+		s.Shed++
+		done(Response{}, unavailable(ErrShed))
+		return
+	}
+	s.permits--
+	c := &call{done: done}
+	c.timer = s.env.Clock.AfterFunc(s.cfg.Deadline, func() { s.settle(c, Response{}, unavailable(ErrTimeout)) })
+	owner, ok := s.ring.Owner(ring.ClassFlow, req.Flow)
+	switch {
+	case !ok:
+		s.settle(c, Response{}, unavailable(ErrNoOwner))
+	case owner == s.env.ID:
+		s.serve(s.mIdx, req, func(resp Response, err error) { s.settle(c, resp, err) })
+	default:
+		s.nextID++
+		id := s.nextID
+		s.calls[id] = c
+		err := s.send(owner, msg{Kind: kindOpReq, ID: id, Session: s.session, M: s.mIdx, Req: &req})
+		if err == nil {
+			return
+		}
+		delete(s.calls, id)
+		if s.cfg.Bugs.LocalFallback {
+			// The planted bug: degrade to the local copy, the fork the
+			// design exists to prevent.
+			resp, changed, aerr := s.apply(req, false)
+			s.commit(req.Flow, changed)
+			s.settle(c, resp, aerr)
+			return
+		}
+		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: %v", ErrSend, err)))
+	}
+}
+
+// settle answers a call once and frees its permit.
+func (s *Store) settle(c *call, resp Response, err error) {
+	if c.settled {
+		return
+	}
+	c.settled = true
+	c.timer.Stop()
+	for id, other := range s.calls { //fenceline:unordered finds the one entry pointing at c; order cannot matter
+		if other == c {
+			delete(s.calls, id)
+		}
+	}
+	s.permits++
+	c.done(resp, err)
+}
+
+// serve is the owner's side of an operation: its checks, in order, each
+// with its own refusal, then apply, stamp, write, push, answer.
+func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) {
+	s.refresh()
+	if !s.cfg.Bugs.NoFence && callerM != s.mIdx {
+		reply(Response{}, unavailable(fmt.Errorf("%w: caller at %d, owner at %d", ErrFenced, callerM, s.mIdx)))
+		return
+	}
+	if owner, _ := s.ring.Owner(ring.ClassFlow, req.Flow); owner != s.env.ID {
+		reply(Response{}, unavailable(ErrNotOwner))
+		return
+	}
+	if !s.cfg.Bugs.NoFence && s.fencedAt[req.Flow] > s.mIdx {
+		reply(Response{}, unavailable(fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[req.Flow])))
+		return
+	}
+	if !s.cfg.Bugs.NoD17 && s.env.Ctl.IsIsolated() {
+		reply(Response{}, unavailable(ErrIsolated))
+		return
+	}
+	if !s.cfg.Bugs.NoAdoption && s.adopted[req.Flow] != s.mIdx {
+		s.startAdoption(req.Flow)
+		reply(Response{}, unavailable(ErrNotAdopted))
+		return
+	}
+	resp, changed, err := s.apply(req, false)
+	if err != nil {
+		reply(resp, err)
+		return
+	}
+	s.Served++
+	s.commit(req.Flow, changed)
+	s.push(req.Flow, changed)
+	reply(resp, nil)
+}
+
+// apply runs req against this node's copy. It returns the answer and the
+// keys a write changed, stamped with the next fencing tuple; the caller
+// commits them. With readOnly it refuses to write.
+func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, error) {
+	f := s.flows[req.Flow]
+	get := func(key string) (Value, bool) {
+		v, ok := f[key]
+		if !ok || v.Tomb || (v.ExpiresAtMs != 0 && s.now().UnixMilli() >= v.ExpiresAtMs) {
+			return v, false
+		}
+		return v, true
+	}
+	if readOnly && req.Op.writes() {
+		return Response{}, nil, fmt.Errorf("%w: local reads only", ErrBadRequest)
+	}
+	changed := map[string]Value{}
+	write := func(key string, data []byte, tomb bool, ttlMs int64) {
+		prev := f[key]
+		v := Value{Data: data, Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
+		if !tomb {
+			if ttlMs == 0 {
+				ttlMs = s.cfg.DefaultTTLMs
+			}
+			v.ExpiresAtMs = s.now().UnixMilli() + ttlMs
+		}
+		changed[key] = v
+	}
+	var resp Response
+	switch req.Op {
+	case OpGet:
+		v, ok := get(req.Key)
+		resp.Found = ok
+		if ok {
+			resp.Value = v.Data
+		}
+	case OpGetAll:
+		resp.All = map[string][]byte{}
+		for _, k := range sortedKeys(f) {
+			if v, ok := get(k); ok {
+				resp.All[k] = v.Data
+			}
+		}
+	case OpSet:
+		write(req.Key, req.Value, false, req.TTLMs)
+		resp.Succeeded = true
+	case OpDelete:
+		v, ok := get(req.Key)
+		resp.Found = ok
+		_ = v
+		if ok {
+			write(req.Key, nil, true, 0)
+		}
+	case OpCas:
+		v, ok := get(req.Key)
+		if (req.ExpectAbsent && !ok) || (!req.ExpectAbsent && ok && string(v.Data) == string(req.Expect)) {
+			write(req.Key, req.Value, false, req.TTLMs)
+			resp.Succeeded = true
+		}
+	case OpIncr:
+		var cur int64
+		if v, ok := get(req.Key); ok {
+			n, err := strconv.ParseInt(string(v.Data), 10, 64)
+			if err != nil {
+				return Response{}, nil, fmt.Errorf("%w: %q", ErrNotInteger, v.Data)
+			}
+			cur = n
+		}
+		resp.Int = cur + req.Delta
+		write(req.Key, []byte(strconv.FormatInt(resp.Int, 10)), false, req.TTLMs)
+	case OpClear:
+		for _, k := range sortedKeys(f) {
+			if _, ok := get(k); ok {
+				write(k, nil, true, 0)
+			}
+		}
+		resp.Succeeded = true
+	}
+	return resp, changed, nil
+}
+
+// commit writes changed keys to the shard.
+func (s *Store) commit(flow string, changed map[string]Value) {
+	if len(changed) == 0 {
+		return
+	}
+	f := s.flows[flow]
+	if f == nil {
+		f = map[string]Value{}
+		s.flows[flow] = f
+	}
+	for k, v := range changed { //fenceline:unordered copying into a map
+		f[k] = v
+	}
+}
+
+// merge keeps, key by key, the value with the larger fencing tuple. It is
+// the only way a copy from elsewhere enters the shard.
+func (s *Store) merge(flow string, in map[string]Value) {
+	if len(in) == 0 {
+		return
+	}
+	f := s.flows[flow]
+	if f == nil {
+		f = map[string]Value{}
+		s.flows[flow] = f
+	}
+	for _, k := range sortedKeys(in) {
+		if cur, ok := f[k]; !ok || cur.Tuple.Less(in[k].Tuple) {
+			f[k] = in[k]
+			s.Merged++
+		}
+	}
+}
+
+func (s *Store) now() time.Time {
+	if s.nowForTest != nil {
+		return s.nowForTest()
+	}
+	return s.env.Clock.Now()
+}
+
+// Copy returns this node's copy of a flow, tombstones and tuples included,
+// for checkers.
+func (s *Store) Copy(flow string) map[string]Value {
+	out := map[string]Value{}
+	for k, v := range s.flows[flow] { //fenceline:unordered copying into a map
+		out[k] = v
+	}
+	return out
+}
+
+// ID is this node's id.
+func (s *Store) ID() dial.NodeID { return s.env.ID }
+
+// Flows returns the ids of every flow this node holds a copy of, sorted.
+func (s *Store) Flows() []string { return sortedFlows(s.flows) }
+
+// MIdx is the membership index this store works at.
+func (s *Store) MIdx() uint64 { s.refresh(); return s.mIdx }
+
+// Owner returns the owner of flow at this node's membership.
+func (s *Store) Owner(flow string) (dial.NodeID, bool) {
+	s.refresh()
+	return s.ring.Owner(ring.ClassFlow, flow)
+}
+
+// Placement returns the owner and successors of flow at this node's
+// membership.
+func (s *Store) Placement(flow string) []dial.NodeID {
+	s.refresh()
+	return s.ring.Placement(ring.ClassFlow, flow).Nodes()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedFlows[V any](m map[string]V) []string { return sortedKeys(m) }
+
+// Adopted reports whether this node serves flow at its current membership
+// (it owns it and has adopted it).
+func (s *Store) Adopted(flow string) bool {
+	s.refresh()
+	return s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID
+}
+
+// nextTuple is the tuple of a write over prev: this m_idx, a counter above
+// prev's and above this incarnation's floor (Epoch<<32), this node.
+func (s *Store) nextTuple(prev Tuple) Tuple {
+	return Tuple{MIdx: s.mIdx, V: max(prev.V, s.env.Epoch<<32) + 1, Origin: s.env.ID}
+}

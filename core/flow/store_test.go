@@ -1,0 +1,258 @@
+package flow
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// fakeClock is a manual clock: timers fire when the test advances it.
+type fakeClock struct {
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func (t *fakeTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
+
+func (c *fakeClock) Now() time.Time { return c.now }
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+func (c *fakeClock) advance(d time.Duration) {
+	c.now = c.now.Add(d)
+	for _, t := range append([]*fakeTimer(nil), c.timers...) {
+		if !t.stopped && !t.at.After(c.now) {
+			t.stopped = true
+			t.f()
+		}
+	}
+}
+
+// sent records frames instead of sending them.
+type sent struct {
+	frames []struct {
+		to dial.NodeID
+		m  msg
+	}
+	fail error
+}
+
+func (s *sent) Send(to dial.NodeID, frame []byte) error {
+	if s.fail != nil {
+		return s.fail
+	}
+	var m msg
+	if err := json.Unmarshal(frame[1:], &m); err != nil {
+		panic(err)
+	}
+	s.frames = append(s.frames, struct {
+		to dial.NodeID
+		m  msg
+	}{to, m})
+	return nil
+}
+
+type ctl struct {
+	m        uint64
+	voters   []dial.NodeID
+	isolated bool
+}
+
+func (c *ctl) Membership() (uint64, []dial.NodeID) { return c.m, c.voters }
+func (c *ctl) IsIsolated() bool                    { return c.isolated }
+
+var (
+	idA, idB, idC = dial.IDFromName("a"), dial.IDFromName("b"), dial.IDFromName("c")
+)
+
+func newTestStore(t *testing.T, id dial.NodeID, cfg Config) (*Store, *fakeClock, *sent, *ctl) {
+	t.Helper()
+	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	net := &sent{}
+	c := &ctl{m: 1, voters: []dial.NodeID{idA, idB, idC}}
+	s, err := New(cfg, Env{ID: id, Epoch: 1, Clock: clk, Net: net, Ctl: c, Rand: rand.New(rand.NewPCG(1, 2))})
+	require.NoError(t, err)
+	return s, clk, net, c
+}
+
+// ownedBy finds a flow id that the given node owns among a, b, c.
+func ownedBy(t *testing.T, id dial.NodeID) string {
+	r := ring.New([]dial.NodeID{idA, idB, idC})
+	for i := 0; i < 1000; i++ {
+		f := ring.ImposterKey(8080, string(rune('a'+i%26))+string(rune('a'+i/26)))
+		if o, _ := r.Owner(ring.ClassFlow, f); o == id {
+			return f
+		}
+	}
+	t.Fatal("no flow found")
+	return ""
+}
+
+func do(s *Store, req Request) (Response, error, bool) {
+	var resp Response
+	var err error
+	done := false
+	s.Do(req, func(r Response, e error) { resp, err, done = r, e, true })
+	return resp, err, done
+}
+
+func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
+	s, _, net, _ := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	_, err, done := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("1")})
+	require.True(t, done)
+	require.ErrorIs(t, err, ErrNotAdopted, "the first call on a flow starts its adoption")
+	require.True(t, Known(err))
+	// Answer the adoption from both other nodes: nothing to adopt.
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindAdoptReq {
+			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f}))
+		}
+	}
+	require.True(t, s.Adopted(f))
+	net.frames = nil
+	_, err, _ = do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("1")})
+	require.NoError(t, err)
+	v := s.Copy(f)["k"]
+	require.Equal(t, Tuple{MIdx: 1, V: 1<<32 + 1, Origin: idA}, v.Tuple, "writes count above the boot epoch")
+	pushes := 0
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindPush {
+			pushes++
+		}
+	}
+	require.Equal(t, 2, pushes, "the write goes to both successors")
+	resp, err, _ := do(s, Request{Flow: f, Op: OpIncr, Key: "k", Delta: 41})
+	require.NoError(t, err)
+	require.Equal(t, int64(42), resp.Int)
+	_, err, _ = do(s, Request{Flow: f, Op: OpSet, Key: "w", Value: []byte("word")})
+	require.NoError(t, err)
+	_, err, _ = do(s, Request{Flow: f, Op: OpIncr, Key: "w", Delta: 1})
+	require.ErrorIs(t, err, ErrNotInteger)
+	require.False(t, errors.Is(err, ErrUnavailable), "a bad incr is the caller's error, not a 503")
+}
+
+func frame(m msg) []byte {
+	b, _ := json.Marshal(m)
+	return append([]byte{FramePrefix}, b...)
+}
+
+func TestOwnerChecksInOrder(t *testing.T) {
+	s, _, _, c := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	var got error
+	reply := func(_ Response, err error) { got = err }
+	s.serve(7, Request{Flow: f, Op: OpGet, Key: "k"}, reply)
+	require.ErrorIs(t, got, ErrFenced, "a caller at another m_idx is fenced first")
+	s.serve(1, Request{Flow: ownedBy(t, idB), Op: OpGet, Key: "k"}, reply)
+	require.ErrorIs(t, got, ErrNotOwner)
+	c.isolated = true
+	s.serve(1, Request{Flow: f, Op: OpGet, Key: "k"}, reply)
+	require.ErrorIs(t, got, ErrIsolated)
+	c.isolated = false
+	s.serve(1, Request{Flow: f, Op: OpGet, Key: "k"}, reply)
+	require.ErrorIs(t, got, ErrNotAdopted)
+}
+
+func TestBridgeShedsAtOnceAndBoundsEveryCall(t *testing.T) {
+	s, clk, _, _ := newTestStore(t, idA, Config{Permits: 2})
+	f := ownedBy(t, idB) // remote: calls wait on the owner
+	var errs []error
+	for i := 0; i < 3; i++ {
+		s.Do(Request{Flow: f, Op: OpGet, Key: "k"}, func(_ Response, err error) { errs = append(errs, err) })
+	}
+	require.Len(t, errs, 1, "the third call finds no permit and is answered at once")
+	require.ErrorIs(t, errs[0], ErrShed)
+	require.True(t, Known(errs[0]))
+	clk.advance(2 * time.Second)
+	require.Len(t, errs, 3, "no call outlives the deadline")
+	require.ErrorIs(t, errs[1], ErrTimeout)
+	require.False(t, Known(errs[1]), "a timeout is an unknown outcome")
+	_, err, done := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+	require.False(t, done, "permits came back")
+	_ = err
+}
+
+func TestFailedSendIsNeverALocalWrite(t *testing.T) {
+	s, _, net, _ := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idB)
+	net.fail = dial.ErrUnreachable
+	_, err, done := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("x")})
+	require.True(t, done)
+	require.ErrorIs(t, err, ErrSend)
+	require.True(t, Known(err))
+	require.Empty(t, s.Copy(f), "no local write on a node that does not own the flow")
+
+	bug, _, bnet, _ := newTestStore(t, idA, Config{Bugs: Bugs{LocalFallback: true}})
+	bnet.fail = dial.ErrUnreachable
+	_, err, _ = do(bug, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("x")})
+	require.NoError(t, err, "the planted bug serves it locally")
+	require.Contains(t, bug.Copy(f), "k")
+}
+
+func TestMergeKeepsTheLargerTuple(t *testing.T) {
+	s, _, _, _ := newTestStore(t, idA, Config{})
+	hi := Value{Data: []byte("new"), Tuple: Tuple{MIdx: 2, V: 1, Origin: idB}}
+	lo := Value{Data: []byte("old"), Tuple: Tuple{MIdx: 1, V: 99, Origin: idC}}
+	s.merge("f", map[string]Value{"k": hi})
+	s.merge("f", map[string]Value{"k": lo})
+	require.Equal(t, "new", string(s.Copy("f")["k"].Data), "a deposed owner's write loses by arithmetic")
+}
+
+func TestAdoptionRequestFencesAStaleOwner(t *testing.T) {
+	s, _, net, _ := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	s.adopted[f] = 1
+	s.HandleFrame(idB, frame(msg{Kind: kindAdoptReq, ID: 9, M: 5, Flow: f}))
+	require.Equal(t, kindAdoptResp, net.frames[len(net.frames)-1].m.Kind)
+	_, err, _ := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("x")})
+	require.ErrorIs(t, err, ErrFenced, "an owner asked by a newer owner serves the flow no more")
+}
+
+func TestDuplicateRequestAppliesOnce(t *testing.T) {
+	s, _, net, _ := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	s.adopted[f] = 1
+	req := frame(msg{Kind: kindOpReq, ID: 3, Session: 77, M: 1, Req: &Request{Flow: f, Op: OpIncr, Key: "n", Delta: 1}})
+	s.HandleFrame(idB, req)
+	s.HandleFrame(idB, req)
+	require.Equal(t, "1", string(s.Copy(f)["n"].Data))
+	var answers int
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindOpResp {
+			answers++
+			require.Equal(t, int64(1), fr.m.Resp.Int)
+		}
+	}
+	require.Equal(t, 2, answers, "the duplicate gets the same answer")
+}
+
+func TestBadInput(t *testing.T) {
+	s, _, _, _ := newTestStore(t, idA, Config{})
+	s.HandleFrame(idB, []byte{FramePrefix, '{', 'x'})
+	s.HandleFrame(idB, []byte{9})
+	s.HandleFrame(idB, frame(msg{Kind: "nonsense"}))
+	require.Equal(t, uint64(3), s.BadFrames)
+	for _, req := range []Request{{Op: OpGet, Key: "k"}, {Flow: "f", Op: 99, Key: "k"}, {Flow: "f", Op: OpSet}} {
+		_, err, done := do(s, req)
+		require.True(t, done)
+		require.ErrorIs(t, err, ErrBadRequest)
+	}
+	require.Error(t, Config{Permits: -1}.Validate())
+}

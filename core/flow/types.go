@@ -1,0 +1,154 @@
+// Package flow is the flow store: the data plane that gives stateful stubs
+// per-flow state across a cluster without a quorum round per operation.
+//
+// Every flow (a small key→value map named by its scoped id) has one owner,
+// chosen by rendezvous hashing over the committed voters (core/ring). One
+// operation goes: a permit from the bounded bridge (or shed at once) → the
+// owner at this node's m_idx → locally, or one RPC to the owner → the
+// owner's checks, in order: same m_idx (else fenced), really the owner, not
+// isolated (D-17), flow adopted at this m_idx → apply, stamp the fencing
+// tuple (m_idx, v+1, origin), write the shard, push to the two successors
+// → answer. Any failure is ErrUnavailable (HTTP 503): never a guess, never
+// a local write on a node that does not own the flow.
+//
+// Replicas keep the value with the largest fencing tuple; anti-entropy
+// pulls what the owner has every few seconds; a node that becomes owner of
+// a flow adopts it (pulls every copy, keeps the largest tuples) before it
+// serves. The promises, and what they assume, are in CONTRIBUTING.md.
+package flow
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Op is a flow operation.
+type Op uint8
+
+// Operations. The numbers are on the wire: append only.
+const (
+	OpGet    Op = iota + 1 // one key
+	OpSet                  // key = value (with an optional TTL)
+	OpDelete               // one key
+	OpCas                  // key = value if it is absent (ExpectAbsent) or equals Expect
+	OpIncr                 // key += Delta, as a decimal int64; absent counts as 0
+	OpGetAll               // every key of the flow
+	OpClear                // delete every key of the flow
+)
+
+var opNames = [...]string{"invalid", "get", "set", "delete", "cas", "incr", "get-all", "clear"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+func (o Op) writes() bool {
+	return o == OpSet || o == OpDelete || o == OpCas || o == OpIncr || o == OpClear
+}
+
+// ReadMode says who answers a read.
+type ReadMode uint8
+
+// Read modes.
+const (
+	Strong ReadMode = iota // the owner answers (the default)
+	Local                  // this node's copy answers: at most one push behind, possibly more
+)
+
+// Request is one operation on one flow.
+type Request struct {
+	Flow         string // the scoped flow id, e.g. "i8080:abc"
+	Op           Op
+	Key          string
+	Value        []byte
+	Expect       []byte
+	ExpectAbsent bool
+	Delta        int64
+	TTLMs        int64 // OpSet: the entry lapses after this long; 0: the store's default
+	Read         ReadMode
+}
+
+// Response is an operation's answer.
+type Response struct {
+	Found     bool
+	Value     []byte
+	Succeeded bool              // OpCas
+	Int       int64             // OpIncr: the new value
+	All       map[string][]byte // OpGetAll
+}
+
+// Tuple is the fencing tuple every stored value (tombstones too) carries:
+// the membership index under which the writer owned the key, the owner's
+// per-key write counter, and the writer's id to break exact ties. The
+// larger tuple wins every merge, everywhere, so a deposed owner's writes,
+// stamped with a smaller m_idx, lose by arithmetic.
+type Tuple struct {
+	MIdx   uint64
+	V      uint64
+	Origin dial.NodeID
+}
+
+// Less orders tuples lexicographically.
+func (t Tuple) Less(o Tuple) bool {
+	if t.MIdx != o.MIdx {
+		return t.MIdx < o.MIdx
+	}
+	if t.V != o.V {
+		return t.V < o.V
+	}
+	return t.Origin < o.Origin
+}
+
+func (t Tuple) String() string { return fmt.Sprintf("(%d,%d,%v)", t.MIdx, t.V, t.Origin) }
+
+// Value is one stored key.
+type Value struct {
+	Data        []byte
+	Tomb        bool  // deleted: kept so the deletion wins merges
+	Tuple       Tuple //
+	ExpiresAtMs int64 // wall time (the owner's clock) after which reads see nothing
+}
+
+// Errors. Every refusal reaches the caller wrapped in ErrUnavailable (the
+// engine's 503). Known reports whether the operation certainly did not
+// apply (the owner refused before applying, or it never left this node);
+// otherwise the outcome is unknown.
+var (
+	ErrUnavailable = errors.New("flow: backend unavailable")
+
+	ErrShed       = errors.New("no bridge permit free; shed")
+	ErrNoOwner    = errors.New("no voters: no owner")
+	ErrFenced     = errors.New("fenced: membership index differs")
+	ErrNotOwner   = errors.New("not the owner")
+	ErrIsolated   = errors.New("owner isolated (D-17)")
+	ErrNotAdopted = errors.New("flow not adopted yet at this membership")
+	ErrSend       = errors.New("owner unreachable; request not sent")
+	ErrTimeout    = errors.New("no answer within the deadline; outcome unknown")
+	ErrCrashed    = errors.New("the owner's answer was lost; outcome unknown")
+
+	// ErrNotInteger is not an availability problem: OpIncr on a value
+	// that is not a decimal int64. It changes nothing.
+	ErrNotInteger = errors.New("flow: value is not an integer")
+	// ErrBadRequest: a request the store refuses to run (unknown op,
+	// empty flow id, oversized key or value).
+	ErrBadRequest = errors.New("flow: bad request")
+)
+
+var known = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrNotInteger, ErrBadRequest}
+
+// Known reports whether err means the operation certainly did not apply.
+func Known(err error) bool {
+	for _, k := range known {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func unavailable(cause error) error { return fmt.Errorf("%w: %w", ErrUnavailable, cause) }

@@ -1,0 +1,173 @@
+package flow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+// FramePrefix is the first byte of every flow frame, so a node can share
+// one dial.Sender between raft (whose frames start with 1) and the flow
+// store.
+const FramePrefix = 2
+
+// Message kinds.
+const (
+	kindOpReq     = "op"      // a request for the owner
+	kindOpResp    = "op-resp" // the owner's answer
+	kindPush      = "push"    // an owner's new values, to a successor
+	kindAEReq     = "ae"      // a replica's per-partition digests, to an owner
+	kindAEResp    = "ae-resp" // the owner's copies of the partitions that differ
+	kindAdoptReq  = "adopt"   // a new owner asks for every copy of a flow
+	kindAdoptResp = "adopt-resp"
+)
+
+// msg is every flow frame. It travels as JSON: the encoding is
+// deterministic (struct fields in order, map keys sorted), which the
+// simulator's trace hash needs, and these frames are small.
+type msg struct {
+	Kind    string                      `json:"k"`
+	ID      uint64                      `json:"id,omitempty"`
+	M       uint64                      `json:"m,omitempty"`
+	Flow    string                      `json:"f,omitempty"`
+	Req     *Request                    `json:"req,omitempty"`
+	Resp    *Response                   `json:"resp,omitempty"`
+	Err     string                      `json:"err,omitempty"`
+	Entries map[string]Value            `json:"e,omitempty"`
+	Flows   map[string]map[string]Value `json:"fs,omitempty"`
+	Digests map[uint32]uint64           `json:"d,omitempty"`
+	Session uint64                      `json:"s,omitempty"`  // the caller's boot session, with ID naming a request
+	Served  uint64                      `json:"sv,omitempty"` // adopt-resp: the latest m_idx at which the answering node served the flow
+}
+
+// servedKey names one request: its caller, the caller's boot session (so
+// a restarted caller's reused ids are new requests) and its id.
+type servedKey struct {
+	from    dial.NodeID
+	session uint64
+	id      uint64
+}
+
+// maxServed bounds the answers an owner remembers for duplicates; the
+// oldest is forgotten first. A duplicate older than that is far past its
+// caller's deadline.
+const maxServed = 4096
+
+func (s *Store) remember(key servedKey, out msg) {
+	if len(s.servedOrder) >= maxServed {
+		delete(s.served, s.servedOrder[0])
+		s.servedOrder = s.servedOrder[1:]
+	}
+	s.served[key] = out
+	s.servedOrder = append(s.servedOrder, key)
+}
+
+func (s *Store) send(to dial.NodeID, m msg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("flow: encoding a %s frame: %v", m.Kind, err))
+	}
+	return s.env.Net.Send(to, append([]byte{FramePrefix}, b...))
+}
+
+// Wire codes of the refusals an owner states.
+var errCodes = []struct {
+	code string
+	err  error
+}{
+	{"fenced", ErrFenced}, {"not-owner", ErrNotOwner}, {"isolated", ErrIsolated},
+	{"not-adopted", ErrNotAdopted}, {"not-integer", ErrNotInteger}, {"bad-request", ErrBadRequest},
+	{"no-owner", ErrNoOwner}, {"shed", ErrShed},
+}
+
+func encodeErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, c := range errCodes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return "internal: " + err.Error()
+}
+
+func decodeErr(code string) error {
+	if code == "" {
+		return nil
+	}
+	for _, c := range errCodes {
+		if c.code == code {
+			if c.err == ErrNotInteger || c.err == ErrBadRequest {
+				return c.err
+			}
+			return unavailable(c.err)
+		}
+	}
+	// An error the owner hit after it may have applied: unknown.
+	return unavailable(fmt.Errorf("owner: %s", code))
+}
+
+// HandleFrame handles a flow frame from a peer (the first byte is
+// FramePrefix). A frame that does not decode is dropped and counted:
+// a peer's garbage never reaches the store.
+func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
+	if s.stopped {
+		return
+	}
+	var m msg
+	if len(frame) == 0 || frame[0] != FramePrefix || json.Unmarshal(frame[1:], &m) != nil {
+		s.BadFrames++
+		return
+	}
+	s.refresh()
+	switch m.Kind {
+	case kindOpReq:
+		if m.Req == nil || s.cfg.check(*m.Req) != nil {
+			s.BadFrames++
+			return
+		}
+		// A request can arrive twice (a duplicated frame, a retrying
+		// transport); an incr must not apply twice. The owner remembers
+		// what it answered and answers a duplicate the same way.
+		key := servedKey{from: from, session: m.Session, id: m.ID}
+		if prev, ok := s.served[key]; ok {
+			_ = s.send(from, prev)
+			return
+		}
+		id := m.ID
+		s.serve(m.M, *m.Req, func(resp Response, err error) {
+			out := msg{Kind: kindOpResp, ID: id, Resp: &resp, Err: encodeErr(err)}
+			s.remember(key, out)
+			// A lost answer leaves the caller with an unknown outcome;
+			// its deadline fires. Nothing to do about a send error.
+			_ = s.send(from, out)
+		})
+	case kindOpResp:
+		c := s.calls[m.ID]
+		if c == nil {
+			return // timed out already: the caller was told "unknown"
+		}
+		var resp Response
+		if m.Resp != nil {
+			resp = *m.Resp
+		}
+		s.settle(c, resp, decodeErr(m.Err))
+	case kindPush:
+		s.merge(m.Flow, m.Entries)
+	case kindAEReq:
+		s.answerAntiEntropy(from, m)
+	case kindAEResp:
+		for _, f := range sortedKeys(m.Flows) {
+			s.merge(f, m.Flows[f])
+		}
+	case kindAdoptReq:
+		s.answerAdoption(from, m)
+	case kindAdoptResp:
+		s.adoptionAnswer(from, m)
+	default:
+		s.BadFrames++
+	}
+}

@@ -1,0 +1,96 @@
+// Package node composes one cluster node from the core's parts: the raft
+// driver (control plane) and the flow store (data plane), sharing one
+// clock, one peer seam and one disk. It routes each arriving frame to its
+// part by the frame's first byte.
+package node
+
+import (
+	"fmt"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Rand is the seeded source a node's parts draw from.
+type Rand interface {
+	Uint64() uint64
+	Int64N(n int64) int64
+}
+
+// Env is what a node is handed.
+type Env struct {
+	Clock clock.Clock
+	Net   dial.Sender
+	FS    journal.FS
+	Rand  Rand
+}
+
+// Config configures both parts.
+type Config struct {
+	Consensus consensus.Config
+	Flow      flow.Config
+}
+
+// Node is one cluster node.
+type Node struct {
+	Consensus *consensus.Node
+	Flow      *flow.Store
+	BadFrames uint64
+}
+
+// Open boots the node: the consensus part from its journal, then the flow
+// store, which asks the consensus part for membership and isolation.
+func Open(cfg Config, env Env) (*Node, error) {
+	cn, err := consensus.Open(cfg.Consensus, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.FS, Rand: env.Rand})
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := nextEpoch(env.FS)
+	if err != nil {
+		cn.Stop()
+		return nil, fmt.Errorf("node: boot epoch: %w", err)
+	}
+	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: env.Net, Ctl: control{cn}, Rand: env.Rand})
+	if err != nil {
+		cn.Stop()
+		return nil, fmt.Errorf("node: flow store: %w", err)
+	}
+	return &Node{Consensus: cn, Flow: fs}, nil
+}
+
+// HandleFrame routes a frame to the part it is for.
+func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
+	if len(frame) == 0 {
+		n.BadFrames++
+		return
+	}
+	switch frame[0] {
+	case flow.FramePrefix:
+		n.Flow.HandleFrame(from, frame)
+	default:
+		n.Consensus.HandleFrame(from, frame)
+	}
+}
+
+// Stop stops both parts.
+func (n *Node) Stop() {
+	n.Flow.Stop()
+	n.Consensus.Stop()
+}
+
+// control answers the flow store's questions from the consensus part.
+type control struct{ cn *consensus.Node }
+
+func (c control) Membership() (uint64, []dial.NodeID) {
+	ms := c.cn.Membership()
+	ids := make([]dial.NodeID, len(ms.Voters))
+	for i, m := range ms.Voters {
+		ids[i] = m.ID
+	}
+	return ms.Index, ids
+}
+
+func (c control) IsIsolated() bool { return c.cn.IsIsolated() }
