@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/scenarios"
 )
 
 func runCLI(args ...string) (int, string, string) {
@@ -24,7 +26,7 @@ func TestOneSeedPrintsKnobsThenSummary(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[0], "SEED=7 "))
 	require.True(t, strings.HasPrefix(lines[1], "knob "), "knobs come before the run")
 	last := lines[len(lines)-1]
-	require.Contains(t, last, "seed=7 scenario=raft-partitions verdict=ok trace=", "the default is the richest scenario")
+	require.Contains(t, last, "seed=7 scenario="+scenarios.Default()+" verdict=ok trace=", "the default is the richest scenario")
 
 	_, again, _ := runCLI("-seed", "7")
 	require.Equal(t, field(last, "trace"), field(lastLine(again), "trace"))
@@ -42,13 +44,13 @@ func TestUsageErrorsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-scenario", "nonsense"}, "valid scenarios: journal-crash, kernel-selftest, learner-join"},
+		{[]string{"-scenario", "nonsense"}, "valid scenarios: bridge-saturation, flow-ops, isolated-owner, journal-crash, kernel-selftest"},
 		{[]string{"-seed", "x"}, `-seed "x": want an unsigned integer`},
 		{[]string{"-seeds", "5..1"}, "B is less than A"},
 		{[]string{"-seeds", "1-5"}, "want A..B"},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"-bug", "nope"}, `unknown bug "nope"`},
-		{[]string{"-bug", "selftest-no-gossip"}, `unknown bug "selftest-no-gossip" for scenario raft-partitions`},
+		{[]string{"-scenario", "raft-partitions", "-bug", "selftest-no-gossip"}, `unknown bug "selftest-no-gossip" for scenario raft-partitions`},
 		{[]string{"-j", "0"}, "-j 0"},
 		{[]string{"-seeds", "1..2", "-v"}, "-v traces one seed"},
 		{[]string{"extra"}, "unexpected arguments"},
@@ -70,7 +72,7 @@ func TestPlantedBugExits1WithReplay(t *testing.T) {
 func TestList(t *testing.T) {
 	code, out, _ := runCLI("-list")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "raft-partitions (default)")
+	require.Contains(t, out, scenarios.Default()+" (default)")
 	require.Contains(t, out, "bug selftest-ack-before-sync")
 	require.Contains(t, out, "bug value-guard")
 }
