@@ -73,6 +73,11 @@ type Membership struct {
 	Index    uint64   // m_idx: the index of the membership entry in force
 	Voters   []Member // sorted by id; the ring is built from these
 	Learners []Member // sorted by id
+	// PrevIndex and PrevVoters are the membership entry applied just
+	// before Index, if this node applied the two in order; PrevIndex is 0
+	// when it does not know (Index came from a snapshot).
+	PrevIndex  uint64
+	PrevVoters []dial.NodeID // sorted
 }
 
 // Membership returns the committed membership this node has applied.
@@ -83,6 +88,13 @@ func (n *Node) Membership() Membership {
 	}
 	for _, id := range n.conf.Learners {
 		ms.Learners = append(ms.Learners, n.member(id))
+	}
+	if n.prevMIdx > 0 {
+		ms.PrevIndex = n.prevMIdx
+		for _, id := range n.prevVoters {
+			ms.PrevVoters = append(ms.PrevVoters, dial.NodeID(id))
+		}
+		sort.Slice(ms.PrevVoters, func(i, j int) bool { return ms.PrevVoters[i] < ms.PrevVoters[j] })
 	}
 	sort.Slice(ms.Voters, func(i, j int) bool { return ms.Voters[i].ID < ms.Voters[j].ID })
 	sort.Slice(ms.Learners, func(i, j int) bool { return ms.Learners[i].ID < ms.Learners[j].ID })

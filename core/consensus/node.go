@@ -65,6 +65,11 @@ type Node struct {
 	applied *dedupe // proposal ids applied: replicated, so every replica skips the same duplicates
 	conf    pb.ConfState
 	mIdx    uint64 // index of the membership entry in force
+	// prevMIdx and prevVoters are the membership applied just before mIdx,
+	// when this node applied both in order; 0 and nil when it does not
+	// know (it restored mIdx from a snapshot).
+	prevMIdx   uint64
+	prevVoters []uint64
 
 	session uint64
 	seq     uint64
@@ -200,6 +205,8 @@ func (n *Node) restoreSnapshot(data, confState []byte) error {
 		return err
 	}
 	n.conf, n.members, n.mIdx, n.applied = cs, st.members, st.mIdx, st.dedupe
+	// A snapshot carries the membership in force, not the one before it.
+	n.prevMIdx, n.prevVoters = 0, nil
 	return nil
 }
 
@@ -413,6 +420,7 @@ func (n *Node) apply(e pb.Entry) {
 			n.rn.ApplyConfChange(pb.ConfChange{Type: cc.Type, NodeID: raft.None})
 			return
 		}
+		n.prevMIdx, n.prevVoters = n.mIdx, append([]uint64(nil), n.conf.Voters...)
 		n.conf = *n.rn.ApplyConfChange(cc)
 		n.mIdx = e.Index
 		if err == nil {

@@ -13,12 +13,16 @@ import (
 // serves it.
 //
 // It asks the previous owner and the successors under both memberships.
-// It completes when the previous owner has answered (its answer carries
-// the latest writes, and answering fences it: it serves the flow no more
-// below the new m_idx), when every source has answered, or, when the
-// previous owner cannot be reached, once AdoptWait has passed and at least
-// one copy has come in. That last case is where the design accepts loss:
-// writes the unreachable owner acknowledged but never pushed are gone.
+// It completes at once when the authority has spoken: the owner under the
+// membership just before, if that owner was serving the flow there (it
+// answered, and answering fenced it: it serves the flow no more below the
+// new m_idx), or this node itself, if it was. Otherwise it completes once
+// AdoptWait has passed and at least one copy has come in: the last node
+// to serve the flow may be unreachable, or not even among those asked,
+// and the wait outlasts the isolation window in which such a node may
+// still serve (D-17). That case is where the design accepts loss: writes
+// that node acknowledged but never pushed are gone, and the adopter
+// re-stamps the flow so every copy converges on what it serves.
 type adoption struct {
 	flow      string
 	m         uint64
@@ -87,10 +91,15 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 	// write since the flow's last handoff passed through it. If it never
 	// served it there, the last node that did may be gone (removed while
 	// its last pushes never arrived): the handoff may lose writes.
-	fromPrev := a.prevOwner != 0 && a.prevOwner != s.env.ID && a.answered[a.prevOwner] &&
-		s.prevMIdx > 0 && a.servedAt[a.prevOwner] >= s.prevMIdx
-	all := len(a.answered) == len(a.sources)
-	if !fromPrev && !all && !(a.waited && len(a.answered) > 0) {
+	fromPrev := s.prevMIdx > 0 && a.prevOwner != 0 &&
+		((a.prevOwner == s.env.ID && s.servedAt[a.flow] >= s.prevMIdx) ||
+			(a.answered[a.prevOwner] && a.servedAt[a.prevOwner] >= s.prevMIdx))
+	// Without that authority, the last node to serve the flow may be one
+	// nobody here asked (it served under an older membership and is in
+	// neither placement), and it may still be serving its side of a
+	// partition: wait out AdoptWait, past its isolation window, even if
+	// every copy asked has answered.
+	if !fromPrev && !(a.waited && (len(a.answered) > 0 || len(a.sources) == 0)) {
 		return false
 	}
 	a.timer.Stop()
@@ -101,7 +110,11 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 	s.adopted[a.flow] = a.m
 	s.servedAt[a.flow] = a.m
 	s.Adoptions++
-	if !fromPrev && !all {
+	if !fromPrev {
+		// Without the last serving owner's answer, even every copy that
+		// answered may lack its final writes, and a copy still in flight
+		// may carry them later: re-stamp, so the copies converge on what
+		// this owner serves.
 		s.restamp(a.flow)
 	}
 	if s.onAdopted != nil {
@@ -119,13 +132,22 @@ func (s *Store) answerAdoption(from dial.NodeID, m msg) {
 	if m.M > s.mIdx && m.M > s.fencedAt[m.Flow] {
 		s.fencedAt[m.Flow] = m.M
 	}
-	_ = s.send(from, msg{Kind: kindAdoptResp, ID: m.ID, M: m.M, Flow: m.Flow, Entries: s.flows[m.Flow], Served: s.servedAt[m.Flow]})
+	_ = s.send(from, msg{Kind: kindAdoptResp, ID: m.ID, M: m.M, Flow: m.Flow, Entries: s.flows[m.Flow],
+		Served: s.servedAt[m.Flow], Their: s.mIdx})
 }
 
 func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 	a := s.adopting[m.Flow]
 	if a == nil || a.id != m.ID {
 		s.merge(m.Flow, m.Entries) // a late answer is still a copy worth keeping
+		return
+	}
+	if m.Their > a.m {
+		// The answerer has applied a newer membership than ours: we may
+		// be a deposed owner (a restart lost our fence). Abandon; the
+		// next request starts over once we have caught up.
+		a.timer.Stop()
+		delete(s.adopting, a.flow)
 		return
 	}
 	s.merge(m.Flow, m.Entries)

@@ -26,7 +26,11 @@ type Config struct {
 	// Default 300 000 (5 minutes).
 	DefaultTTLMs  int64
 	MaxKeyBytes   int // default 1 KiB
-	MaxValueBytes int // default 64 KiB
+	MaxValueBytes int // default 16 KiB
+	// MaxFlowKeys bounds the keys of one flow (tombstones count), so a
+	// flow's copy — at most MaxFlowKeys × (MaxKeyBytes + MaxValueBytes) —
+	// fits in one frame. Default 128 (about 2.2 MiB at the byte bounds).
+	MaxFlowKeys int
 	// MaxAEFlows bounds the flows one anti-entropy answer carries; the
 	// rest wait for the next round. Default 64.
 	MaxAEFlows int
@@ -76,7 +80,10 @@ func (c Config) withDefaults() Config {
 		c.MaxKeyBytes = 1 << 10
 	}
 	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = 64 << 10
+		c.MaxValueBytes = 16 << 10
+	}
+	if c.MaxFlowKeys == 0 {
+		c.MaxFlowKeys = 128
 	}
 	if c.MaxAEFlows == 0 {
 		c.MaxAEFlows = 64
@@ -88,7 +95,7 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.Permits < 1 || c.Deadline <= 0 || c.AntiEntropy <= 0 || c.AdoptWait <= 0 || c.DefaultTTLMs <= 0 ||
-		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 {
+		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 || c.MaxFlowKeys < 1 {
 		return fmt.Errorf("flow: every bound must be positive: %+v", c)
 	}
 	return nil

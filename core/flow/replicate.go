@@ -27,6 +27,18 @@ func (s *Store) push(flow string, changed map[string]Value) {
 // dozen numbers per pair of nodes, not its data.
 const aePartitions = 64
 
+// aeAnswerBytes bounds the values in one anti-entropy answer, well under
+// dial.MaxFrame even after JSON's base64.
+const aeAnswerBytes = 1 << 20
+
+func flowBytes(f map[string]Value) int {
+	n := 0
+	for k, v := range f { //fenceline:unordered summing sizes
+		n += len(k) + len(v.Data) + 64
+	}
+	return n
+}
+
 func partition(flow string) uint32 { return uint32(xxhash.Sum64String(flow) % aePartitions) }
 
 // flowDigest covers every key's tuple and tombstone, in key order. Data
@@ -106,21 +118,31 @@ func (s *Store) answerAntiEntropy(from dial.NodeID, m msg) {
 		return // the two disagree on who owns what: wait for the next round
 	}
 	sums, members := s.digests(s.env.ID, from)
-	out := map[string]map[string]Value{}
+	var differing []string
 	for part := uint32(0); part < aePartitions; part++ {
 		if sums[part] == m.Digests[part] {
 			continue
 		}
 		for _, f := range members[part] {
-			if len(out) >= s.cfg.MaxAEFlows {
-				break
+			if s.adopted[f] == s.mIdx { // only the authority's copy repairs
+				differing = append(differing, f)
 			}
-			if s.adopted[f] != s.mIdx {
-				continue // not the authority for it yet
-			}
-			out[f] = s.flows[f]
 		}
 	}
+	// At most MaxAEFlows flows and aeAnswerBytes of values per answer,
+	// starting where the last answer stopped, so a long list of differing
+	// flows is worked through round by round instead of repeating its head.
+	out := map[string]map[string]Value{}
+	size := 0
+	for i := range differing {
+		if len(out) >= s.cfg.MaxAEFlows || size >= aeAnswerBytes {
+			break
+		}
+		f := differing[(s.aeCursor+i)%len(differing)]
+		out[f] = s.flows[f]
+		size += flowBytes(s.flows[f])
+	}
+	s.aeCursor += len(out)
 	if len(out) > 0 {
 		_ = s.send(from, msg{Kind: kindAEResp, M: s.mIdx, Flows: out})
 	}

@@ -14,12 +14,26 @@ import (
 // Control is what the flow store asks of the control plane (core/consensus
 // answers it): the committed membership in force, and D-17.
 type Control interface {
-	// Membership returns m_idx, the index of the membership entry in
-	// force, and its voters.
-	Membership() (mIdx uint64, voters []dial.NodeID)
+	// Membership returns the committed membership in force and, when
+	// known, the one applied just before it.
+	Membership() Membership
 	// IsIsolated reports that this node knows no current leader, or
 	// leads without a quorum's recent acknowledgement.
 	IsIsolated() bool
+}
+
+// Membership is what the store needs of a committed membership.
+type Membership struct {
+	Index  uint64 // m_idx
+	Voters []dial.NodeID
+	// PrevIndex and PrevVoters are the membership just before Index;
+	// PrevIndex is 0 when the control plane does not know it (it restored
+	// Index from a snapshot). Adoption asks the owner under PrevVoters,
+	// never under whatever membership this store happened to see last: a
+	// node that applied two changes at once must not skip the owner
+	// between them.
+	PrevIndex  uint64
+	PrevVoters []dial.NodeID
 }
 
 // Rand is the seeded source a store draws its timer jitter from.
@@ -69,6 +83,7 @@ type Store struct {
 	adopting   map[string]*adoption
 	fencedAt   map[string]uint64 // flow -> m_idx a newer owner announced while adopting it
 	aeTimer    clock.Timer
+	aeCursor   int // where the next anti-entropy answer starts in its list
 	stopped    bool
 	onAdopted  func(flow string, mIdx uint64, fromPrevOwner bool)
 	nowForTest func() time.Time
@@ -78,6 +93,7 @@ type Store struct {
 }
 
 type call struct {
+	to      dial.NodeID // the owner it was sent to; 0 if served here
 	done    func(Response, error)
 	timer   clock.Timer
 	settled bool
@@ -134,17 +150,22 @@ func (s *Store) Stop() {
 // adopted: its copy is the authority. Every other flow it now owns must
 // be adopted before it is served.
 func (s *Store) refresh() {
-	m, voters := s.env.Ctl.Membership()
-	if m == s.mIdx && s.ring.Len() == len(voters) {
+	ms := s.env.Ctl.Membership()
+	m := ms.Index
+	if m == s.mIdx && s.ring.Len() == len(ms.Voters) {
 		return
 	}
 	old, oldM := s.ring, s.mIdx
-	s.prevRing, s.havePrev, s.prevMIdx = old, old.Len() > 0, oldM
-	s.mIdx, s.voters, s.ring = m, voters, ring.New(voters)
+	s.prevMIdx, s.prevRing, s.havePrev = ms.PrevIndex, ring.New(ms.PrevVoters), ms.PrevIndex > 0
+	s.mIdx, s.voters, s.ring = m, ms.Voters, ring.New(ms.Voters)
+	// Carry an adoption over only from the membership just before this
+	// one, and only if this store saw it: a store that skipped a step may
+	// have missed an owner in between.
+	carry := s.havePrev && oldM == ms.PrevIndex
 	for _, f := range sortedFlows(s.adopted) {
 		at := s.adopted[f]
 		wasOwner := old.Len() > 0 && ownerOf(old, f) == s.env.ID
-		if at == oldM && wasOwner && ownerOf(s.ring, f) == s.env.ID {
+		if carry && at == oldM && wasOwner && ownerOf(s.ring, f) == s.env.ID {
 			s.adopted[f] = m
 			s.servedAt[f] = m
 		} else {
@@ -190,6 +211,7 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 	default:
 		s.nextID++
 		id := s.nextID
+		c.to = owner
 		s.calls[id] = c
 		err := s.send(owner, msg{Kind: kindOpReq, ID: id, Session: s.session, M: s.mIdx, Req: &req})
 		if err == nil {
@@ -278,7 +300,7 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 	changed := map[string]Value{}
 	write := func(key string, data []byte, tomb bool, ttlMs int64) {
 		prev := f[key]
-		v := Value{Data: data, Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
+		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
 		if !tomb {
 			if ttlMs == 0 {
 				ttlMs = s.cfg.DefaultTTLMs
@@ -286,6 +308,13 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 			v.ExpiresAtMs = s.now().UnixMilli() + ttlMs
 		}
 		changed[key] = v
+	}
+	if req.Op.writes() && req.Op != OpClear && req.Op != OpDelete {
+		// A flow is a small map: bounded so that its copy always fits one
+		// frame (adoption and anti-entropy send flows whole).
+		if _, exists := f[req.Key]; !exists && len(f) >= s.cfg.MaxFlowKeys {
+			return Response{}, nil, fmt.Errorf("%w: flow %s has %d keys, the most a flow may hold", ErrBadRequest, req.Flow, len(f))
+		}
 	}
 	var resp Response
 	switch req.Op {
@@ -366,7 +395,18 @@ func (s *Store) merge(flow string, in map[string]Value) {
 		f = map[string]Value{}
 		s.flows[flow] = f
 	}
+	// A flow this node serves took every copy it will ever take when it
+	// adopted it; a copy from an older membership arriving later (a late
+	// answer, a deposed owner's push in flight) would bring back what a
+	// lossy adoption dropped, so it is refused.
+	floor := uint64(0)
+	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
+		floor = at
+	}
 	for _, k := range sortedKeys(in) {
+		if in[k].Tuple.MIdx < floor {
+			continue
+		}
 		if cur, ok := f[k]; !ok || cur.Tuple.Less(in[k].Tuple) {
 			f[k] = in[k]
 			s.Merged++
@@ -434,5 +474,12 @@ func (s *Store) Adopted(flow string) bool {
 // nextTuple is the tuple of a write over prev: this m_idx, a counter above
 // prev's and above this incarnation's floor (Epoch<<32), this node.
 func (s *Store) nextTuple(prev Tuple) Tuple {
-	return Tuple{MIdx: s.mIdx, V: max(prev.V, s.env.Epoch<<32) + 1, Origin: s.env.ID}
+	floor := s.env.Epoch << 32
+	if prev.MIdx != s.mIdx {
+		// A counter from another m_idx says nothing about this one: start
+		// at this incarnation's floor, so two incarnations never issue
+		// the same tuple.
+		return Tuple{MIdx: s.mIdx, V: floor + 1, Origin: s.env.ID}
+	}
+	return Tuple{MIdx: s.mIdx, V: max(prev.V, floor) + 1, Origin: s.env.ID}
 }

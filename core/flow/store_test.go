@@ -74,8 +74,8 @@ type ctl struct {
 	isolated bool
 }
 
-func (c *ctl) Membership() (uint64, []dial.NodeID) { return c.m, c.voters }
-func (c *ctl) IsIsolated() bool                    { return c.isolated }
+func (c *ctl) Membership() Membership { return Membership{Index: c.m, Voters: c.voters} }
+func (c *ctl) IsIsolated() bool       { return c.isolated }
 
 var (
 	idA, idB, idC = dial.IDFromName("a"), dial.IDFromName("b"), dial.IDFromName("c")
@@ -113,7 +113,7 @@ func do(s *Store, req Request) (Response, error, bool) {
 }
 
 func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
-	s, _, net, _ := newTestStore(t, idA, Config{})
+	s, clk, net, _ := newTestStore(t, idA, Config{})
 	f := ownedBy(t, idA)
 	_, err, done := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("1")})
 	require.True(t, done)
@@ -125,6 +125,11 @@ func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
 			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f}))
 		}
 	}
+	// No previous owner that served the flow answered (a fresh store
+	// knows none): adoption waits out AdoptWait even with every copy in,
+	// since the last server may be one nobody asked.
+	require.False(t, s.Adopted(f))
+	clk.advance(time.Second)
 	require.True(t, s.Adopted(f))
 	net.frames = nil
 	_, err, _ = do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("1")})

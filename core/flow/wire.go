@@ -40,6 +40,7 @@ type msg struct {
 	Digests map[uint32]uint64           `json:"d,omitempty"`
 	Session uint64                      `json:"s,omitempty"`  // the caller's boot session, with ID naming a request
 	Served  uint64                      `json:"sv,omitempty"` // adopt-resp: the latest m_idx at which the answering node served the flow
+	Their   uint64                      `json:"t,omitempty"`  // adopt-resp: the answering node's own m_idx
 }
 
 // servedKey names one request: its caller, the caller's boot session (so
@@ -139,7 +140,7 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		}
 		id := m.ID
 		s.serve(m.M, *m.Req, func(resp Response, err error) {
-			out := msg{Kind: kindOpResp, ID: id, Resp: &resp, Err: encodeErr(err)}
+			out := msg{Kind: kindOpResp, ID: id, Session: key.session, Resp: &resp, Err: encodeErr(err)}
 			s.remember(key, out)
 			// A lost answer leaves the caller with an unknown outcome;
 			// its deadline fires. Nothing to do about a send error.
@@ -147,8 +148,11 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		})
 	case kindOpResp:
 		c := s.calls[m.ID]
-		if c == nil {
-			return // timed out already: the caller was told "unknown"
+		if c == nil || m.Session != s.session || c.to != from {
+			// Timed out already (the caller was told "unknown"), or an
+			// answer to this node's previous incarnation, or from a node
+			// the request was not sent to.
+			return
 		}
 		var resp Response
 		if m.Resp != nil {

@@ -84,13 +84,13 @@ func (n *Node) Stop() {
 // control answers the flow store's questions from the consensus part.
 type control struct{ cn *consensus.Node }
 
-func (c control) Membership() (uint64, []dial.NodeID) {
+func (c control) Membership() flow.Membership {
 	ms := c.cn.Membership()
 	ids := make([]dial.NodeID, len(ms.Voters))
 	for i, m := range ms.Voters {
 		ids[i] = m.ID
 	}
-	return ms.Index, ids
+	return flow.Membership{Index: ms.Index, Voters: ids, PrevIndex: ms.PrevIndex, PrevVoters: ms.PrevVoters}
 }
 
 func (c control) IsIsolated() bool { return c.cn.IsIsolated() }
