@@ -120,14 +120,21 @@ func runFlowOps(run *Run) error {
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	run.Knob("faults", faults)
 	DrawClocks(run, h.nodes, 300*time.Millisecond, 100)
+	return h.runUnderChaos(faults, hot, all, calm)
+}
+
+// runUnderChaos is the body flow-ops and replica-repair share: start every
+// node, inject faults until calm, run the clients and the periodic checks,
+// check every flow is served after the heal, and judge the run.
+func (h *flowHarness) runUnderChaos(faults FaultConfig, hot, all []string, calm time.Duration) error {
 	for _, n := range h.nodes {
 		n.Start()
 	}
-	chaos := StartChaos(run, h.nw, h.nodes, faults, calm)
+	chaos := StartChaos(h.run, h.nw, h.nodes, faults, calm)
 	h.startFlowClients(h.nodes, 2, hot, all, calm)
 	h.startChecks(100 * time.Millisecond)
-	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { h.checkFlowsServed(h.nodes, hot, 3*time.Second) })
-	if err := k.RunUntil(run.Duration); err != nil {
+	h.k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { h.checkFlowsServed(h.nodes, hot, 3*time.Second) })
+	if err := h.k.RunUntil(h.run.Duration); err != nil {
 		return err
 	}
 	h.finishFlows(h.nodes, chaos)
@@ -371,21 +378,10 @@ func runReplicaRepair(run *Run) error {
 	h.nw.DropIf(func(_, _ dial.NodeID, frame []byte) bool {
 		return len(frame) > 0 && frame[0] == flow.FramePrefix && strings.Contains(string(frame[:min(len(frame), 16)]), `"push"`) && sim.Chance(dr, pushLoss)
 	})
-	for _, n := range h.nodes {
-		n.Start()
-	}
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	faults.Crash = 0 // memory-only copies: a crash is a different story (FlowShard)
 	run.Knob("faults", faults)
-	chaos := StartChaos(run, h.nw, h.nodes, faults, calm)
-	h.startFlowClients(h.nodes, 2, hot, all, calm)
-	h.startChecks(100 * time.Millisecond)
-	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { h.checkFlowsServed(h.nodes, hot, 3*time.Second) })
-	if err := k.RunUntil(run.Duration); err != nil {
-		return err
-	}
-	h.finishFlows(h.nodes, chaos)
-	return nil
+	return h.runUnderChaos(faults, hot, all, calm)
 }
 
 // runBridgeSaturation slows every frame to and from one node (the owner of
