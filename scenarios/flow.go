@@ -32,6 +32,7 @@ type flowHarness struct {
 	deadline  time.Duration
 	aeEvery   time.Duration
 	calm      time.Duration // when the faults stop
+	perNode   int           // clients pinned to each node
 	allFlows  []string
 }
 

@@ -83,7 +83,7 @@ func flowBugs(run *Run) flow.Bugs {
 // flowSetup draws what every flow scenario draws and builds the cluster.
 func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []string, []string, time.Duration) {
 	k := run.Kernel
-	netCfg, disk, _, _ := raftKnobs(run, voters)
+	netCfg, disk, _ := clusterKnobs(run, voters)
 	cold := 5 + k.Stream("knobs/flows").IntN(40)
 	perNode := 1 + k.Stream("knobs/clients").IntN(3)
 	calm := run.Duration * 55 / 100
@@ -100,7 +100,7 @@ func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []st
 	run.Knob("anti_entropy_every", cfg.AntiEntropy)
 	c := newRaftCluster(run, names(voters+extra), voters, netCfg, disk)
 	h := startFlowCluster(c, cfg)
-	h.calm = calm
+	h.calm, h.perNode = calm, perNode
 	hot, all := flowIDs(cold)
 	return h, hot, all, calm
 }
@@ -131,7 +131,7 @@ func (h *flowHarness) runUnderChaos(faults FaultConfig, hot, all []string, calm 
 		n.Start()
 	}
 	chaos := StartChaos(h.run, h.nw, h.nodes, faults, calm)
-	h.startFlowClients(h.nodes, 2, hot, all, calm)
+	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
 	h.startChecks(100 * time.Millisecond)
 	h.k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { h.checkFlowsServed(h.nodes, hot, 3*time.Second) })
 	if err := h.k.RunUntil(h.run.Duration); err != nil {
@@ -154,7 +154,7 @@ func runOwnerHandoff(run *Run) error {
 	for _, n := range h.nodes[:voters] {
 		n.Start()
 	}
-	h.startFlowClients(h.nodes, 2, hot, all, calm)
+	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
 	h.startChecks(100 * time.Millisecond)
 
 	member := func(n *sim.Node) bool { return h.isMember(n.ID()) }
@@ -281,7 +281,7 @@ func runIsolatedOwner(run *Run) error {
 	for _, n := range h.nodes {
 		n.Start()
 	}
-	h.startFlowClients(h.nodes, 2, hot, all, calm)
+	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
 	h.startChecks(100 * time.Millisecond)
 	r := k.Stream("faults")
 	shapes := []string{"leader", "owner", "leader+owner", "minority"}

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -67,17 +68,25 @@ func names(n int) []string {
 	return out
 }
 
-// raftKnobs draws what every consensus scenario draws.
-func raftKnobs(run *Run, voters int) (netsim.Config, sim.DiskConfig, int, int) {
+// clusterKnobs draws what every cluster scenario draws: the network and
+// the disk. It returns the "knobs" stream for the caller's further draws.
+func clusterKnobs(run *Run, voters int) (netsim.Config, sim.DiskConfig, *rand.Rand) {
 	knobs := run.Kernel.Stream("knobs")
 	netCfg := netsim.Draw(run.Kernel.Stream("net-config"))
 	disk := sim.DefaultDiskConfig
 	disk.TornWriteProb = float64(knobs.IntN(5)) / 4
-	kvClients := 2 + knobs.IntN(5)
-	leaseClients := 2 + knobs.IntN(3)
 	run.Knob("voters", voters)
 	run.Knob("net", netCfg)
 	run.Knob("disk", fmt.Sprintf("torn=%.2f", disk.TornWriteProb))
+	return netCfg, disk, knobs
+}
+
+// raftKnobs draws what every consensus scenario draws: the cluster's knobs
+// and its KV and lease client counts.
+func raftKnobs(run *Run, voters int) (netsim.Config, sim.DiskConfig, int, int) {
+	netCfg, disk, knobs := clusterKnobs(run, voters)
+	kvClients := 2 + knobs.IntN(5)
+	leaseClients := 2 + knobs.IntN(3)
 	run.Knob("kv_clients", kvClients)
 	run.Knob("lease_clients", leaseClients)
 	return netCfg, disk, kvClients, leaseClients
@@ -128,8 +137,12 @@ func (c *raftCluster) finish(chaos *Chaos) {
 	if chaos != nil {
 		faults = chaos.String()
 	}
-	c.run.Logf("raft: kv ops ok=%d refused=%d unknown=%d; faults %s; net sent=%d delivered=%d dropped=%d",
-		ok, refused, unknown, faults, c.nw.Sent, c.nw.Delivered, c.nw.Dropped)
+	kvOps := ""
+	if c.hist.Len() > 0 {
+		kvOps = fmt.Sprintf("kv ops ok=%d refused=%d unknown=%d; ", ok, refused, unknown)
+	}
+	c.run.Logf("cluster: %sfaults %s; net sent=%d delivered=%d dropped=%d",
+		kvOps, faults, c.nw.Sent, c.nw.Delivered, c.nw.Dropped)
 }
 
 // runLeaseClockJump steps the leader's clock back, again and again, by
