@@ -1,0 +1,48 @@
+// Package shard is the FlowShard: the per-node store of flow state that
+// must survive a full restart without a quorum round per write. This file
+// holds only the durable seam; the real implementation (bbolt) lives in
+// realnet, and the simulator supplies its own.
+package shard
+
+// Mutation is one change to the flow store: set Key of Flow to Value, or,
+// when Value is nil, delete it. Value is opaque to the backend: the flow
+// store encodes its value and fencing tuple into it, so the backend never
+// needs to change when that encoding does. A non-nil empty Value is a put
+// of an empty value, not a delete.
+type Mutation struct {
+	Flow, Key string
+	Value     []byte
+}
+
+// Backend is the durable store behind a shard. It is deliberately small:
+// the shard batches and orders mutations itself, and asks the backend only
+// to apply a batch atomically, to make it durable when told to, and to hand
+// everything back on recovery.
+//
+// A Backend has one writer and is not safe for concurrent use: the shard's
+// single writer calls every method. That keeps implementations free of
+// locking and lets them reconfigure per call (as the bbolt one does).
+type Backend interface {
+	// Write applies batch in order as one atomic unit: after a crash
+	// either every mutation of the batch survives or none does, so a
+	// scenario transition that touches several keys is never torn.
+	//
+	// With sync, the batch, and every batch written before it, is durable
+	// when Write returns. Without, the batch is ordered after earlier
+	// batches but may be lost in a crash until the next Sync or sync
+	// Write; this lets an imposter trade durability for throughput.
+	Write(batch []Mutation, sync bool) error
+
+	// Sync makes every batch written so far durable.
+	Sync() error
+
+	// Scan calls fn once per stored key, in (Flow, Key) order (byte-wise
+	// lexicographic on Flow, then on Key), so recovery sees each flow's
+	// keys together and two backends holding the same state replay it
+	// identically. Value is never nil and fn may keep it. Scan stops at
+	// and returns the first error from fn. fn must not call Write.
+	Scan(fn func(Mutation) error) error
+
+	// Close makes every write durable and releases the store.
+	Close() error
+}
