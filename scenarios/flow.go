@@ -181,8 +181,12 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 	}
 	op := h.flowHist.Call(client, f, in, h.k.Now())
 	a := &answer{}
+	inc := n.Incarnation()
 	settle := func(resp flow.Response, err error) {
 		if !a.once() {
+			// The store promises one answer per call; a second one, or
+			// one after the client gave up on a live node, is a bug.
+			h.run.Fail("bridge", "client %d's call on %s was answered twice", client, f)
 			return
 		}
 		now := h.k.Now()
@@ -215,6 +219,10 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 	if !a.done {
 		h.k.After(h.deadline+time.Second, sim.EvClient, uint64(op), func() {
 			if a.once() {
+				if n.Up() && n.Incarnation() == inc {
+					// The node lived, yet its store never answered.
+					h.run.Fail("bridge", "client %d's call on %s at %v was never answered by a live node", client, f, h.flowHist.Op(op).Call)
+				}
 				h.flowHist.GiveUp(op, "client deadline (node crashed?)", h.k.Now())
 				next()
 			}

@@ -162,6 +162,13 @@ func (s *Store) refresh() {
 	// one, and only if this store saw it: a store that skipped a step may
 	// have missed an owner in between.
 	carry := s.havePrev && oldM == ms.PrevIndex
+	// A fence set below the membership now in force is spent: the owner
+	// checks refuse callers at older m_idx anyway.
+	for _, f := range sortedFlows(s.fencedAt) {
+		if s.fencedAt[f] <= m {
+			delete(s.fencedAt, f)
+		}
+	}
 	for _, f := range sortedFlows(s.adopted) {
 		at := s.adopted[f]
 		wasOwner := old.Len() > 0 && ownerOf(old, f) == s.env.ID
