@@ -194,24 +194,9 @@ func CheckKV(h *History, timeout time.Duration) []KVResult {
 		verdict := porcupine.CheckOperationsTimeout(model, ops, timeout)
 		r := KVResult{Key: k, Ops: len(ops), Verdict: verdict}
 		if verdict == porcupine.Illegal {
-			r.Describe = describeOps(ops)
+			r.Describe = describeOpsWith(KVModel.DescribeOperation, ops)
 		}
 		results = append(results, r)
 	}
 	return results
-}
-
-func describeOps(ops []porcupine.Operation) string {
-	sorted := append([]porcupine.Operation(nil), ops...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
-	var s string
-	for _, op := range sorted {
-		ret := "∞"
-		if op.Return != math.MaxInt64 {
-			ret = time.Duration(op.Return).String()
-		}
-		s += fmt.Sprintf("\n    client %d [%v, %s] %s", op.ClientId, time.Duration(op.Call), ret,
-			KVModel.DescribeOperation(op.Input, op.Output))
-	}
-	return s
 }
