@@ -1,0 +1,325 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/clock"
+)
+
+// fakeClock is a manual clock: timers fire when the test advances it.
+type fakeClock struct {
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func (t *fakeTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
+
+func (c *fakeClock) Now() time.Time { return c.now }
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// advance moves time on and fires due timers, including ones they arm.
+func (c *fakeClock) advance(d time.Duration) {
+	c.now = c.now.Add(d)
+	for fired := true; fired; {
+		fired = false
+		for _, t := range append([]*fakeTimer(nil), c.timers...) {
+			if !t.stopped && !t.at.After(c.now) {
+				t.stopped = true
+				fired = true
+				t.f()
+			}
+		}
+	}
+}
+
+// val is the test codec's value: "data|expiresAtMs" or "tomb|expiresAtMs".
+type val struct {
+	data string
+	exp  int64
+	tomb bool
+}
+
+type codec struct{}
+
+func (codec) Encode(v val) []byte {
+	if v.tomb {
+		return []byte("tomb|" + strconv.FormatInt(v.exp, 10))
+	}
+	return []byte(v.data + "|" + strconv.FormatInt(v.exp, 10))
+}
+
+func (codec) Decode(b []byte) (val, error) {
+	d, e, ok := strings.Cut(string(b), "|")
+	exp, err := strconv.ParseInt(e, 10, 64)
+	if !ok || err != nil {
+		return val{}, fmt.Errorf("bad value %q", b)
+	}
+	return val{data: d, exp: exp, tomb: d == "tomb"}, nil
+}
+
+func (codec) Expiry(v val) (int64, bool) { return v.exp, !v.tomb }
+
+type rig struct {
+	t   *testing.T
+	clk *fakeClock
+	mem *Memory
+	s   *Shard[val]
+	cfg Config
+}
+
+func newRig(t *testing.T, cfg Config) *rig {
+	r := &rig{t: t, clk: &fakeClock{now: time.UnixMilli(1_000_000)}, mem: NewMemory(), cfg: cfg}
+	r.open()
+	return r
+}
+
+func (r *rig) open() {
+	s, err := Open[val](r.cfg, Env{Clock: r.clk, Backend: r.mem}, codec{})
+	require.NoError(r.t, err)
+	r.s = s
+}
+
+// restart closes the shard (everything written survives in Memory) and
+// recovers a new one from the backend.
+func (r *rig) restart() {
+	require.NoError(r.t, r.s.Close())
+	r.mem.Reopen()
+	r.open()
+}
+
+func (r *rig) nowMs() int64 { return r.clk.now.UnixMilli() }
+
+func (r *rig) put(flow string, mode Mode, kv ...string) {
+	r.t.Helper()
+	ch := map[string]val{}
+	for i := 0; i < len(kv); i += 2 {
+		ch[kv[i]] = val{data: kv[i+1], exp: r.nowMs() + 10_000}
+	}
+	require.NoError(r.t, r.s.Put(flow, ch, nil, mode))
+}
+
+func (r *rig) stored(flow string) map[string]string {
+	out := map[string]string{}
+	require.NoError(r.t, r.mem.Scan(func(m Mutation) error {
+		if m.Flow == flow && m.Key != metaKey {
+			out[m.Key] = string(m.Value)
+		}
+		return nil
+	}))
+	return out
+}
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]Mode{"": Async, "async": Async, "sync": Sync, "none": None} {
+		m, err := ParseMode(in)
+		require.NoError(t, err)
+		require.Equal(t, want, m)
+	}
+	_, err := ParseMode("fsync")
+	require.ErrorIs(t, err, ErrBadMode)
+	require.EqualError(t, err, `shard: unknown durability mode "fsync": want sync, async or none`)
+}
+
+// Sync writers that arrive while the writer waits share one fsync, and
+// none of them is answered before it.
+func TestSyncWritersShareOneFsync(t *testing.T) {
+	r := newRig(t, Config{})
+	answered := 0
+	for i := range 100 {
+		flow := fmt.Sprintf("f%d", i)
+		r.put(flow, Sync, "k", "v")
+		r.s.WhenDurable(flow, func(err error) { require.NoError(t, err); answered++ })
+	}
+	require.Zero(t, answered, "no sync write may be answered before its fsync")
+	require.Zero(t, r.mem.Writes)
+	r.clk.advance(0)
+	require.Equal(t, 100, answered)
+	require.Equal(t, 1, r.mem.Writes)
+	require.Equal(t, 1, r.mem.Syncs)
+	require.Equal(t, uint64(100), r.s.Stats().SyncAcks)
+
+	// Already durable: answered at once, no new fsync.
+	r.s.WhenDurable("f1", func(error) { answered++ })
+	require.Equal(t, 101, answered)
+	require.Equal(t, 1, r.mem.Syncs)
+}
+
+func TestAckBeforeSyncBugAnswersAtOnce(t *testing.T) {
+	r := newRig(t, Config{Bugs: Bugs{AckBeforeSync: true}})
+	r.put("f", Sync, "k", "v")
+	answered := false
+	r.s.WhenDurable("f", func(error) { answered = true })
+	require.True(t, answered)
+	require.Zero(t, r.mem.Syncs, "the bug acknowledges with nothing on disk")
+}
+
+// Async writes reach the backend at once without an fsync; one group
+// fsync follows within SyncEvery.
+func TestAsyncGroupFsyncEveryInterval(t *testing.T) {
+	r := newRig(t, Config{SyncEvery: 50 * time.Millisecond})
+	for i := range 10 {
+		r.put(fmt.Sprintf("f%d", i), Async, "k", "v")
+	}
+	r.clk.advance(0)
+	require.Equal(t, 1, r.mem.Writes)
+	require.Zero(t, r.mem.Syncs)
+	r.clk.advance(49 * time.Millisecond)
+	require.Zero(t, r.mem.Syncs)
+	r.clk.advance(time.Millisecond)
+	require.Equal(t, 1, r.mem.Syncs)
+	// Quiet: no more fsyncs.
+	r.clk.advance(time.Second)
+	require.Equal(t, 1, r.mem.Syncs)
+}
+
+func TestNoneIsMemoryOnly(t *testing.T) {
+	r := newRig(t, Config{})
+	r.put("f", None, "k", "v")
+	r.clk.advance(time.Second)
+	require.Zero(t, r.mem.Writes)
+	require.Equal(t, "v", r.s.Get("f")["k"].data)
+
+	// A none write over a key on disk deletes it there, so a restart
+	// cannot bring the older value back.
+	r.put("g", Sync, "k", "old")
+	r.clk.advance(0)
+	require.Len(t, r.stored("g"), 1)
+	r.put("g", None, "k", "new")
+	r.clk.advance(0)
+	require.Empty(t, r.stored("g"))
+}
+
+func TestPutRefusesAtMaxPending(t *testing.T) {
+	r := newRig(t, Config{MaxPending: 10})
+	for i := range 4 {
+		r.put(fmt.Sprintf("f%d", i), Async, "k", "v") // a key and the flow's metadata each
+	}
+	err := r.s.Put("over", map[string]val{"a": {data: "x", exp: r.nowMs() + 1000}, "b": {data: "y", exp: r.nowMs() + 1000}}, nil, Async)
+	require.ErrorIs(t, err, ErrBusy)
+	require.Nil(t, r.s.Peek("over"), "a refused put changes nothing")
+	require.Equal(t, uint64(1), r.s.Stats().Busy)
+	r.clk.advance(0)
+	r.put("over", Async, "a", "x")
+}
+
+func TestEvictsWholeLeastRecentlyUsedFlows(t *testing.T) {
+	r := newRig(t, Config{MaxFlows: 3})
+	for i := range 3 {
+		r.put(fmt.Sprintf("f%d", i), Async, "a", "1", "b", "2", "c", "3")
+	}
+	r.clk.advance(0)
+	r.s.Get("f0") // f1 is now the least recently used
+	r.put("f3", Async, "a", "1")
+	r.clk.advance(0)
+	require.Equal(t, []string{"f0", "f2", "f3"}, r.s.Flows())
+	require.Empty(t, r.stored("f1"), "an evicted flow leaves the backend too")
+	require.Equal(t, 3, r.s.Live())
+	require.Equal(t, uint64(1), r.s.Stats().Evicted)
+
+	// The hook decides (an owner tombstones instead of dropping).
+	var hooked []string
+	r.s.OnEvict(func(flow string) { hooked = append(hooked, flow); r.s.Drop(flow) })
+	r.put("f4", Async, "a", "1")
+	r.clk.advance(0)
+	require.Equal(t, []string{"f2"}, hooked, "f0 was used after f2")
+}
+
+func TestEvictKeysBugTearsAFlow(t *testing.T) {
+	r := newRig(t, Config{MaxFlows: 1, Bugs: Bugs{EvictKeys: true}})
+	r.put("f0", Async, "a", "1", "b", "2")
+	r.put("f1", Async, "a", "1")
+	r.clk.advance(0)
+	require.Len(t, r.s.Peek("f0"), 1, "the bug leaves a flow with some of its keys")
+}
+
+// A flow whose values expired stops counting at once and is removed
+// after its grace, from memory and from the backend.
+func TestExpiredFlowsArePurgedAfterGrace(t *testing.T) {
+	r := newRig(t, Config{GraceMs: 5_000, PurgeEvery: time.Second})
+	r.put("f", Async, "k", "v") // expires in 10s
+	r.clk.advance(0)
+	require.Equal(t, 1, r.s.Live())
+	r.clk.advance(10 * time.Second)
+	require.Zero(t, r.s.Live(), "dead flows do not count against the cap")
+	require.Equal(t, []string{"f"}, r.s.Flows(), "kept through the grace to shadow stale copies")
+	r.clk.advance(5 * time.Second)
+	require.Empty(t, r.s.Flows())
+	require.Equal(t, uint64(1), r.s.Stats().Purged)
+	require.Empty(t, r.stored("f"))
+}
+
+func TestRecoveryRestoresFlowsAndDropsPurged(t *testing.T) {
+	r := newRig(t, Config{GraceMs: 5_000})
+	r.put("keep", Sync, "a", "1", "b", "2")
+	require.NoError(t, r.s.Put("keep", nil, []byte("meta"), Sync))
+	require.NoError(t, r.s.Put("old", map[string]val{"k": {data: "x", exp: r.nowMs() + 1}}, nil, Async))
+	r.clk.advance(0)
+	r.clk.now = r.clk.now.Add(6 * time.Second) // "old" is past its grace, "keep" is live
+	r.restart()
+	require.Equal(t, []string{"keep"}, r.s.Flows())
+	require.Equal(t, 2, r.s.Stats().Recovered)
+	meta, mode, ok := r.s.Meta("keep")
+	require.True(t, ok)
+	require.Equal(t, "meta", string(meta))
+	require.Equal(t, Sync, mode)
+	require.Equal(t, "2", r.s.Get("keep")["b"].data)
+	r.clk.advance(0)
+	require.Empty(t, r.stored("old"), "recovery removes what it dropped")
+}
+
+func TestRecoveryRefusesUndecodableValues(t *testing.T) {
+	r := newRig(t, Config{})
+	require.NoError(t, r.mem.Write([]Mutation{{Flow: "f", Key: "k", Value: []byte("garbage")}}, true))
+	_, err := Open[val](Config{}, Env{Clock: r.clk, Backend: r.mem}, codec{})
+	require.ErrorContains(t, err, `flow "f" key "k"`)
+}
+
+func TestBackendFailureIsStickyAndAnswersWaiters(t *testing.T) {
+	r := newRig(t, Config{})
+	r.put("f", Sync, "k", "v")
+	var got error
+	r.s.WhenDurable("f", func(err error) { got = err })
+	require.NoError(t, r.mem.Close()) // every later backend call fails
+	r.clk.advance(0)
+	require.Error(t, got)
+	require.Error(t, r.s.Put("f", map[string]val{"k": {data: "w", exp: r.nowMs() + 1}}, nil, Async))
+	require.True(t, errors.Is(r.s.Put("g", nil, nil, Async), ErrClosed))
+}
+
+func TestNowNeverGoesBack(t *testing.T) {
+	r := newRig(t, Config{})
+	before := r.s.NowMs()
+	r.clk.now = r.clk.now.Add(-time.Hour)
+	require.Equal(t, before, r.s.NowMs())
+}
+
+// The clamp survives a restart: every fsync records the clock's high
+// water, and a node whose clock comes back behind starts from there.
+func TestClockFloorSurvivesRestart(t *testing.T) {
+	r := newRig(t, Config{})
+	r.put("f", Sync, "k", "v")
+	r.s.WhenDurable("f", func(error) {})
+	r.clk.advance(0)
+	high := r.s.NowMs()
+	r.clk.now = r.clk.now.Add(-time.Hour)
+	r.restart()
+	require.Equal(t, high, r.s.NowMs())
+	require.Equal(t, []string{"f"}, r.s.Flows(), "the clock record is no flow")
+}
