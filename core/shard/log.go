@@ -1,0 +1,571 @@
+package shard
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+
+	"github.com/fenceline/fenceline/core/journal"
+)
+
+// Log is a Backend on any journal.FS: one append-only file of checksummed
+// records, one per Write, replayed into memory on open. The simulator runs
+// it on sim.Disk, so the FlowShard's durability is tested against the same
+// crash model as the raft journal.
+//
+// File format (version 1), framed like core/journal's:
+//
+//	file     = "FLSHRD" version:u16le record*
+//	record   = length:u32le bodycrc:u32le headcrc:u32le body
+//	body     = uv(count) mutation*count                  (count >= 1)
+//	mutation = bytes(flow) bytes(key) 0:u8 bytes(value)  a put
+//	         | bytes(flow) bytes(key) 1:u8               a delete
+//
+// Both CRCs are CRC-32C, headcrc over length and bodycrc; bytes = uv(len)
+// ‖ len bytes. A batch is one record, so a crash keeps all of it or none.
+// Replay tells a torn tail from corruption by core/journal's rules (see its
+// package doc): a tail a crash can leave is cut, anything else is
+// ErrCorrupt.
+//
+// The live state is kept in memory too, so Scan never rereads the file and
+// compaction knows what to write.
+type Log struct {
+	fs    journal.FS
+	name  string
+	f     journal.File
+	size  int64 // where the next record goes
+	dirty bool  // bytes appended since the last sync
+	err   error // the first I/O failure; sticky
+	done  bool  // closed
+
+	// live is flow -> key -> value; a string, so the stored value can
+	// never be changed through a slice the caller or fn still holds.
+	live      map[string]map[string]string
+	liveBytes int64 // encoded size of every live key as a put
+	stats     LogStats
+}
+
+// LogStats counts what a Log did, for tests and the simulator's reports.
+type LogStats struct {
+	Writes      uint64 // non-empty batches appended
+	Syncs       uint64 // file fsyncs issued, including open's and compaction's
+	Compactions uint64
+	Bytes       int64 // file size
+	Live        int   // keys held
+}
+
+var (
+	// ErrCorrupt is damage before the tail: bytes a crash cannot leave.
+	ErrCorrupt = errors.New("shard: log corrupt")
+	// ErrBatchTooLarge refuses a batch whose record would exceed 64 MiB.
+	ErrBatchTooLarge = errors.New("shard: batch too large")
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("shard: closed")
+)
+
+const (
+	logMagic      = "FLSHRD"
+	logVersion    = 1
+	logHeaderSize = len(logMagic) + 2
+	logRecHeader  = 12
+	logMaxBody    = 64 << 20
+	// A compaction record this big amortises its header, and replay
+	// never needs a buffer much larger.
+	logChunk = 256 << 10
+	// Below this a file is not worth rewriting, whatever the garbage.
+	logCompactMin = 64 << 10
+	logTmpSuffix  = ".tmp"
+)
+
+var logCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// OpenLog opens (creating if absent) the shard log name on fs and replays
+// it. The file is synced before OpenLog returns: after a process restart
+// without a machine crash it may hold unsynced batches, and the shard is
+// about to act on them as if they were durable.
+func OpenLog(fs journal.FS, name string) (*Log, error) {
+	// A leftover from a compaction that died before its rename is
+	// garbage; the next compaction would overwrite it anyway, so a crash
+	// that brings the name back costs nothing and needs no SyncDir.
+	names, err := fs.List()
+	if err != nil {
+		return nil, fmt.Errorf("shard: list: %w", err)
+	}
+	if slices.Contains(names, name+logTmpSuffix) {
+		if err := fs.Remove(name + logTmpSuffix); err != nil {
+			return nil, fmt.Errorf("shard: remove %s: %w", name+logTmpSuffix, err)
+		}
+	}
+	l := &Log{fs: fs, name: name, live: map[string]map[string]string{}}
+	if l.f, err = fs.Open(name); errors.Is(err, journal.ErrNotExist) {
+		err = l.create()
+	} else if err == nil {
+		err = l.replay()
+	} else {
+		err = fmt.Errorf("shard: open %s: %w", name, err)
+	}
+	if err != nil {
+		if l.f != nil {
+			_ = l.f.Close() // the first error is the one worth reporting
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// create makes an empty log. The header is synced before the name, so a
+// name that survives a crash always has its header behind it.
+func (l *Log) create() error {
+	f, err := l.fs.Create(l.name)
+	if err != nil {
+		return fmt.Errorf("shard: create %s: %w", l.name, err)
+	}
+	l.f = f
+	if err := l.seal(0, appendLogHeader(nil)); err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(); err != nil {
+		return fmt.Errorf("shard: create %s: sync directory: %w", l.name, err)
+	}
+	return nil
+}
+
+func (l *Log) replay() error {
+	size, err := l.f.Size()
+	if err != nil {
+		return fmt.Errorf("shard: size of %s: %w", l.name, err)
+	}
+	if size < int64(logHeaderSize) {
+		// The header is synced before the name is, so a shorter file
+		// never held a record: start it over.
+		return l.seal(0, appendLogHeader(nil))
+	}
+	var hdr [logHeaderSize]byte
+	if _, err := l.f.ReadAt(hdr[:], 0); err != nil {
+		return fmt.Errorf("shard: read %s: %w", l.name, err)
+	}
+	if string(hdr[:len(logMagic)]) != logMagic {
+		return fmt.Errorf("%w: %s is not a shard log (magic %q)", ErrCorrupt, l.name, hdr[:len(logMagic)])
+	}
+	if v := binary.LittleEndian.Uint16(hdr[len(logMagic):]); v != logVersion {
+		return fmt.Errorf("shard: %s has format version %d, this code reads %d", l.name, v, logVersion)
+	}
+	off := int64(logHeaderSize)
+	br := bufio.NewReaderSize(io.NewSectionReader(l.f, off, size-off), int(min(max(size-off, 16), logChunk)))
+	for off < size {
+		n, err := l.next(br, off, size)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break // a torn tail starts at off
+		}
+		off += n
+	}
+	return l.seal(off, nil)
+}
+
+// next applies the record at off and returns its length: 0 for a torn
+// tail, ErrCorrupt for damage.
+func (l *Log) next(br *bufio.Reader, off, size int64) (int64, error) {
+	corrupt := func(why string, args ...any) error {
+		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, l.name, off, fmt.Sprintf(why, args...))
+	}
+	// tornIfZeros: a real file system may grow a file before its blocks
+	// land, leaving zeros; anything else after a bad record is damage.
+	tornIfZeros := func(from int64, why string) (int64, error) {
+		buf := make([]byte, min(size-from, logChunk))
+		for at := from; at < size; at += int64(len(buf)) {
+			buf = buf[:min(size-at, int64(len(buf)))]
+			if _, err := l.f.ReadAt(buf, at); err != nil {
+				return 0, fmt.Errorf("shard: read %s at %d: %w", l.name, at, err)
+			}
+			if slices.ContainsFunc(buf, func(b byte) bool { return b != 0 }) {
+				return 0, corrupt("%s, and %d bytes follow that a torn write cannot explain", why, size-off)
+			}
+		}
+		return 0, nil
+	}
+	if size-off < logRecHeader {
+		return 0, nil // a header cut short
+	}
+	var h [logRecHeader]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil {
+		return 0, fmt.Errorf("shard: read %s at %d: %w", l.name, off, err)
+	}
+	length := binary.LittleEndian.Uint32(h[0:4])
+	if binary.LittleEndian.Uint32(h[8:12]) != crc32.Checksum(h[0:8], logCRC) {
+		// The length cannot be believed, so the record has no known end.
+		return tornIfZeros(off, "record header checksum fails")
+	}
+	end := off + logRecHeader + int64(length)
+	switch {
+	case end > size:
+		return 0, nil // a body cut short
+	case length == 0 || length > logMaxBody:
+		// A header that checks out was written as it reads; the writer
+		// never writes this length, and whole records may follow.
+		return 0, corrupt("record length %d outside [1, %d]", length, logMaxBody)
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return 0, fmt.Errorf("shard: read %s at %d: %w", l.name, off, err)
+	}
+	if crc32.Checksum(body, logCRC) != binary.LittleEndian.Uint32(h[4:8]) {
+		if end == size {
+			return 0, nil // the last write landed with garbage in it
+		}
+		return tornIfZeros(end, "record body checksum fails")
+	}
+	if err := decodeLogBody(body, l.apply); err != nil {
+		return 0, corrupt("%v", err)
+	}
+	return end - off, nil
+}
+
+// seal ends a replay: cut the file at off, append tail, sync. The cut must
+// be durable before anything is appended, or a crash could bring the torn
+// bytes back between good records, where they would read as corruption.
+func (l *Log) seal(off int64, tail []byte) error {
+	size, err := l.f.Size()
+	if err == nil && size > off {
+		err = l.f.Truncate(off)
+	}
+	if err != nil {
+		return fmt.Errorf("shard: cut %s at %d: %w", l.name, off, err)
+	}
+	l.size, l.dirty = off, true // what replay kept may never have been synced
+	if len(tail) > 0 {
+		if err := l.write(tail); err != nil {
+			return err
+		}
+	}
+	return l.sync()
+}
+
+// Write implements Backend. A compaction, when due, runs first: the
+// rewritten file then holds the state before this batch, and the batch is
+// appended to it like any other.
+func (l *Log) Write(batch []Mutation, sync bool) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		if sync {
+			return l.Sync()
+		}
+		return nil
+	}
+	n := logUvLen(len(batch))
+	for _, m := range batch {
+		n += logMutLen(m.Flow, m.Key, m.Value, m.Value == nil)
+		if n > logMaxBody {
+			return fmt.Errorf("%w: more than %d bytes encoded (at flow %q key %q)", ErrBatchTooLarge, logMaxBody, m.Flow, m.Key)
+		}
+	}
+	if l.size > max(logCompactMin, 4*l.liveBytes) {
+		if err := l.compact(); err != nil {
+			return err
+		}
+	}
+	body := binary.AppendUvarint(make([]byte, logRecHeader, logRecHeader+n), uint64(len(batch)))
+	for _, m := range batch {
+		body = appendLogMut(body, m.Flow, m.Key, m.Value, m.Value == nil)
+	}
+	if err := l.write(sealLogRecord(body)); err != nil {
+		return err
+	}
+	for _, m := range batch {
+		l.apply(m.Flow, m.Key, m.Value)
+	}
+	l.stats.Writes++
+	if sync {
+		return l.sync()
+	}
+	return nil
+}
+
+// Sync implements Backend; it issues no fsync when nothing is pending.
+func (l *Log) Sync() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	return l.sync()
+}
+
+// Scan implements Backend, from memory.
+func (l *Log) Scan(fn func(Mutation) error) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	return l.each(func(flow, key, val string) error {
+		return fn(Mutation{Flow: flow, Key: key, Value: []byte(val)}) // never nil, even when empty
+	})
+}
+
+// Close implements Backend. After a failure it still closes the file, and
+// returns the failure.
+func (l *Log) Close() error {
+	if l.done {
+		return ErrClosed
+	}
+	err := l.Sync()
+	l.done = true
+	if cerr := l.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("shard: close %s: %w", l.name, cerr)
+	}
+	return err
+}
+
+// Stats reports the counters and the current size of the file and state.
+func (l *Log) Stats() LogStats {
+	s := l.stats
+	s.Bytes = l.size
+	return s
+}
+
+// compact rewrites the live state into a sibling, syncs it and renames it
+// over the log. A crash before the directory sync brings back the old
+// file, whole as far as it was synced; one after finds the new one, which
+// also holds every batch the old one had not synced: more durable, never
+// less. Every failure is sticky, like any other: the recovery is to reopen.
+func (l *Log) compact() error {
+	tmp := l.name + logTmpSuffix
+	f, err := l.fs.Create(tmp)
+	if err != nil {
+		return l.fail(fmt.Errorf("compact: create %s: %w", tmp, err))
+	}
+	var size int64
+	write := func(p []byte) error {
+		n, err := f.Write(p)
+		size += int64(n)
+		if err == nil && n != len(p) {
+			err = io.ErrShortWrite
+		}
+		return err
+	}
+	type kv struct{ flow, key, val string }
+	var chunk []kv
+	n := 0
+	emit := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		rec := binary.AppendUvarint(make([]byte, logRecHeader, logRecHeader+binary.MaxVarintLen64+n), uint64(len(chunk)))
+		for _, e := range chunk {
+			rec = appendLogMut(rec, e.flow, e.key, e.val, false)
+		}
+		chunk, n = chunk[:0], 0
+		return write(sealLogRecord(rec))
+	}
+	err = write(appendLogHeader(nil))
+	if err == nil {
+		err = l.each(func(flow, key, val string) error {
+			// A key bigger than a chunk gets a record of its own: it
+			// fitted one when it was written.
+			m := logMutLen(flow, key, val, false)
+			if n > 0 && n+m > logChunk {
+				if err := emit(); err != nil {
+					return err
+				}
+			}
+			chunk, n = append(chunk, kv{flow, key, val}), n+m
+			return nil
+		})
+	}
+	if err == nil {
+		err = emit()
+	}
+	if err == nil {
+		l.stats.Syncs++
+		err = f.Sync()
+	}
+	if err == nil {
+		err = l.fs.Rename(tmp, l.name)
+	}
+	if err != nil {
+		_ = f.Close()
+		return l.fail(fmt.Errorf("compact %s: %w", tmp, err))
+	}
+	// The name is the new file's now; memory must follow it.
+	_ = l.f.Close() // everything it held is in the new file, synced
+	l.f, l.size, l.dirty = f, size, false
+	l.stats.Compactions++
+	if err := l.fs.SyncDir(); err != nil {
+		return l.fail(fmt.Errorf("compact: sync directory after renaming %s: %w", tmp, err))
+	}
+	return nil
+}
+
+// each visits the live state in (flow, key) order.
+func (l *Log) each(fn func(flow, key, val string) error) error {
+	flows := make([]string, 0, len(l.live))
+	for flow := range l.live {
+		flows = append(flows, flow)
+	}
+	slices.Sort(flows)
+	for _, flow := range flows {
+		m := l.live[flow]
+		keys := make([]string, 0, len(m))
+		for key := range m {
+			keys = append(keys, key)
+		}
+		slices.Sort(keys)
+		for _, key := range keys {
+			if err := fn(flow, key, m[key]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l *Log) apply(flow, key string, val []byte) {
+	keys := l.live[flow]
+	if old, ok := keys[key]; ok {
+		l.liveBytes -= int64(logMutLen(flow, key, old, false))
+		l.stats.Live--
+		delete(keys, key)
+	}
+	if val == nil {
+		if len(keys) == 0 {
+			delete(l.live, flow)
+		}
+		return
+	}
+	if keys == nil {
+		keys = map[string]string{}
+		l.live[flow] = keys
+	}
+	keys[key] = string(val)
+	l.liveBytes += int64(logMutLen(flow, key, val, false))
+	l.stats.Live++
+}
+
+func (l *Log) usable() error {
+	if l.done {
+		return ErrClosed
+	}
+	return l.err
+}
+
+// fail makes err sticky: after a failed write the file may end in part of
+// a record, and appending after it would turn a torn tail into corruption.
+func (l *Log) fail(err error) error {
+	l.err = fmt.Errorf("shard: log %s failed: %w", l.name, err)
+	return l.err
+}
+
+func (l *Log) write(p []byte) error {
+	n, err := l.f.Write(p)
+	l.size += int64(n)
+	l.dirty = l.dirty || n > 0
+	if err == nil && n != len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return l.fail(fmt.Errorf("write: %w", err))
+	}
+	return nil
+}
+
+func (l *Log) sync() error {
+	if !l.dirty {
+		return nil
+	}
+	l.stats.Syncs++
+	if err := l.f.Sync(); err != nil {
+		return l.fail(fmt.Errorf("sync: %w", err))
+	}
+	l.dirty = false
+	return nil
+}
+
+func appendLogHeader(buf []byte) []byte {
+	return binary.LittleEndian.AppendUint16(append(buf, logMagic...), logVersion)
+}
+
+// sealLogRecord fills in the header reserved at the front of rec.
+func sealLogRecord(rec []byte) []byte {
+	h, body := rec[:logRecHeader], rec[logRecHeader:]
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(body)))
+	binary.LittleEndian.PutUint32(h[4:8], crc32.Checksum(body, logCRC))
+	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(h[0:8], logCRC))
+	return rec
+}
+
+func appendLogStr[S string | []byte](buf []byte, s S) []byte {
+	return append(binary.AppendUvarint(buf, uint64(len(s))), s...)
+}
+
+func appendLogMut[S string | []byte](buf []byte, flow, key string, val S, del bool) []byte {
+	buf = appendLogStr(appendLogStr(buf, flow), key)
+	if del {
+		return append(buf, 1)
+	}
+	return appendLogStr(append(buf, 0), val)
+}
+
+func logMutLen[S string | []byte](flow, key string, val S, del bool) int {
+	n := logStrLen(len(flow)) + logStrLen(len(key)) + 1
+	if !del {
+		n += logStrLen(len(val))
+	}
+	return n
+}
+
+func logStrLen(n int) int { return logUvLen(n) + n }
+
+func logUvLen(v int) int {
+	var b [binary.MaxVarintLen64]byte
+	return len(binary.AppendUvarint(b[:0], uint64(v)))
+}
+
+// decodeLogBody decodes a checksummed body strictly, handing each mutation
+// to apply (val nil for a delete, else aliasing b). The writer produced
+// these exact bytes, so any malformation is corruption, never a tear, and
+// it fails the whole open: a partly applied batch is never served.
+func decodeLogBody(b []byte, apply func(flow, key string, val []byte)) error {
+	str := func() ([]byte, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, false
+		}
+		s := b[k : k+int(n)] // never nil, so an empty value stays a put
+		b = b[k+int(n):]
+		return s, true
+	}
+	count, k := binary.Uvarint(b)
+	if k <= 0 || count == 0 || count > uint64(len(b)-k)/3 { // >= 3 bytes each
+		return fmt.Errorf("bad mutation count in %d bytes", len(b))
+	}
+	b = b[k:]
+	for i := range count {
+		flow, ok1 := str()
+		key, ok2 := str()
+		if !ok1 || !ok2 || len(b) == 0 {
+			return fmt.Errorf("mutation %d runs past the end", i)
+		}
+		flag := b[0]
+		b = b[1:]
+		var val []byte
+		switch ok := true; flag {
+		case 0:
+			if val, ok = str(); !ok {
+				return fmt.Errorf("mutation %d: value runs past the end", i)
+			}
+		case 1:
+		default:
+			return fmt.Errorf("mutation %d: bad flag %d", i, flag)
+		}
+		apply(string(flow), string(key), val)
+	}
+	if len(b) > 0 {
+		return fmt.Errorf("%d bytes after the last mutation", len(b))
+	}
+	return nil
+}

@@ -1,0 +1,913 @@
+package shard_test
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/sim"
+)
+
+const lname = "flow.shard"
+
+var _ shard.Backend = (*shard.Log)(nil)
+
+// T is what the helpers need of a test: *testing.T, *testing.F and
+// *rapid.T all fit.
+type T interface {
+	require.TestingT
+	Helper()
+}
+
+type nopNet struct{}
+
+func (nopNet) Sender(dial.NodeID) dial.Sender { return nil }
+
+// rig is one simulated machine whose disk the log lives on. Its process
+// does nothing; it exists so a test can crash it, which is how the
+// simulator applies its disk fault model.
+type rig struct {
+	t T
+	n *sim.Node
+}
+
+func newRig(t T, seed uint64, tornProb float64) *rig {
+	cfg := sim.DefaultDiskConfig
+	cfg.TornWriteProb = tornProb
+	k := sim.New(seed)
+	boot := func(*sim.Env) dial.Handler { return dial.HandlerFunc(func(dial.NodeID, []byte) {}) }
+	n := k.AddNode("a", boot, nopNet{}, cfg)
+	n.Start()
+	return &rig{t: t, n: n}
+}
+
+func (r *rig) disk() *sim.Disk { return r.n.Disk() }
+
+// crash kills the process and starts a new one; older handles are dead.
+func (r *rig) crash() {
+	r.n.Crash()
+	r.n.Start()
+}
+
+// do runs f as the node, so that a power cut armed with CutPowerAfter
+// crashes it mid-call, and restarts the node if it did.
+func (r *rig) do(f func()) (crashed bool) {
+	r.t.Helper()
+	require.True(r.t, r.n.Do(f))
+	r.disk().CancelPowerCut()
+	if r.n.Up() {
+		return false
+	}
+	r.n.Start()
+	return true
+}
+
+func (r *rig) open() *shard.Log {
+	r.t.Helper()
+	l, err := shard.OpenLog(r.disk(), lname)
+	require.NoError(r.t, err)
+	return l
+}
+
+// raw returns the file's bytes, synced or not.
+func (r *rig) raw() []byte {
+	r.t.Helper()
+	f, err := r.disk().Open(lname)
+	require.NoError(r.t, err)
+	size, err := f.Size()
+	require.NoError(r.t, err)
+	buf := make([]byte, size)
+	if size > 0 {
+		_, err = f.ReadAt(buf, 0)
+		require.NoError(r.t, err)
+	}
+	require.NoError(r.t, f.Close())
+	return buf
+}
+
+// put makes the log file hold exactly b, durably.
+func (r *rig) put(b []byte) {
+	r.t.Helper()
+	f, err := r.disk().Create(lname)
+	require.NoError(r.t, err)
+	_, err = f.Write(b)
+	require.NoError(r.t, err)
+	require.NoError(r.t, f.Sync())
+	require.NoError(r.t, f.Close())
+	require.NoError(r.t, r.disk().SyncDir())
+}
+
+func (r *rig) names() []string {
+	r.t.Helper()
+	names, err := r.disk().List()
+	require.NoError(r.t, err)
+	return names
+}
+
+// model is what the log should hold: (flow, key) -> value.
+type model map[[2]string]string
+
+func (m model) with(batch []shard.Mutation) model {
+	out := maps.Clone(m)
+	if out == nil {
+		out = model{}
+	}
+	for _, x := range batch {
+		if x.Value == nil {
+			delete(out, [2]string{x.Flow, x.Key})
+		} else {
+			out[[2]string{x.Flow, x.Key}] = string(x.Value)
+		}
+	}
+	return out
+}
+
+func byFlowKey(a, b shard.Mutation) int {
+	return cmp.Or(strings.Compare(a.Flow, b.Flow), strings.Compare(a.Key, b.Key))
+}
+
+// muts is m as Scan must give it: in (flow, key) order, values never nil.
+func (m model) muts() []shard.Mutation {
+	var out []shard.Mutation
+	for k, v := range m {
+		out = append(out, shard.Mutation{Flow: k[0], Key: k[1], Value: []byte(v)})
+	}
+	slices.SortFunc(out, byFlowKey)
+	return out
+}
+
+// scan returns everything l holds, checking Scan's order and values.
+func scan(t T, l *shard.Log) []shard.Mutation {
+	t.Helper()
+	var out []shard.Mutation
+	require.NoError(t, l.Scan(func(m shard.Mutation) error {
+		require.NotNil(t, m.Value, "a stored value is never nil")
+		if len(out) > 0 {
+			require.Negative(t, byFlowKey(out[len(out)-1], m), "Scan order: %q/%q after %q/%q", m.Flow, m.Key, out[len(out)-1].Flow, out[len(out)-1].Key)
+		}
+		out = append(out, m)
+		return nil
+	}))
+	return out
+}
+
+func modelOf(t T, l *shard.Log) model {
+	return model{}.with(scan(t, l))
+}
+
+func put(flow, key, val string) shard.Mutation {
+	return shard.Mutation{Flow: flow, Key: key, Value: []byte(val)}
+}
+
+func del(flow, key string) shard.Mutation { return shard.Mutation{Flow: flow, Key: key} }
+
+// record frames body as the file format specifies, so tests can forge
+// records without reaching into the package.
+func record(body []byte) []byte {
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	h := make([]byte, 12)
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(body)))
+	binary.LittleEndian.PutUint32(h[4:8], crc32.Checksum(body, castagnoli))
+	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(h[0:8], castagnoli))
+	return append(h, body...)
+}
+
+// recordEnds returns where each record of a log file ends.
+func recordEnds(t T, file []byte) []int {
+	t.Helper()
+	var ends []int
+	for off := 8; off < len(file); {
+		require.GreaterOrEqual(t, len(file)-off, 12, "record header at %d", off)
+		off += 12 + int(binary.LittleEndian.Uint32(file[off:]))
+		require.LessOrEqual(t, off, len(file))
+		ends = append(ends, off)
+	}
+	return ends
+}
+
+func TestLogRoundTrip(t *testing.T) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	batches := [][]shard.Mutation{
+		{put("a", "x", "1"), put("a", "y", ""), put("b", "z", "2"), put("aa", "k", "3")},
+		{del("a", "x"), put("", "", "empty names"), put("a\x00", "k", "4"), put("\xff", "k", "5")},
+		{del("nobody", "nothing"), put("a", "x", "again"), put("a", "x", "twice"), del("b", "z")},
+		{put("b", "z", ""), put("a", "", "6")},
+	}
+	var m model
+	for i, b := range batches {
+		require.NoError(t, l.Write(b, i%2 == 0))
+		m = m.with(b)
+		require.Equal(t, m.muts(), scan(t, l), "after batch %d", i)
+	}
+	require.Equal(t, len(m), l.Stats().Live)
+	require.NoError(t, l.Close())
+
+	l = r.open()
+	got := scan(t, l)
+	require.Equal(t, m.muts(), got)
+	require.Equal(t, []byte{}, got[slices.IndexFunc(got, func(m shard.Mutation) bool { return m.Flow == "a" && m.Key == "y" })].Value,
+		"an empty put survives as an empty value, not a delete")
+	require.Equal(t, uint64(0), l.Stats().Writes)
+	require.Equal(t, len(m), l.Stats().Live)
+}
+
+func TestLogCopiesValues(t *testing.T) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	v := []byte("original")
+	require.NoError(t, l.Write([]shard.Mutation{{Flow: "f", Key: "k", Value: v}}, false))
+	copy(v, "CHANGED!")
+	require.NoError(t, l.Scan(func(m shard.Mutation) error {
+		require.Equal(t, "original", string(m.Value))
+		copy(m.Value, "SCRIBBLE")
+		return nil
+	}))
+	require.Equal(t, []shard.Mutation{put("f", "k", "original")}, scan(t, l))
+
+	stop := errors.New("stop")
+	calls := 0
+	require.NoError(t, l.Write([]shard.Mutation{put("f", "l", "2")}, false))
+	require.ErrorIs(t, l.Scan(func(shard.Mutation) error { calls++; return stop }), stop)
+	require.Equal(t, 1, calls, "Scan stops at fn's first error")
+}
+
+func TestLogSyncsOnlyWhatIsPending(t *testing.T) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	syncs := func() uint64 { return l.Stats().Syncs }
+	s0 := r.disk().Syncs
+	base := syncs()
+	require.Equal(t, uint64(1), base, "creating the file syncs its header")
+
+	require.NoError(t, l.Sync())
+	require.Equal(t, base, syncs(), "nothing pending")
+	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "1")}, false))
+	require.NoError(t, l.Write(nil, false))
+	require.Equal(t, base, syncs())
+	require.NoError(t, l.Sync())
+	require.Equal(t, base+1, syncs())
+	require.NoError(t, l.Sync())
+	require.NoError(t, l.Write(nil, true))
+	require.Equal(t, base+1, syncs())
+	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "2")}, true))
+	require.Equal(t, base+2, syncs())
+	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "3")}, false))
+	require.NoError(t, l.Write(nil, true), "an empty sync write still syncs what is pending")
+	require.Equal(t, base+3, syncs())
+	require.NoError(t, l.Write([]shard.Mutation{}, false))
+
+	st := l.Stats()
+	require.Equal(t, uint64(3), st.Writes, "empty batches are no-ops")
+	require.Equal(t, st.Syncs, r.disk().Syncs-s0+base, "Stats counts the fsyncs the disk saw")
+	require.Equal(t, int64(len(r.raw())), st.Bytes)
+}
+
+func TestLogDurability(t *testing.T) {
+	for _, torn := range []float64{0, 1} {
+		t.Run(fmt.Sprintf("torn=%v", torn), func(t *testing.T) {
+			for seed := range uint64(10) {
+				r := newRig(t, seed, torn)
+				l := r.open()
+				require.NoError(t, l.Write([]shard.Mutation{put("f", "a", "1")}, true))
+				require.NoError(t, l.Write([]shard.Mutation{put("f", "b", "2")}, false))
+				require.NoError(t, l.Sync())
+				synced := model{}.with([]shard.Mutation{put("f", "a", "1"), put("f", "b", "2")})
+				b3 := []shard.Mutation{put("f", "c", "3"), del("f", "a")}
+				b4 := []shard.Mutation{put("f", "d", "4")}
+				require.NoError(t, l.Write(b3, false))
+				require.NoError(t, l.Write(b4, false))
+				r.crash()
+				got := modelOf(t, r.open())
+				if torn == 0 {
+					require.Equal(t, synced, got, "seed %d: without a tear exactly the synced batches", seed)
+					continue
+				}
+				// A prefix of whole batches.
+				require.Contains(t, []model{synced, synced.with(b3), synced.with(b3).with(b4)}, got, "seed %d", seed)
+			}
+		})
+	}
+}
+
+// Close syncs, and closes: later calls fail and a crash keeps everything.
+func TestLogClose(t *testing.T) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "v")}, false))
+	require.NoError(t, l.Close())
+	require.ErrorIs(t, l.Close(), shard.ErrClosed)
+	require.ErrorIs(t, l.Write([]shard.Mutation{put("f", "k", "w")}, false), shard.ErrClosed)
+	require.ErrorIs(t, l.Write(nil, false), shard.ErrClosed)
+	require.ErrorIs(t, l.Sync(), shard.ErrClosed)
+	require.ErrorIs(t, l.Scan(func(shard.Mutation) error { return nil }), shard.ErrClosed)
+	r.crash()
+	require.Equal(t, []shard.Mutation{put("f", "k", "v")}, scan(t, r.open()))
+}
+
+func TestLogRefusesOversizedBatch(t *testing.T) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	huge := make([]byte, 64<<20)
+	err := l.Write([]shard.Mutation{put("f", "small", "ok"), {Flow: "f", Key: "huge", Value: huge}}, true)
+	require.ErrorIs(t, err, shard.ErrBatchTooLarge)
+	require.Contains(t, err.Error(), `"huge"`)
+	require.Empty(t, scan(t, l), "no part of a refused batch applies")
+	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "v")}, true), "a refusal is not a failure")
+	require.NoError(t, l.Write([]shard.Mutation{{Flow: "f", Key: "big", Value: huge[:32<<20]}}, true))
+	r.crash()
+	require.Equal(t, 2, r.open().Stats().Live)
+}
+
+// failFS fails every write and sync once failing is set.
+type failFS struct {
+	journal.FS
+	failing bool
+}
+
+type failFile struct {
+	journal.File
+	fs *failFS
+}
+
+var errDisk = errors.New("test: disk error")
+
+func (f *failFS) Create(name string) (journal.File, error) {
+	file, err := f.FS.Create(name)
+	return &failFile{File: file, fs: f}, err
+}
+
+func (f *failFS) Open(name string) (journal.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &failFile{File: file, fs: f}, nil
+}
+
+func (f *failFile) Write(p []byte) (int, error) {
+	if f.fs.failing {
+		return 0, errDisk
+	}
+	return f.File.Write(p)
+}
+
+func (f *failFile) Sync() error {
+	if f.fs.failing {
+		return errDisk
+	}
+	return f.File.Sync()
+}
+
+func TestLogErrorsAreSticky(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		r := newRig(t, 1, 0)
+		fs := &failFS{FS: r.disk()}
+		l, err := shard.OpenLog(fs, lname)
+		require.NoError(t, err)
+		require.NoError(t, l.Write([]shard.Mutation{put("f", "a", "1")}, true))
+		if sync {
+			require.NoError(t, l.Write([]shard.Mutation{put("f", "b", "2")}, false))
+		}
+		fs.failing = true
+		if sync {
+			require.ErrorIs(t, l.Sync(), errDisk)
+		} else {
+			require.ErrorIs(t, l.Write([]shard.Mutation{put("f", "b", "2")}, false), errDisk)
+		}
+		fs.failing = false
+		require.ErrorIs(t, l.Write([]shard.Mutation{put("f", "c", "3")}, true), errDisk)
+		require.ErrorIs(t, l.Write(nil, false), errDisk)
+		require.ErrorIs(t, l.Sync(), errDisk)
+		require.ErrorIs(t, l.Scan(func(shard.Mutation) error { return nil }), errDisk)
+		require.ErrorIs(t, l.Close(), errDisk)
+		require.ErrorIs(t, l.Close(), shard.ErrClosed)
+		r.crash()
+		require.Equal(t, []shard.Mutation{put("f", "a", "1")}, scan(t, r.open()))
+	}
+}
+
+// genBatch draws a batch over a small key space, so that keys are
+// overwritten and deleted often. A big batch writes 64 KiB over 8 keys:
+// two of them make a file compaction is due on.
+func genBatch(t *rapid.T, op int, big bool) []shard.Mutation {
+	if big {
+		batch := make([]shard.Mutation, 16)
+		for i := range batch {
+			k := rapid.IntRange(0, 7).Draw(t, "big key")
+			batch[i] = shard.Mutation{Flow: "big", Key: fmt.Sprint(k), Value: bytes.Repeat([]byte{byte(op)}, 4<<10)}
+		}
+		return batch
+	}
+	batch := make([]shard.Mutation, rapid.IntRange(1, 8).Draw(t, "batch size"))
+	for i := range batch {
+		m := shard.Mutation{
+			Flow: rapid.SampledFrom([]string{"", "a", "ab", "b", "big"}).Draw(t, "flow"),
+			Key:  rapid.SampledFrom([]string{"", "0", "1", "2", "k"}).Draw(t, "key"),
+		}
+		if rapid.IntRange(0, 3).Draw(t, "delete") > 0 {
+			m.Value = fmt.Appendf([]byte{}, "%.*d", rapid.IntRange(0, 40).Draw(t, "value bytes"), op)
+		}
+		batch[i] = m
+	}
+	return batch
+}
+
+// TestPropLogCrashesKeepAPrefixOfBatches runs random writes, syncs,
+// crashes, power cuts inside any operation (compactions and open's repair
+// included) and clean restarts, and reopens from the disk each time. A
+// reopened log must hold the durable state or that state plus a prefix of
+// the whole batches written since: the candidates. Without tearing, a
+// crash between operations keeps exactly the durable state.
+func TestPropLogCrashesKeepAPrefixOfBatches(t *testing.T) {
+	for _, torn := range []float64{0, 0.5} {
+		t.Run(fmt.Sprintf("torn=%v", torn), func(t *testing.T) {
+			rapid.Check(t, func(t *rapid.T) { crashWorkload(t, torn) })
+		})
+	}
+}
+
+func crashWorkload(t *rapid.T, torn float64) {
+	r := newRig(t, rapid.Uint64().Draw(t, "disk seed"), torn)
+	cur := model{}
+	cands := []model{cur}
+	var l *shard.Log
+	cut := func(what string, steps int) {
+		if rapid.IntRange(0, 5).Draw(t, "cut "+what) == 0 {
+			r.disk().CutPowerAfter(rapid.IntRange(1, steps).Draw(t, what+" steps"))
+		}
+	}
+	reopen := func(crashed, midOp bool) {
+		for {
+			cut("open", 3)
+			var err error
+			if r.do(func() { l, err = shard.OpenLog(r.disk(), lname) }) {
+				continue
+			}
+			require.NoError(t, err)
+			break
+		}
+		got := modelOf(t, l)
+		switch {
+		case !crashed:
+			require.Equal(t, cur, got, "a clean restart keeps everything")
+		case torn == 0 && !midOp:
+			require.Equal(t, cands[0], got, "a crash without a tear keeps exactly what was synced")
+		default:
+			require.True(t, slices.ContainsFunc(cands, func(c model) bool { return assert.ObjectsAreEqual(c, got) }),
+				"reopened to %v, not one of %v", got, cands)
+		}
+		cur, cands = got, []model{got}
+	}
+	reopen(true, false)
+
+	for op := range rapid.IntRange(1, 50).Draw(t, "ops") {
+		switch kind := rapid.IntRange(0, 9).Draw(t, "op"); {
+		case kind <= 5:
+			batch := genBatch(t, op, kind == 5)
+			sync := rapid.Bool().Draw(t, "sync")
+			compactions := l.Stats().Compactions
+			cut("write", 12)
+			var err error
+			crashed := r.do(func() { err = l.Write(batch, sync) })
+			next := cur.with(batch)
+			if crashed {
+				cands = append(cands, next)
+				reopen(true, true)
+				continue
+			}
+			require.NoError(t, err)
+			if l.Stats().Compactions > compactions {
+				cands = []model{cur} // the rewrite made everything before the batch durable
+			}
+			cur, cands = next, append(cands, next)
+			if sync {
+				cands = []model{cur}
+			}
+		case kind == 6:
+			cut("sync", 1)
+			var err error
+			if r.do(func() { err = l.Sync() }) {
+				reopen(true, true)
+				continue
+			}
+			require.NoError(t, err)
+			cands = []model{cur}
+		case kind == 7:
+			r.crash()
+			reopen(true, false)
+		default:
+			require.NoError(t, l.Close())
+			reopen(false, false)
+		}
+		require.Equal(t, cur.muts(), scan(t, l))
+	}
+}
+
+// opsFS records the mutating calls made through it.
+type opsFS struct {
+	journal.FS
+	ops []string
+}
+
+type opsFile struct {
+	journal.File
+	fs   *opsFS
+	name string
+}
+
+func (f *opsFS) Create(name string) (journal.File, error) {
+	f.ops = append(f.ops, "create "+name)
+	file, err := f.FS.Create(name)
+	return &opsFile{File: file, fs: f, name: name}, err
+}
+
+func (f *opsFS) Open(name string) (journal.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &opsFile{File: file, fs: f, name: name}, nil
+}
+
+func (f *opsFS) Rename(oldname, newname string) error {
+	f.ops = append(f.ops, "rename "+oldname)
+	return f.FS.Rename(oldname, newname)
+}
+
+func (f *opsFS) SyncDir() error {
+	f.ops = append(f.ops, "syncdir")
+	return f.FS.SyncDir()
+}
+
+func (f *opsFile) Write(p []byte) (int, error) {
+	f.fs.ops = append(f.fs.ops, "write "+f.name)
+	return f.File.Write(p)
+}
+
+func (f *opsFile) Sync() error {
+	f.fs.ops = append(f.fs.ops, "sync "+f.name)
+	return f.File.Sync()
+}
+
+// compactionWorkload fills a log until the next write compacts it: 150
+// keys of 2 KiB (about 300 KiB live, so the rewrite takes two records),
+// overwritten until the file passes four times that. With unsynced, the
+// last three batches before the compacting write are not synced.
+type compactionWorkload struct {
+	unsynced bool
+	pre      []shard.Mutation // the batches written before the compacting one
+	last     []shard.Mutation // the compacting write, synced
+}
+
+func (w *compactionWorkload) batches() (batches [][]shard.Mutation) {
+	for round := 0; ; round++ {
+		for first := 0; first < 150; first += 10 {
+			var b []shard.Mutation
+			for k := first; k < first+10; k++ {
+				b = append(b, shard.Mutation{Flow: fmt.Sprint("flow", k%7), Key: fmt.Sprint("key", k), Value: bytes.Repeat([]byte{byte(round)}, 2<<10)})
+			}
+			batches = append(batches, b)
+			if len(batches) > 200 {
+				return batches
+			}
+		}
+	}
+}
+
+// build writes every batch before the compacting one and returns the log,
+// the state it holds and the state that is synced.
+func (w *compactionWorkload) build(t *testing.T, r *rig, fs journal.FS, n int) (*shard.Log, model, model) {
+	l, err := shard.OpenLog(fs, lname)
+	require.NoError(t, err)
+	var cur, synced model
+	for i, b := range w.batches()[:n] {
+		sync := !w.unsynced || i < n-3
+		require.NoError(t, l.Write(b, sync))
+		require.Zero(t, l.Stats().Compactions, "batch %d", i)
+		cur = cur.with(b)
+		if sync {
+			synced = cur
+		}
+	}
+	return l, cur, synced
+}
+
+// TestLogCrashAtEachStepOfCompaction cuts the power before each mutating
+// step of the write that compacts, reopens from the disk, and asserts
+// exactly what each cut may leave: before the directory sync that ends the
+// compaction, the old file (its synced part, plus, with a tear, whole
+// batches of the unsynced part); after it, the new file, which holds every
+// batch before the compacting one, synced or not; the compacting batch
+// itself only once its own sync has returned, or, with a tear, if its
+// record reached the disk whole.
+func TestLogCrashAtEachStepOfCompaction(t *testing.T) {
+	for _, unsynced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unsynced=%v", unsynced), func(t *testing.T) {
+			w := &compactionWorkload{unsynced: unsynced}
+			all := w.batches()
+
+			// A run without a cut finds the compacting write and names
+			// its steps.
+			r := newRig(t, 1, 0)
+			fs := &opsFS{FS: r.disk()}
+			l, err := shard.OpenLog(fs, lname)
+			require.NoError(t, err)
+			n := 0
+			for ; l.Stats().Compactions == 0; n++ {
+				fs.ops = nil
+				require.NoError(t, l.Write(all[n], true))
+			}
+			n-- // all[n] compacted
+			require.Equal(t, []string{
+				"create " + lname + ".tmp",
+				"write " + lname + ".tmp", // header
+				"write " + lname + ".tmp", // the first 256 KiB of live keys
+				"write " + lname + ".tmp", // the rest
+				"sync " + lname + ".tmp",
+				"rename " + lname + ".tmp",
+				"syncdir",
+				"write " + lname + ".tmp", // the batch, appended to the new file
+				"sync " + lname + ".tmp",
+			}, fs.ops)
+			steps, syncdir := len(fs.ops), slices.Index(fs.ops, "syncdir")+1
+			require.Less(t, l.Stats().Bytes, int64(600<<10), "the file shrank")
+
+			for _, torn := range []float64{0, 1} {
+				for cut := 1; cut <= steps+1; cut++ {
+					for seed := range uint64(3) {
+						r := newRig(t, seed, torn)
+						l, pre, synced := w.build(t, r, r.disk(), n)
+						post := pre.with(all[n])
+						if cut <= steps {
+							r.disk().CutPowerAfter(cut)
+						}
+						var err error
+						crashed := r.do(func() { err = l.Write(all[n], true) })
+						require.Equal(t, cut <= steps, crashed, "cut %d", cut)
+						if !crashed {
+							require.NoError(t, err)
+							r.crash()
+						}
+						got := modelOf(t, r.open())
+						msg := fmt.Sprintf("torn=%v cut before step %d of %v", torn, cut, fs.ops)
+						require.Equal(t, []string{lname}, r.names(), msg)
+						switch {
+						case cut <= syncdir && (torn == 0 || !unsynced):
+							require.Equal(t, synced, got, msg)
+						case cut <= syncdir:
+							cands := []model{synced}
+							for i := n - 3; i < n; i++ {
+								cands = append(cands, cands[len(cands)-1].with(all[i]))
+							}
+							require.Contains(t, cands, got, msg)
+						case cut < steps || (cut == steps && torn == 0):
+							require.Equal(t, pre, got, msg)
+						case cut == steps:
+							require.Contains(t, []model{pre, post}, got, msg)
+						default:
+							require.Equal(t, post, got, msg)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestLogCompactionKeepsTheState(t *testing.T) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	var m model
+	for i := range 200 {
+		b := []shard.Mutation{
+			{Flow: "f", Key: fmt.Sprint(i % 5), Value: bytes.Repeat([]byte{byte(i)}, 1000)},
+			del("f", fmt.Sprint((i+2)%5)),
+			put("g", fmt.Sprint(i%3), ""),
+		}
+		require.NoError(t, l.Write(b, i%4 == 0))
+		m = m.with(b)
+	}
+	st := l.Stats()
+	require.Greater(t, st.Compactions, uint64(2))
+	require.LessOrEqual(t, st.Bytes, int64(64<<10+4<<10), "the file stays near the threshold")
+	require.Equal(t, m.muts(), scan(t, l))
+	require.NoError(t, l.Close())
+	require.Equal(t, []string{lname}, r.names())
+	require.Equal(t, m.muts(), scan(t, r.open()))
+}
+
+// A leftover sibling from a compaction that died is removed on open, and
+// the log file alone is the truth.
+func TestLogLeftoverTmpIsRemoved(t *testing.T) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "v")}, true))
+	f, err := r.disk().Create(lname + ".tmp")
+	require.NoError(t, err)
+	_, err = f.Write([]byte("half a compaction"))
+	require.NoError(t, err)
+	require.NoError(t, r.disk().SyncDir())
+	r.crash()
+	require.Equal(t, []shard.Mutation{put("f", "k", "v")}, scan(t, r.open()))
+	require.Equal(t, []string{lname}, r.names())
+}
+
+// threeBatches writes three synced batches and returns the file and the
+// state after each.
+func threeBatches(t *testing.T) (file []byte, states []model) {
+	r := newRig(t, 1, 0)
+	l := r.open()
+	states = []model{{}}
+	for i, b := range [][]shard.Mutation{
+		{put("f", "a", "1"), put("f", "b", "2")},
+		{put("g", "c", "3"), del("f", "a"), put("f", "b", "")},
+		{put("h", "d", "4")},
+	} {
+		require.NoError(t, l.Write(b, true))
+		states = append(states, states[i].with(b))
+	}
+	return r.raw(), states
+}
+
+// Damage to any byte of a record before the tail stops the open, naming
+// the offset, and leaves the file alone: a crash keeps a prefix of what
+// was written, so nothing after a bad record can be explained by one.
+func TestLogCorruptRecordBeforeTheTailIsAnError(t *testing.T) {
+	file, _ := threeBatches(t)
+	ends := recordEnds(t, file)
+	require.Len(t, ends, 3)
+	for off := ends[0]; off < ends[1]; off++ {
+		for _, flip := range []byte{0x01, 0x80, 0xff} {
+			r := newRig(t, 1, 0)
+			bad := bytes.Clone(file)
+			bad[off] ^= flip
+			r.put(bad)
+			_, err := shard.OpenLog(r.disk(), lname)
+			require.ErrorIs(t, err, shard.ErrCorrupt, "byte %d ^ %#x", off, flip)
+			require.ErrorContains(t, err, fmt.Sprintf("%s at offset %d", lname, ends[0]))
+			require.Equal(t, bad, r.raw(), "nothing was cut")
+		}
+	}
+}
+
+// Well-framed records the writer never writes are corruption too, even
+// last: their checksums hold, so they are not torn.
+func TestLogMalformedRecordIsCorrupt(t *testing.T) {
+	file, _ := threeBatches(t)
+	for name, body := range map[string][]byte{
+		"count 0":          {0},
+		"count too big":    {5, 1, 'f', 1, 'k', 1},
+		"bad flag":         {1, 1, 'f', 1, 'k', 2},
+		"trailing bytes":   {1, 1, 'f', 1, 'k', 1, 0},
+		"key past the end": {1, 1, 'f', 9, 'k', 1},
+		"value past end":   {1, 1, 'f', 1, 'k', 0, 3, 'v'},
+		"no flag":          {1, 1, 'f', 1, 'k'},
+		"empty body":       {},
+	} {
+		r := newRig(t, 1, 0)
+		r.put(append(bytes.Clone(file), record(body)...))
+		_, err := shard.OpenLog(r.disk(), lname)
+		require.ErrorIs(t, err, shard.ErrCorrupt, name)
+		require.ErrorContains(t, err, fmt.Sprintf("offset %d", len(file)), name)
+	}
+}
+
+// A crash can cut the last write at any byte: reopening gives exactly the
+// batches before the cut one, and the file ends where they do, durably,
+// so the next batch lands right after them.
+func TestLogTornTailAtEveryOffset(t *testing.T) {
+	file, states := threeBatches(t)
+	ends := append([]int{8}, recordEnds(t, file)...)
+	for cut := 0; cut <= len(file); cut++ {
+		k := 0
+		for k+1 < len(ends) && ends[k+1] <= cut {
+			k++
+		}
+		r := newRig(t, 1, 1)
+		r.put(file[:cut])
+		l := r.open()
+		require.Equal(t, states[k], modelOf(t, l), "cut at byte %d", cut)
+		require.Equal(t, max(ends[k], 8), len(r.raw()), "cut at byte %d: file cut at the record boundary", cut)
+		next := []shard.Mutation{put("z", "z", "after")}
+		require.NoError(t, l.Write(next, true))
+		r.crash()
+		require.Equal(t, states[k].with(next), modelOf(t, r.open()), "cut at byte %d: the next batch follows", cut)
+	}
+}
+
+// Tails a crash can leave are cut; others are corruption.
+func TestLogGarbageAtTheTail(t *testing.T) {
+	file, states := threeBatches(t)
+	lastStart := recordEnds(t, file)[1]
+	garbled := bytes.Clone(file)
+	garbled[len(garbled)-1] ^= 0x20
+	for name, tc := range map[string]struct {
+		file []byte
+		want model // nil: ErrCorrupt
+	}{
+		"a few bytes":                {append(bytes.Clone(file), 0xde, 0xad, 0xbe, 0xef, 1), states[3]},
+		"zeros":                      {append(bytes.Clone(file), make([]byte, 300)...), states[3]},
+		"a body past the end":        {append(bytes.Clone(file), record(bytes.Repeat([]byte{7}, 100))[:50]...), states[3]},
+		"a bad last record":          {garbled, states[2]},
+		"a bad record, then zeros":   {append(bytes.Clone(garbled), make([]byte, 100)...), states[2]},
+		"zeros for the last record":  {append(bytes.Clone(file[:lastStart]), make([]byte, 40)...), states[2]},
+		"a bad header, then zeros":   {append(append(bytes.Clone(file[:lastStart]), 0xff), make([]byte, 40)...), nil},
+		"bytes a crash cannot leave": {append(bytes.Clone(file), bytes.Repeat([]byte("garbage!"), 5)...), nil},
+		"a bad record, then bytes":   {append(bytes.Clone(garbled), record([]byte{1, 1, 'f', 1, 'k', 1})...), nil},
+	} {
+		r := newRig(t, 1, 0)
+		r.put(tc.file)
+		l, err := shard.OpenLog(r.disk(), lname)
+		if tc.want == nil {
+			require.ErrorIs(t, err, shard.ErrCorrupt, name)
+			continue
+		}
+		require.NoError(t, err, name)
+		require.Equal(t, tc.want, modelOf(t, l), name)
+		kept := r.raw()
+		require.Equal(t, tc.file[:len(kept)], kept, "%s: only cut", name)
+		require.Contains(t, append([]int{8}, recordEnds(t, file)...), len(kept), name)
+	}
+}
+
+func TestLogFileHeaderIsChecked(t *testing.T) {
+	file, _ := threeBatches(t)
+	r := newRig(t, 1, 0)
+	bad := bytes.Clone(file)
+	copy(bad, "FLJRNL")
+	r.put(bad)
+	_, err := shard.OpenLog(r.disk(), lname)
+	require.ErrorIs(t, err, shard.ErrCorrupt)
+	require.ErrorContains(t, err, "not a shard log")
+
+	bad = bytes.Clone(file)
+	bad[6] = 2
+	r.put(bad)
+	_, err = shard.OpenLog(r.disk(), lname)
+	require.ErrorContains(t, err, "version 2")
+
+	// Shorter than a header: the header is synced before the name, so
+	// such a file never held a record.
+	r.put([]byte("FLS"))
+	require.Empty(t, scan(t, r.open()))
+	require.Equal(t, file[:8], r.raw())
+}
+
+// FuzzLogReplay opens arbitrary bytes as a log file. OpenLog never panics;
+// it fails (leaving the file alone), or it only cut the file and Scan
+// works; a second open finds the same state and cuts nothing; a batch
+// written then lands after what was kept. Allocations stay within a small
+// multiple of the file, whatever lengths and counts the bytes declare.
+func FuzzLogReplay(f *testing.F) {
+	r := newRig(f, 1, 0)
+	l := r.open()
+	require.NoError(f, l.Write([]shard.Mutation{put("f", "a", "1"), put("f", "b", "")}, true))
+	require.NoError(f, l.Write([]shard.Mutation{del("f", "a"), put("g", "", "2")}, true))
+	file := r.raw()
+	f.Add(file)
+	f.Add(file[:len(file)-3])
+	f.Add(append(bytes.Clone(file), make([]byte, 20)...))
+	f.Add(append(bytes.Clone(file[:8]), record([]byte{0xff, 0xff, 0xff, 0x0f, 1, 'f', 1, 'k', 1})...))
+	f.Add(file[:8])
+	f.Add([]byte{})
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newRig(t, 1, 0)
+		r.put(data)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		l, err := shard.OpenLog(r.disk(), lname)
+		runtime.ReadMemStats(&after)
+		require.LessOrEqual(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20+64*len(data)), "bytes allocated opening %d bytes", len(data))
+		if err != nil {
+			require.Equal(t, data, r.raw(), "a file that fails is left alone")
+			return
+		}
+		want := modelOf(t, l)
+		kept := r.raw()
+		if len(data) >= 8 {
+			require.Equal(t, data[:len(kept)], kept, "replay only cuts")
+		}
+		next := []shard.Mutation{put("new", "k", "v"), del("f", "b")}
+		require.NoError(t, l.Write(next, true))
+		r.crash()
+		l = r.open()
+		require.Equal(t, want.with(next), modelOf(t, l))
+	})
+}
