@@ -6,6 +6,7 @@ import (
 
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -24,23 +25,26 @@ import (
 // that node acknowledged but never pushed are gone, and the adopter
 // re-stamps the flow so every copy converges on what it serves.
 type adoption struct {
-	flow      string
-	m         uint64
-	id        uint64
-	prevOwner dial.NodeID // zero if unknown (a restarted node)
-	sources   []dial.NodeID
-	answered  map[dial.NodeID]bool
-	servedAt  map[dial.NodeID]uint64 // what each answer said of when it last served the flow
-	waited    bool
-	timer     clock.Timer
+	flow       string
+	m          uint64
+	id         uint64
+	prevOwner  dial.NodeID // zero if unknown (a restarted node)
+	sources    []dial.NodeID
+	answered   map[dial.NodeID]bool
+	servedAt   map[dial.NodeID]uint64 // what each answer said of when it last served the flow
+	mode       shard.Mode             // the imposter's durability, from the request that started it
+	waited     bool                   // AdoptWait has passed
+	committing bool                   // complete; waiting for the fsync that makes it so
+	deadline   clock.Timer            // AdoptWait
+	retry      clock.Timer            // asks the sources that have not answered again
 }
 
-func (s *Store) startAdoption(flow string) {
+func (s *Store) startAdoption(flow string, mode shard.Mode) {
 	if a := s.adopting[flow]; a != nil && a.m == s.mIdx {
 		return
 	}
 	s.nextID++
-	a := &adoption{flow: flow, m: s.mIdx, id: s.nextID, answered: map[dial.NodeID]bool{}, servedAt: map[dial.NodeID]uint64{}}
+	a := &adoption{flow: flow, m: s.mIdx, id: s.nextID, mode: mode, answered: map[dial.NodeID]bool{}, servedAt: map[dial.NodeID]uint64{}}
 	set := map[dial.NodeID]bool{}
 	for _, id := range s.ring.Placement(ring.ClassFlow, flow).Nodes() {
 		set[id] = true
@@ -60,40 +64,59 @@ func (s *Store) startAdoption(flow string) {
 	sort.Slice(sources, func(i, j int) bool { return sources[i] < sources[j] })
 	a.sources = sources
 	s.adopting[flow] = a
-	s.askSources(a)
+	wait := s.cfg.AdoptWait
+	if s.cfg.Bugs.NoAdoptWait {
+		wait = time.Millisecond
+	}
+	a.deadline = s.env.Clock.AfterFunc(wait, func() {
+		if s.adopting[a.flow] == a {
+			a.waited = true
+			s.tryFinishAdoption(a)
+		}
+	})
+	s.askSources(a, wait/4)
 	s.tryFinishAdoption(a)
 }
 
-func (s *Store) askSources(a *adoption) {
+// askSources asks every source that has not answered, and again every
+// interval until the adoption completes: a source that was down (a node
+// restarting with this one after a shared crash) answers once it is back.
+func (s *Store) askSources(a *adoption, every time.Duration) {
 	for _, id := range a.sources {
 		if !a.answered[id] {
 			_ = s.send(id, msg{Kind: kindAdoptReq, ID: a.id, M: a.m, Flow: a.flow})
 		}
 	}
-	wait := s.cfg.AdoptWait
-	if s.cfg.Bugs.NoAdoptWait {
-		wait = time.Millisecond
-	}
-	a.timer = s.env.Clock.AfterFunc(wait, func() {
-		if s.adopting[a.flow] != a {
-			return
-		}
-		a.waited = true
-		if !s.tryFinishAdoption(a) {
-			s.askSources(a) // nobody answered yet: ask again, wait again
+	a.retry = s.env.Clock.AfterFunc(every, func() {
+		if s.adopting[a.flow] == a && !a.committing {
+			s.askSources(a, every)
 		}
 	})
 }
 
 func (s *Store) tryFinishAdoption(a *adoption) bool {
+	if a.committing {
+		return false
+	}
 	// The previous owner's answer is the authority only if it was serving
 	// the flow under the membership just before this one: then every
 	// write since the flow's last handoff passed through it. If it never
 	// served it there, the last node that did may be gone (removed while
-	// its last pushes never arrived): the handoff may lose writes.
-	fromPrev := s.prevMIdx > 0 && a.prevOwner != 0 &&
-		((a.prevOwner == s.env.ID && s.servedAt[a.flow] >= s.prevMIdx) ||
-			(a.answered[a.prevOwner] && a.servedAt[a.prevOwner] >= s.prevMIdx))
+	// its last pushes never arrived): the handoff may lose writes. And a
+	// node that served the flow at this very membership (a restarted
+	// owner, which keeps that on disk) is the authority: nobody else
+	// serves at an m_idx but its owner.
+	self := s.servedAt[a.flow]
+	fromPrev := (s.prevMIdx > 0 && a.prevOwner != 0 &&
+		((a.prevOwner == s.env.ID && self >= s.prevMIdx) ||
+			(a.answered[a.prevOwner] && a.servedAt[a.prevOwner] >= s.prevMIdx))) ||
+		self >= a.m
+	if fromPrev && s.recovered && !s.reconciled[a.flow] && len(a.answered) < len(a.sources) {
+		// A restarted node's copy is its disk, which lacks the async
+		// writes its crash took; only the copies it pushed them to hold
+		// them. Until every copy has answered, it is no authority.
+		fromPrev = false
+	}
 	// Without that authority, the last node to serve the flow may be one
 	// nobody here asked (it served under an older membership and is in
 	// neither placement), and it may still be serving its side of a
@@ -102,24 +125,50 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 	if !fromPrev && !(a.waited && (len(a.answered) > 0 || len(a.sources) == 0)) {
 		return false
 	}
-	a.timer.Stop()
-	delete(s.adopting, a.flow)
+	a.deadline.Stop()
+	a.retry.Stop()
 	if a.m != s.mIdx {
+		delete(s.adopting, a.flow)
 		return true // the membership moved on while we gathered: start over on the next request
 	}
-	s.adopted[a.flow] = a.m
+	a.committing = true
 	s.servedAt[a.flow] = a.m
-	s.Adoptions++
 	if !fromPrev {
 		// Without the last serving owner's answer, even every copy that
 		// answered may lack its final writes, and a copy still in flight
 		// may carry them later: re-stamp, so the copies converge on what
 		// this owner serves.
-		s.restamp(a.flow)
+		s.restamp(a.flow, a.mode)
 	}
-	if s.onAdopted != nil {
-		s.onAdopted(a.flow, a.m, fromPrev)
+	// The adopted copy, and the note that this node serves the flow at
+	// this m_idx, reach the disk before the first answer: a crash right
+	// after must not leave the flow's only authority with less than it
+	// took over. Rare, so always synced, whatever the imposter's mode
+	// (a none flow keeps even the note in memory).
+	mode := shard.Sync
+	if a.mode == shard.None {
+		mode = shard.None
 	}
+	done := func(err error) {
+		if s.adopting[a.flow] != a {
+			return
+		}
+		delete(s.adopting, a.flow)
+		if err != nil || a.m != s.mIdx {
+			return // the next request starts over
+		}
+		s.adopted[a.flow] = a.m
+		s.reconciled[a.flow] = true
+		s.Adoptions++
+		if s.onAdopted != nil {
+			s.onAdopted(a.flow, a.m, fromPrev)
+		}
+	}
+	if err := s.sh.Put(a.flow, nil, encodeServed(a.m), mode); err != nil {
+		done(err)
+		return true
+	}
+	s.sh.WhenDurable(a.flow, done)
 	return true
 }
 
@@ -132,25 +181,27 @@ func (s *Store) answerAdoption(from dial.NodeID, m msg) {
 	if m.M > s.mIdx && m.M > s.fencedAt[m.Flow] {
 		s.fencedAt[m.Flow] = m.M
 	}
-	_ = s.send(from, msg{Kind: kindAdoptResp, ID: m.ID, M: m.M, Flow: m.Flow, Entries: s.flows[m.Flow],
-		Served: s.servedAt[m.Flow], Their: s.mIdx})
+	_, mode, _ := s.sh.Meta(m.Flow)
+	_ = s.send(from, msg{Kind: kindAdoptResp, ID: m.ID, M: m.M, Flow: m.Flow, Entries: s.sh.Peek(m.Flow),
+		Served: s.servedAt[m.Flow], Their: s.mIdx, Mode: mode})
 }
 
 func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 	a := s.adopting[m.Flow]
-	if a == nil || a.id != m.ID {
-		s.merge(m.Flow, m.Entries) // a late answer is still a copy worth keeping
+	if a == nil || a.id != m.ID || a.committing {
+		s.merge(m.Flow, m.Entries, repairMode(m.Mode)) // a late answer is still a copy worth keeping
 		return
 	}
 	if m.Their > a.m {
 		// The answerer has applied a newer membership than ours: we may
 		// be a deposed owner (a restart lost our fence). Abandon; the
 		// next request starts over once we have caught up.
-		a.timer.Stop()
+		a.deadline.Stop()
+		a.retry.Stop()
 		delete(s.adopting, a.flow)
 		return
 	}
-	s.merge(m.Flow, m.Entries)
+	s.merge(m.Flow, m.Entries, repairMode(m.Mode))
 	a.answered[from] = true
 	a.servedAt[from] = m.Served
 	s.tryFinishAdoption(a)
@@ -162,8 +213,8 @@ func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 // copies it heard from; the new owner's tuple (this m_idx) outranks it, so
 // the copies converge on what the new owner serves. Writes held only by a
 // copy it did not hear from are the loss the design accepts there.
-func (s *Store) restamp(flow string) {
-	f := s.flows[flow]
+func (s *Store) restamp(flow string, mode shard.Mode) {
+	f := s.sh.Peek(flow)
 	if len(f) == 0 {
 		return
 	}
@@ -173,6 +224,7 @@ func (s *Store) restamp(flow string) {
 		v.Tuple = s.nextTuple(v.Tuple)
 		changed[k] = v
 	}
-	s.commit(flow, changed)
-	s.push(flow, changed)
+	if s.commit(flow, changed, mode) == nil {
+		s.push(flow, changed, mode)
+	}
 }

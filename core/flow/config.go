@@ -3,6 +3,8 @@ package flow
 import (
 	"fmt"
 	"time"
+
+	"github.com/fenceline/fenceline/core/shard"
 )
 
 // Config is a node's flow-store configuration. Zero fields take defaults.
@@ -24,7 +26,12 @@ type Config struct {
 	AdoptWait time.Duration
 	// DefaultTTLMs is an entry's lifetime when a set names none.
 	// Default 300 000 (5 minutes).
-	DefaultTTLMs  int64
+	DefaultTTLMs int64
+	// MaxTTLMs bounds the TTL a write may ask for; longer is refused.
+	// Tombstones and expired entries are kept this long after they
+	// expire (plus a minute for clock skew), which is what makes it safe
+	// for every copy to purge them on its own. Default 3 600 000 (1 hour).
+	MaxTTLMs      int64
 	MaxKeyBytes   int // default 1 KiB
 	MaxValueBytes int // default 16 KiB
 	// MaxFlowKeys bounds the keys of one flow (tombstones count), so a
@@ -34,6 +41,10 @@ type Config struct {
 	// MaxAEFlows bounds the flows one anti-entropy answer carries; the
 	// rest wait for the next round. Default 64.
 	MaxAEFlows int
+	// Shard configures the node's FlowShard (core/shard): the flow cap,
+	// the async fsync interval, the writer's bounds. Its GraceMs defaults
+	// to MaxTTLMs plus one minute.
+	Shard shard.Config
 
 	Bugs Bugs
 }
@@ -58,6 +69,10 @@ type Bugs struct {
 	// previous owner adopts from the replicas at once, trusting D-17
 	// alone to have stopped the previous owner.
 	NoAdoptWait bool
+	// NoReadopt ("no-readopt"): a restarted owner serves the flows its
+	// disk says it served at this membership without pulling from their
+	// successors, so the async writes its crash lost stay lost.
+	NoReadopt bool
 }
 
 func (c Config) withDefaults() Config {
@@ -75,6 +90,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultTTLMs == 0 {
 		c.DefaultTTLMs = 300_000
+	}
+	if c.MaxTTLMs == 0 {
+		c.MaxTTLMs = 3_600_000
+	}
+	if c.Shard.GraceMs == 0 {
+		c.Shard.GraceMs = c.MaxTTLMs + 60_000
 	}
 	if c.MaxKeyBytes == 0 {
 		c.MaxKeyBytes = 1 << 10
@@ -98,16 +119,22 @@ func (c Config) Validate() error {
 		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 || c.MaxFlowKeys < 1 {
 		return fmt.Errorf("flow: every bound must be positive: %+v", c)
 	}
-	return nil
+	if c.DefaultTTLMs > c.MaxTTLMs {
+		return fmt.Errorf("flow: default TTL %dms is over the longest allowed, %dms", c.DefaultTTLMs, c.MaxTTLMs)
+	}
+	if c.Shard.GraceMs < c.MaxTTLMs {
+		return fmt.Errorf("flow: shard grace %dms is under the longest TTL %dms: a purged tombstone could let a stale copy return", c.Shard.GraceMs, c.MaxTTLMs)
+	}
+	return c.Shard.Validate()
 }
 
 func (c Config) check(req Request) error {
 	switch {
 	case req.Flow == "":
 		return fmt.Errorf("%w: empty flow id", ErrBadRequest)
-	case req.Op < OpGet || req.Op > OpClear:
+	case req.Op < OpGet || req.Op > OpSetAll:
 		return fmt.Errorf("%w: unknown op %d", ErrBadRequest, req.Op)
-	case req.Op != OpGetAll && req.Op != OpClear && req.Key == "":
+	case req.Op != OpGetAll && req.Op != OpClear && req.Op != OpSetAll && req.Key == "":
 		return fmt.Errorf("%w: %s needs a key", ErrBadRequest, req.Op)
 	case len(req.Key) > c.MaxKeyBytes || len(req.Flow) > c.MaxKeyBytes:
 		return fmt.Errorf("%w: key or flow id over %d bytes", ErrBadRequest, c.MaxKeyBytes)
@@ -115,6 +142,17 @@ func (c Config) check(req Request) error {
 		return fmt.Errorf("%w: value over %d bytes", ErrBadRequest, c.MaxValueBytes)
 	case req.TTLMs < 0:
 		return fmt.Errorf("%w: negative ttl", ErrBadRequest)
+	case req.TTLMs > c.MaxTTLMs:
+		return fmt.Errorf("%w: ttl %dms is over the longest allowed, %dms", ErrBadRequest, req.TTLMs, c.MaxTTLMs)
+	case !req.Mode.Valid():
+		return fmt.Errorf("%w: %w", ErrBadRequest, shard.ErrBadMode)
+	case req.Op == OpSetAll && (len(req.Entries) == 0 || len(req.Entries) > c.MaxFlowKeys):
+		return fmt.Errorf("%w: set-all takes 1 to %d entries, got %d", ErrBadRequest, c.MaxFlowKeys, len(req.Entries))
+	}
+	for k, v := range req.Entries { //fenceline:unordered validation only; every entry must pass
+		if k == "" || len(k) > c.MaxKeyBytes || len(v) > c.MaxValueBytes {
+			return fmt.Errorf("%w: set-all entry key empty or over %d bytes, or value over %d bytes", ErrBadRequest, c.MaxKeyBytes, c.MaxValueBytes)
+		}
 	}
 	return nil
 }

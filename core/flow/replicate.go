@@ -7,18 +7,22 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
 // push sends an owner's new values to the flow's two successors, fire and
 // forget: a lost push is repaired by anti-entropy or adoption.
-func (s *Store) push(flow string, changed map[string]Value) {
+//
+// The push carries the imposter's mode, so a replica writes the copy as
+// the owner did: memory only for a none flow, to disk otherwise.
+func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 	if len(changed) == 0 {
 		return
 	}
 	for _, to := range s.ring.Placement(ring.ClassFlow, flow).Successors() {
 		s.Pushed++
-		_ = s.send(to, msg{Kind: kindPush, M: s.mIdx, Flow: flow, Entries: changed})
+		_ = s.send(to, msg{Kind: kindPush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
 	}
 }
 
@@ -66,14 +70,14 @@ func flowDigest(f map[string]Value) uint64 {
 func (s *Store) digests(owner, replica dial.NodeID) (map[uint32]uint64, map[uint32][]string) {
 	sums := map[uint32]uint64{}
 	members := map[uint32][]string{}
-	for _, f := range sortedFlows(s.flows) {
+	for _, f := range s.sh.Flows() {
 		p := s.ring.Placement(ring.ClassFlow, f)
 		if id, _ := p.Owner(); id != owner || !p.Contains(replica) {
 			continue
 		}
 		part := partition(f)
 		// Combined in flow-id order, so both sides reach the same sum.
-		sums[part] = sums[part]*1_000_003 + flowDigest(s.flows[f]) + 1
+		sums[part] = sums[part]*1_000_003 + flowDigest(s.sh.Peek(f)) + 1
 		members[part] = append(members[part], f)
 	}
 	return sums, members
@@ -133,17 +137,21 @@ func (s *Store) answerAntiEntropy(from dial.NodeID, m msg) {
 	// starting where the last answer stopped, so a long list of differing
 	// flows is worked through round by round instead of repeating its head.
 	out := map[string]map[string]Value{}
+	modes := map[string]shard.Mode{}
 	size := 0
 	for i := range differing {
 		if len(out) >= s.cfg.MaxAEFlows || size >= aeAnswerBytes {
 			break
 		}
 		f := differing[(s.aeCursor+i)%len(differing)]
-		out[f] = s.flows[f]
-		size += flowBytes(s.flows[f])
+		out[f] = s.sh.Peek(f)
+		if _, mode, _ := s.sh.Meta(f); mode != shard.Async {
+			modes[f] = mode
+		}
+		size += flowBytes(out[f])
 	}
 	s.aeCursor += len(out)
 	if len(out) > 0 {
-		_ = s.send(from, msg{Kind: kindAEResp, M: s.mIdx, Flows: out})
+		_ = s.send(from, msg{Kind: kindAEResp, M: s.mIdx, Flows: out, Modes: modes})
 	}
 }

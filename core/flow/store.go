@@ -8,6 +8,7 @@ import (
 
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -51,6 +52,9 @@ type Env struct {
 	Net   dial.Sender // frames go out with FramePrefix as their first byte
 	Ctl   Control
 	Rand  Rand
+	// Backend is the FlowShard's disk; nil keeps every flow in memory
+	// only (tests, and nodes without a data dir).
+	Backend shard.Backend
 }
 
 // Store is one node's flow store. Like all of core/, it is a single-
@@ -60,9 +64,15 @@ type Store struct {
 	cfg Config
 	env Env
 
-	// The shard: every key this node owns or replicates. In memory until
-	// the durable FlowShard lands behind the same calls.
-	flows map[string]map[string]Value
+	// The shard: every key this node owns or replicates, in memory and
+	// on disk (core/shard).
+	sh *shard.Shard[Value]
+	// recovered: this is not the node's first boot, so its copies came
+	// from disk and may lack the async writes its crash lost; reconciled
+	// marks the flows adopted since, whose copies are whole again.
+	recovered  bool
+	reconciled map[string]bool
+	inflight   map[servedKey]bool // requests being served (a sync write waits for its fsync)
 
 	permits int
 	nextID  uint64
@@ -89,7 +99,7 @@ type Store struct {
 	nowForTest func() time.Time
 
 	// Counters, for scenarios and benchmarks.
-	Shed, Served, Pushed, Merged, Adoptions, AERounds, BadFrames uint64
+	Shed, Served, Pushed, Merged, Adoptions, AERounds, BadFrames, Evicted uint64
 }
 
 type call struct {
@@ -104,20 +114,43 @@ func New(cfg Config, env Env) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
+	sh, err := shard.Open[Value](cfg.Shard, shard.Env{Clock: env.Clock, Backend: env.Backend}, valueCodec{})
+	if err != nil {
+		return nil, fmt.Errorf("flow: %w", err)
+	}
 	s := &Store{
-		cfg:      cfg.withDefaults(),
-		env:      env,
-		flows:    map[string]map[string]Value{},
-		calls:    map[uint64]*call{},
-		adopted:  map[string]uint64{},
-		servedAt: map[string]uint64{},
-		adopting: map[string]*adoption{},
-		fencedAt: map[string]uint64{},
-		served:   map[servedKey]msg{},
-		session:  uint64(env.Rand.Int64N(1<<62)) + 1,
+		cfg:        cfg,
+		env:        env,
+		sh:         sh,
+		recovered:  env.Epoch > 1,
+		reconciled: map[string]bool{},
+		inflight:   map[servedKey]bool{},
+		calls:      map[uint64]*call{},
+		adopted:    map[string]uint64{},
+		servedAt:   map[string]uint64{},
+		adopting:   map[string]*adoption{},
+		fencedAt:   map[string]uint64{},
+		served:     map[servedKey]msg{},
+		session:    uint64(env.Rand.Int64N(1<<62)) + 1,
 	}
 	s.permits = s.cfg.Permits
+	s.sh.OnEvict(s.evict)
+	for _, f := range s.sh.Flows() {
+		if meta, _, _ := s.sh.Meta(f); len(meta) > 0 {
+			s.servedAt[f] = decodeServed(meta)
+		}
+	}
 	s.refresh()
+	if s.cfg.Bugs.NoReadopt {
+		// The planted bug: trust this node's disk for the flows it served
+		// at this membership, as if the crash had lost nothing.
+		for _, f := range sortedKeys(s.servedAt) {
+			if s.servedAt[f] == s.mIdx && ownerOf(s.ring, f) == s.env.ID {
+				s.adopted[f] = s.mIdx
+			}
+		}
+	}
 	s.armAntiEntropy()
 	return s, nil
 }
@@ -132,6 +165,7 @@ func (s *Store) Stop() {
 		return
 	}
 	s.stopped = true
+	s.sh.Stop()
 	if s.aeTimer != nil {
 		s.aeTimer.Stop()
 	}
@@ -143,6 +177,17 @@ func (s *Store) Stop() {
 	for _, id := range ids {
 		s.settle(s.calls[id], Response{}, unavailable(ErrCrashed))
 	}
+}
+
+// Close stops the store and closes its shard, writing and fsyncing
+// everything pending: the orderly shutdown of a real node.
+func (s *Store) Close() error {
+	if s.stopped {
+		return shard.ErrClosed
+	}
+	err := s.sh.Close()
+	s.Stop()
+	return err
 }
 
 // refresh picks up a new committed membership. A flow this node owned and
@@ -229,7 +274,7 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 			// The planted bug: degrade to the local copy, the fork the
 			// design exists to prevent.
 			resp, changed, aerr := s.apply(req, false)
-			s.commit(req.Flow, changed)
+			_ = s.commit(req.Flow, changed, req.Mode)
 			s.settle(c, resp, aerr)
 			return
 		}
@@ -274,7 +319,7 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		return
 	}
 	if !s.cfg.Bugs.NoAdoption && s.adopted[req.Flow] != s.mIdx {
-		s.startAdoption(req.Flow)
+		s.startAdoption(req.Flow, req.Mode)
 		reply(Response{}, unavailable(ErrNotAdopted))
 		return
 	}
@@ -283,17 +328,33 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		reply(resp, err)
 		return
 	}
+	if err := s.commit(req.Flow, changed, req.Mode); err != nil {
+		// Refused before anything changed: known not applied.
+		reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrBusy, err)))
+		return
+	}
 	s.Served++
-	s.commit(req.Flow, changed)
-	s.push(req.Flow, changed)
-	reply(resp, nil)
+	s.push(req.Flow, changed, req.Mode)
+	if req.Mode != shard.Sync {
+		reply(resp, nil)
+		return
+	}
+	// Sync: answer once the flow is on disk — reads too, so that no
+	// client is ever shown a value a crash could still take back.
+	s.sh.WhenDurable(req.Flow, func(err error) {
+		if err != nil {
+			reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, err)))
+			return
+		}
+		reply(resp, nil)
+	})
 }
 
 // apply runs req against this node's copy. It returns the answer and the
 // keys a write changed, stamped with the next fencing tuple; the caller
 // commits them. With readOnly it refuses to write.
 func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, error) {
-	f := s.flows[req.Flow]
+	f := s.sh.Get(req.Flow)
 	get := func(key string) (Value, bool) {
 		v, ok := f[key]
 		if !ok || v.Tomb || (v.ExpiresAtMs != 0 && s.now().UnixMilli() >= v.ExpiresAtMs) {
@@ -308,19 +369,29 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 	write := func(key string, data []byte, tomb bool, ttlMs int64) {
 		prev := f[key]
 		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
+		if ttlMs == 0 {
+			ttlMs = s.cfg.DefaultTTLMs
+		}
+		v.ExpiresAtMs = s.now().UnixMilli()
 		if !tomb {
-			if ttlMs == 0 {
-				ttlMs = s.cfg.DefaultTTLMs
-			}
-			v.ExpiresAtMs = s.now().UnixMilli() + ttlMs
+			v.ExpiresAtMs += ttlMs
 		}
 		changed[key] = v
 	}
 	if req.Op.writes() && req.Op != OpClear && req.Op != OpDelete {
 		// A flow is a small map: bounded so that its copy always fits one
 		// frame (adoption and anti-entropy send flows whole).
-		if _, exists := f[req.Key]; !exists && len(f) >= s.cfg.MaxFlowKeys {
-			return Response{}, nil, fmt.Errorf("%w: flow %s has %d keys, the most a flow may hold", ErrBadRequest, req.Flow, len(f))
+		added := 0
+		if _, exists := f[req.Key]; req.Op != OpSetAll && !exists {
+			added = 1
+		}
+		for k := range req.Entries { //fenceline:unordered counting
+			if _, exists := f[k]; !exists {
+				added++
+			}
+		}
+		if added > 0 && len(f)+added > s.cfg.MaxFlowKeys {
+			return Response{}, nil, fmt.Errorf("%w: flow %s has %d keys; %d more is over the most a flow may hold, %d", ErrBadRequest, req.Flow, len(f), added, s.cfg.MaxFlowKeys)
 		}
 	}
 	var resp Response
@@ -372,36 +443,59 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 			}
 		}
 		resp.Succeeded = true
+	case OpSetAll:
+		for _, k := range sortedKeys(req.Entries) {
+			write(k, req.Entries[k], false, req.TTLMs)
+		}
+		resp.Succeeded = true
 	}
 	return resp, changed, nil
 }
 
-// commit writes changed keys to the shard.
-func (s *Store) commit(flow string, changed map[string]Value) {
-	if len(changed) == 0 {
-		return
+// commit writes changed keys to the shard in mode, with the flow's
+// metadata if it changed. It fails, changing nothing, when the shard
+// refuses (its writer is full, or its disk failed).
+func (s *Store) commit(flow string, changed map[string]Value, mode shard.Mode) error {
+	meta := s.metaFor(flow)
+	if len(changed) == 0 && meta == nil {
+		return nil
 	}
-	f := s.flows[flow]
-	if f == nil {
-		f = map[string]Value{}
-		s.flows[flow] = f
+	return s.sh.Put(flow, changed, meta, mode)
+}
+
+// metaFor returns the flow's metadata to store if it differs from what
+// the shard holds: the m_idx at which this node last served it.
+func (s *Store) metaFor(flow string) []byte {
+	at := s.servedAt[flow]
+	if at == 0 {
+		return nil
 	}
-	for k, v := range changed { //fenceline:unordered copying into a map
-		f[k] = v
+	if m, _, ok := s.sh.Meta(flow); ok && decodeServed(m) == at {
+		return nil
 	}
+	return encodeServed(at)
+}
+
+// repairMode is how a copy that arrives to repair another is written: a
+// none flow stays in memory; every other is written async, because its
+// source still holds it and the next round (or adoption) repeats it. A
+// replica's fsync adds nothing an owner's sync write relies on: the owner
+// answers after its own.
+func repairMode(m shard.Mode) shard.Mode {
+	if m == shard.None {
+		return shard.None
+	}
+	return shard.Async
 }
 
 // merge keeps, key by key, the value with the larger fencing tuple. It is
-// the only way a copy from elsewhere enters the shard.
-func (s *Store) merge(flow string, in map[string]Value) {
+// the only way a copy from elsewhere enters the shard. A merge the shard
+// refuses is dropped: anti-entropy repeats it.
+func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	if len(in) == 0 {
 		return
 	}
-	f := s.flows[flow]
-	if f == nil {
-		f = map[string]Value{}
-		s.flows[flow] = f
-	}
+	f := s.sh.Peek(flow)
 	// A flow this node serves took every copy it will ever take when it
 	// adopted it; a copy from an older membership arriving later (a late
 	// answer, a deposed owner's push in flight) would bring back what a
@@ -410,29 +504,61 @@ func (s *Store) merge(flow string, in map[string]Value) {
 	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
 		floor = at
 	}
+	changed := map[string]Value{}
 	for _, k := range sortedKeys(in) {
 		if in[k].Tuple.MIdx < floor {
 			continue
 		}
 		if cur, ok := f[k]; !ok || cur.Tuple.Less(in[k].Tuple) {
-			f[k] = in[k]
-			s.Merged++
+			changed[k] = in[k]
 		}
+	}
+	if len(changed) > 0 && s.commit(flow, changed, mode) == nil {
+		s.Merged += uint64(len(changed))
 	}
 }
 
+// evict is the shard's hook for a flow over the cap. The owner serving
+// the flow evicts it for the whole cluster: it deletes every key with
+// tombstones and pushes them, as a clear would, so that no copy brings
+// the flow back through anti-entropy or a later adoption. Any other node
+// drops its copy only; the owner's copy is the authority, and anti-entropy
+// sends it back if the owner still holds it.
+func (s *Store) evict(flow string) {
+	if !s.stopped && s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID {
+		f := s.sh.Peek(flow)
+		_, mode, _ := s.sh.Meta(flow)
+		now := s.now().UnixMilli()
+		changed := map[string]Value{}
+		for _, k := range sortedKeys(f) {
+			if !f[k].Tomb {
+				changed[k] = Value{Tomb: true, Tuple: s.nextTuple(f[k].Tuple), ExpiresAtMs: now}
+			}
+		}
+		if s.commit(flow, changed, mode) == nil {
+			s.push(flow, changed, mode)
+			s.Evicted++
+			return
+		}
+	}
+	s.Evicted++
+	s.sh.Drop(flow)
+}
+
+// now is the node's wall clock, clamped by the shard so it never goes
+// back: an entry a read saw expire stays expired after a clock step.
 func (s *Store) now() time.Time {
 	if s.nowForTest != nil {
 		return s.nowForTest()
 	}
-	return s.env.Clock.Now()
+	return time.UnixMilli(s.sh.NowMs())
 }
 
 // Copy returns this node's copy of a flow, tombstones and tuples included,
 // for checkers.
 func (s *Store) Copy(flow string) map[string]Value {
 	out := map[string]Value{}
-	for k, v := range s.flows[flow] { //fenceline:unordered copying into a map
+	for k, v := range s.sh.Peek(flow) { //fenceline:unordered copying into a map
 		out[k] = v
 	}
 	return out
@@ -442,7 +568,11 @@ func (s *Store) Copy(flow string) map[string]Value {
 func (s *Store) ID() dial.NodeID { return s.env.ID }
 
 // Flows returns the ids of every flow this node holds a copy of, sorted.
-func (s *Store) Flows() []string { return sortedFlows(s.flows) }
+func (s *Store) Flows() []string { return s.sh.Flows() }
+
+// Shard returns the node's FlowShard counters and how many live flows it
+// holds, for scenarios and benchmarks.
+func (s *Store) Shard() (shard.Stats, int) { return s.sh.Stats(), s.sh.Live() }
 
 // MIdx is the membership index this store works at.
 func (s *Store) MIdx() uint64 { s.refresh(); return s.mIdx }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -215,8 +216,8 @@ func TestMergeKeepsTheLargerTuple(t *testing.T) {
 	s, _, _, _ := newTestStore(t, idA, Config{})
 	hi := Value{Data: []byte("new"), Tuple: Tuple{MIdx: 2, V: 1, Origin: idB}}
 	lo := Value{Data: []byte("old"), Tuple: Tuple{MIdx: 1, V: 99, Origin: idC}}
-	s.merge("f", map[string]Value{"k": hi})
-	s.merge("f", map[string]Value{"k": lo})
+	s.merge("f", map[string]Value{"k": hi}, shard.Async)
+	s.merge("f", map[string]Value{"k": lo}, shard.Async)
 	require.Equal(t, "new", string(s.Copy("f")["k"].Data), "a deposed owner's write loses by arithmetic")
 }
 

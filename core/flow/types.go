@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -36,9 +37,10 @@ const (
 	OpIncr                 // key += Delta, as a decimal int64; absent counts as 0
 	OpGetAll               // every key of the flow
 	OpClear                // delete every key of the flow
+	OpSetAll               // set every key of Entries in one step, with one TTL: a scenario transition
 )
 
-var opNames = [...]string{"invalid", "get", "set", "delete", "cas", "incr", "get-all", "clear"}
+var opNames = [...]string{"invalid", "get", "set", "delete", "cas", "incr", "get-all", "clear", "set-all"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -48,7 +50,7 @@ func (o Op) String() string {
 }
 
 func (o Op) writes() bool {
-	return o == OpSet || o == OpDelete || o == OpCas || o == OpIncr || o == OpClear
+	return o == OpSet || o == OpDelete || o == OpCas || o == OpIncr || o == OpClear || o == OpSetAll
 }
 
 // ReadMode says who answers a read.
@@ -69,8 +71,13 @@ type Request struct {
 	Expect       []byte
 	ExpectAbsent bool
 	Delta        int64
-	TTLMs        int64 // OpSet: the entry lapses after this long; 0: the store's default
+	Entries      map[string][]byte // OpSetAll
+	TTLMs        int64             // writes: the entries lapse after this long; 0: the store's default
 	Read         ReadMode
+	// Mode is the imposter's durability (shard.Async by default): when
+	// the owner may answer a write, relative to its fsync. It travels
+	// with every replication push so replicas write in the same mode.
+	Mode shard.Mode
 }
 
 // Response is an operation's answer.
@@ -108,10 +115,13 @@ func (t Tuple) String() string { return fmt.Sprintf("(%d,%d,%v)", t.MIdx, t.V, t
 
 // Value is one stored key.
 type Value struct {
-	Data        []byte
-	Tomb        bool  // deleted: kept so the deletion wins merges
-	Tuple       Tuple //
-	ExpiresAtMs int64 // wall time (the owner's clock) after which reads see nothing
+	Data  []byte
+	Tomb  bool  // deleted: kept so the deletion wins merges
+	Tuple Tuple //
+	// ExpiresAtMs is the wall time (the writer's clock) from which reads
+	// see nothing. A tombstone carries its deletion time: it is invisible
+	// at once, and kept by the shard for its grace after that.
+	ExpiresAtMs int64
 }
 
 // Errors. Every refusal reaches the caller wrapped in ErrUnavailable (the
@@ -137,9 +147,14 @@ var (
 	// ErrBadRequest: a request the store refuses to run (unknown op,
 	// empty flow id, oversized key or value).
 	ErrBadRequest = errors.New("flow: bad request")
+	// ErrBusy: the owner's shard writer is full; nothing was applied.
+	ErrBusy = errors.New("owner's shard writer is full")
+	// ErrDisk: the owner's disk failed after the write was applied in
+	// memory; outcome unknown.
+	ErrDisk = errors.New("owner's disk failed; outcome unknown")
 )
 
-var known = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrNotInteger, ErrBadRequest}
+var known = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrNotInteger, ErrBadRequest, ErrBusy}
 
 // Known reports whether err means the operation certainly did not apply.
 func Known(err error) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -38,9 +39,11 @@ type msg struct {
 	Entries map[string]Value            `json:"e,omitempty"`
 	Flows   map[string]map[string]Value `json:"fs,omitempty"`
 	Digests map[uint32]uint64           `json:"d,omitempty"`
-	Session uint64                      `json:"s,omitempty"`  // the caller's boot session, with ID naming a request
-	Served  uint64                      `json:"sv,omitempty"` // adopt-resp: the latest m_idx at which the answering node served the flow
-	Their   uint64                      `json:"t,omitempty"`  // adopt-resp: the answering node's own m_idx
+	Session uint64                      `json:"s,omitempty"`   // the caller's boot session, with ID naming a request
+	Served  uint64                      `json:"sv,omitempty"`  // adopt-resp: the latest m_idx at which the answering node served the flow
+	Their   uint64                      `json:"t,omitempty"`   // adopt-resp: the answering node's own m_idx
+	Mode    shard.Mode                  `json:"md,omitempty"`  // push, adopt-resp: the flow's durability
+	Modes   map[string]shard.Mode       `json:"mds,omitempty"` // ae-resp: each flow's durability, if not async
 }
 
 // servedKey names one request: its caller, the caller's boot session (so
@@ -80,7 +83,7 @@ var errCodes = []struct {
 }{
 	{"fenced", ErrFenced}, {"not-owner", ErrNotOwner}, {"isolated", ErrIsolated},
 	{"not-adopted", ErrNotAdopted}, {"not-integer", ErrNotInteger}, {"bad-request", ErrBadRequest},
-	{"no-owner", ErrNoOwner}, {"shed", ErrShed},
+	{"no-owner", ErrNoOwner}, {"shed", ErrShed}, {"busy", ErrBusy}, {"disk", ErrDisk},
 }
 
 func encodeErr(err error) string {
@@ -138,8 +141,13 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 			_ = s.send(from, prev)
 			return
 		}
+		if s.inflight[key] {
+			return // still being served (a sync write awaits its fsync): one answer will go
+		}
+		s.inflight[key] = true
 		id := m.ID
 		s.serve(m.M, *m.Req, func(resp Response, err error) {
+			delete(s.inflight, key)
 			out := msg{Kind: kindOpResp, ID: id, Session: key.session, Resp: &resp, Err: encodeErr(err)}
 			s.remember(key, out)
 			// A lost answer leaves the caller with an unknown outcome;
@@ -160,12 +168,12 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		}
 		s.settle(c, resp, decodeErr(m.Err))
 	case kindPush:
-		s.merge(m.Flow, m.Entries)
+		s.merge(m.Flow, m.Entries, m.Mode)
 	case kindAEReq:
 		s.answerAntiEntropy(from, m)
 	case kindAEResp:
 		for _, f := range sortedKeys(m.Flows) {
-			s.merge(f, m.Flows[f])
+			s.merge(f, m.Flows[f], repairMode(m.Modes[f]))
 		}
 	case kindAdoptReq:
 		s.answerAdoption(from, m)

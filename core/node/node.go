@@ -11,6 +11,7 @@ import (
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -26,7 +27,14 @@ type Env struct {
 	Net   dial.Sender
 	FS    journal.FS
 	Rand  Rand
+	// Shard is the flow store's disk. Nil: a shard log (FlowLog) on FS,
+	// as the simulator runs it; the real node hands in bbolt.
+	Shard shard.Backend
 }
+
+// FlowLog is the flow shard's file on FS when no backend is handed in:
+// apart from the raft journal, so their fsyncs never contend.
+const FlowLog = "flow.log"
 
 // Config configures both parts.
 type Config struct {
@@ -53,7 +61,14 @@ func Open(cfg Config, env Env) (*Node, error) {
 		cn.Stop()
 		return nil, fmt.Errorf("node: boot epoch: %w", err)
 	}
-	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: env.Net, Ctl: control{cn}, Rand: env.Rand})
+	backend := env.Shard
+	if backend == nil {
+		if backend, err = shard.OpenLog(env.FS, FlowLog); err != nil {
+			cn.Stop()
+			return nil, fmt.Errorf("node: flow shard: %w", err)
+		}
+	}
+	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: env.Net, Ctl: control{cn}, Rand: env.Rand, Backend: backend})
 	if err != nil {
 		cn.Stop()
 		return nil, fmt.Errorf("node: flow store: %w", err)

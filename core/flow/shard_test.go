@@ -1,0 +1,258 @@
+package flow
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// newDiskStore is newTestStore on a memory backend, at the given boot
+// epoch (above 1 is a restart).
+func newDiskStore(t *testing.T, id dial.NodeID, epoch uint64, mem *shard.Memory, cfg Config) (*Store, *fakeClock, *sent) {
+	t.Helper()
+	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	net := &sent{}
+	c := &ctl{m: 1, voters: []dial.NodeID{idA, idB, idC}}
+	s, err := New(cfg, Env{ID: id, Epoch: epoch, Clock: clk, Net: net, Ctl: c, Rand: rand.New(rand.NewPCG(1, 2)), Backend: mem})
+	require.NoError(t, err)
+	return s, clk, net
+}
+
+// adoptNow has every other node answer f's adoption with nothing and
+// waits it out, so s serves f.
+func adoptNow(t *testing.T, s *Store, clk *fakeClock, net *sent, f string) {
+	t.Helper()
+	_, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+	require.ErrorIs(t, err, ErrNotAdopted)
+	answerAdoptions(s, net, f, nil)
+	clk.advance(time.Second)
+	clk.advance(0) // the adoption's fsync
+	require.True(t, s.Adopted(f))
+	net.frames = nil
+}
+
+// answerAdoptions answers every adoption request sent so far for f, from
+// its addressee, with entries.
+func answerAdoptions(s *Store, net *sent, f string, entries map[dial.NodeID]map[string]Value) {
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindAdoptReq && fr.m.Flow == f {
+			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f, Entries: entries[fr.to], Their: fr.m.M}))
+		}
+	}
+}
+
+func ownedByN(t *testing.T, id dial.NodeID, n int) []string {
+	r := ring.New([]dial.NodeID{idA, idB, idC})
+	var out []string
+	for i := 0; len(out) < n && i < 10_000; i++ {
+		f := ring.ImposterKey(8080, "flow-"+string(rune('a'+i%26))+string(rune('a'+i/26%26))+string(rune('a'+i/676)))
+		if o, _ := r.Owner(ring.ClassFlow, f); o == id {
+			out = append(out, f)
+		}
+	}
+	require.Len(t, out, n)
+	return out
+}
+
+func TestSyncWriteIsAnsweredAfterItsFsync(t *testing.T) {
+	mem := shard.NewMemory()
+	s, clk, net := newDiskStore(t, idA, 1, mem, Config{})
+	f := ownedBy(t, idA)
+	adoptNow(t, s, clk, net, f)
+	syncs := mem.Syncs
+
+	var answered error = errNotYet
+	s.Do(Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("1"), Mode: shard.Sync}, func(_ Response, err error) { answered = err })
+	require.ErrorIs(t, answered, errNotYet, "a sync write waits for its fsync")
+	require.Len(t, net.frames, 2, "the pushes go out at once; only the answer waits")
+	require.Equal(t, shard.Sync, net.frames[0].m.Mode, "the mode travels with the push")
+	clk.advance(0)
+	require.NoError(t, answered)
+	require.Equal(t, syncs+1, mem.Syncs)
+
+	// A sync read of a flow with a write still in the writer waits too.
+	_, _, done := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("2"), Mode: shard.Sync})
+	require.False(t, done)
+	var read *Response
+	s.Do(Request{Flow: f, Op: OpGet, Key: "k", Mode: shard.Sync}, func(r Response, err error) { require.NoError(t, err); read = &r })
+	require.Nil(t, read, "no client may see a value a crash could take back")
+	clk.advance(0)
+	require.Equal(t, "2", string(read.Value))
+
+	// Async: answered at once, on disk without an fsync.
+	syncs = mem.Syncs
+	_, err, done := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("3")})
+	require.True(t, done)
+	require.NoError(t, err)
+	clk.advance(0)
+	require.Equal(t, syncs, mem.Syncs)
+	clk.advance(50 * time.Millisecond)
+	require.Equal(t, syncs+1, mem.Syncs, "one group fsync per interval")
+}
+
+var errNotYet = errors.New("not answered yet")
+
+func TestDuplicateRequestDuringFsyncAppliesOnce(t *testing.T) {
+	s, clk, net := newDiskStore(t, idA, 1, shard.NewMemory(), Config{})
+	f := ownedBy(t, idA)
+	adoptNow(t, s, clk, net, f)
+	req := frame(msg{Kind: kindOpReq, ID: 7, Session: 1, M: 1, Req: &Request{Flow: f, Op: OpIncr, Key: "n", Delta: 1, Mode: shard.Sync}})
+	s.HandleFrame(idB, req)
+	s.HandleFrame(idB, req)
+	clk.advance(0)
+	s.HandleFrame(idB, req)
+	var answers []int64
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindOpResp {
+			answers = append(answers, fr.m.Resp.Int)
+		}
+	}
+	require.Equal(t, []int64{1, 1}, answers, "one answer while it waited, the remembered one after")
+	require.Equal(t, "1", string(s.Copy(f)["n"].Data))
+}
+
+// A restarted owner's disk lacks the async writes its crash took; the
+// copies it pushed them to have them. It serves again only once every copy
+// has answered, and then without waiting out AdoptWait: it served the flow
+// at this very membership, so nobody else could have.
+func TestRestartedOwnerReadoptsFromEveryCopy(t *testing.T) {
+	f := ownedBy(t, idA)
+	mem := shard.NewMemory()
+	old := Value{Data: []byte("v1"), Tuple: Tuple{MIdx: 1, V: 1<<32 + 1, Origin: idA}, ExpiresAtMs: 1_700_000_000_000 + 300_000}
+	lost := Value{Data: []byte("v2"), Tuple: Tuple{MIdx: 1, V: 1<<32 + 2, Origin: idA}, ExpiresAtMs: old.ExpiresAtMs}
+	require.NoError(t, mem.Write([]shard.Mutation{
+		{Flow: f, Key: "", Value: append([]byte{byte(shard.Async)}, encodeServed(1)...)},
+		{Flow: f, Key: "k", Value: valueCodec{}.Encode(old)},
+	}, true))
+
+	s, clk, net := newDiskStore(t, idA, 2, mem, Config{})
+	require.Equal(t, "v1", string(s.Copy(f)["k"].Data), "recovered from disk")
+	_, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+	require.ErrorIs(t, err, ErrNotAdopted, "a restarted owner re-adopts before it serves")
+	var first dial.NodeID
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindAdoptReq {
+			first = fr.to
+			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: 1, Flow: f, Entries: map[string]Value{"k": lost}, Their: 1}))
+			break
+		}
+	}
+	clk.advance(0)
+	require.False(t, s.Adopted(f), "one copy of two is not enough: the other may hold the newest write")
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindAdoptReq && fr.to != first {
+			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: 1, Flow: f, Their: 1}))
+			break
+		}
+	}
+	clk.advance(0)
+	require.True(t, s.Adopted(f), "every copy answered: adopted before AdoptWait")
+	resp, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+	require.NoError(t, err)
+	require.Equal(t, "v2", string(resp.Value), "the write the crash took came back from a successor")
+
+	// The planted bug serves the disk as it was.
+	mem2 := shard.NewMemory()
+	require.NoError(t, mem2.Write([]shard.Mutation{
+		{Flow: f, Key: "", Value: append([]byte{byte(shard.Async)}, encodeServed(1)...)},
+		{Flow: f, Key: "k", Value: valueCodec{}.Encode(old)},
+	}, true))
+	bug, _, _ := newDiskStore(t, idA, 2, mem2, Config{Bugs: Bugs{NoReadopt: true}})
+	resp, err, _ = do(bug, Request{Flow: f, Op: OpGet, Key: "k"})
+	require.NoError(t, err)
+	require.Equal(t, "v1", string(resp.Value))
+}
+
+// Over the cap, the owner evicts a flow for every copy (tombstones,
+// pushed); a replica drops only its own copy.
+func TestEvictionOwnerTombstonesReplicaDrops(t *testing.T) {
+	fs := ownedByN(t, idA, 2)
+	s, clk, net := newDiskStore(t, idA, 1, shard.NewMemory(), Config{Shard: shard.Config{MaxFlows: 1}})
+	adoptNow(t, s, clk, net, fs[0])
+	_, err, _ := do(s, Request{Flow: fs[0], Op: OpSetAll, Entries: map[string][]byte{"a": []byte("1"), "b": []byte("1")}})
+	require.NoError(t, err)
+	clk.advance(0)
+	adoptNow(t, s, clk, net, fs[1])
+	_, err, _ = do(s, Request{Flow: fs[1], Op: OpSet, Key: "a", Value: []byte("x")})
+	require.NoError(t, err)
+	net.frames = nil
+	clk.advance(0) // the writer's turn enforces the cap
+	resp, err, _ := do(s, Request{Flow: fs[0], Op: OpGetAll})
+	require.NoError(t, err)
+	require.Empty(t, resp.All, "evicted whole")
+	tombs := 0
+	for _, fr := range net.frames {
+		if fr.m.Kind == kindPush && fr.m.Flow == fs[0] {
+			for _, v := range fr.m.Entries {
+				require.True(t, v.Tomb)
+				tombs++
+			}
+		}
+	}
+	require.Equal(t, 4, tombs, "two tombstones to each successor")
+	require.Equal(t, uint64(1), s.Evicted)
+
+	// A replica's eviction stays local.
+	rf := ownedByN(t, idB, 2)
+	r, rclk, rnet := newDiskStore(t, idA, 1, shard.NewMemory(), Config{Shard: shard.Config{MaxFlows: 1}})
+	exp := rclk.now.UnixMilli() + 60_000
+	r.merge(rf[0], map[string]Value{"a": {Data: []byte("1"), Tuple: Tuple{MIdx: 1, V: 1, Origin: idB}, ExpiresAtMs: exp}}, shard.Async)
+	r.merge(rf[1], map[string]Value{"a": {Data: []byte("1"), Tuple: Tuple{MIdx: 1, V: 1, Origin: idB}, ExpiresAtMs: exp}}, shard.Async)
+	rclk.advance(0)
+	require.Equal(t, []string{rf[1]}, r.Flows())
+	require.Empty(t, rnet.frames, "nothing sent: the owner's copy stands")
+}
+
+func TestRequestValidationForTheShard(t *testing.T) {
+	s, _, _, _ := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	for _, req := range []Request{
+		{Flow: f, Op: OpSet, Key: "k", TTLMs: 3_600_001},
+		{Flow: f, Op: OpSet, Key: "k", Mode: shard.Mode(9)},
+		{Flow: f, Op: OpSetAll},
+		{Flow: f, Op: OpSetAll, Entries: map[string][]byte{"": []byte("x")}},
+	} {
+		_, err, done := do(s, req)
+		require.True(t, done)
+		require.ErrorIs(t, err, ErrBadRequest, "%+v", req)
+	}
+	require.Error(t, Config{DefaultTTLMs: 10_000, MaxTTLMs: 5_000}.Validate())
+	require.Error(t, Config{MaxTTLMs: 10_000, Shard: shard.Config{GraceMs: 5_000}}.Validate())
+}
+
+func TestValueCodecRoundTrips(t *testing.T) {
+	for _, v := range []Value{
+		{Data: []byte("hello"), Tuple: Tuple{MIdx: 3, V: 1<<40 + 7, Origin: idB}, ExpiresAtMs: 1_700_000_123_456},
+		{Tomb: true, Tuple: Tuple{MIdx: 1, V: 2, Origin: idA}, ExpiresAtMs: -5},
+		{Tuple: Tuple{MIdx: 1, V: 1, Origin: idC}},
+	} {
+		got, err := valueCodec{}.Decode(valueCodec{}.Encode(v))
+		require.NoError(t, err)
+		require.Equal(t, v, got)
+	}
+	for _, bad := range [][]byte{nil, {1}, {2, 0}, {1, 2}, {1, 0, 0x80}, append(valueCodec{}.Encode(Value{Tomb: true}), 'x')} {
+		_, err := valueCodec{}.Decode(bad)
+		require.ErrorIs(t, err, errValueFormat, "%x", bad)
+	}
+}
+
+func FuzzValueCodec(f *testing.F) {
+	f.Add(valueCodec{}.Encode(Value{Data: []byte("x"), Tuple: Tuple{MIdx: 1, V: 2, Origin: 3}, ExpiresAtMs: 4}))
+	f.Add([]byte{1, 1, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := valueCodec{}.Decode(b)
+		if err != nil {
+			return
+		}
+		again, err := valueCodec{}.Decode(valueCodec{}.Encode(v))
+		require.NoError(t, err)
+		require.Equal(t, v, again, "a decoded value re-encodes to itself")
+	})
+}
