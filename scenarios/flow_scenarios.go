@@ -77,6 +77,7 @@ func flowBugs(run *Run) flow.Bugs {
 		NoAdoption:    run.Bug("no-adoption"),
 		NoAntiEntropy: run.Bug("no-anti-entropy"),
 		NoAdoptWait:   run.Bug("no-adopt-wait"),
+		NoReadopt:     run.Bug("no-readopt"),
 	}
 }
 
