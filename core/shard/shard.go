@@ -151,6 +151,7 @@ type Shard[V any] struct {
 	due        dueHeap[V] // every flow, by its next deadline (death, then purge)
 
 	pending     []Mutation
+	units       []int  // where each Put's mutations end in pending: a batch is cut only there
 	pendingSync bool   // a waiter needs the next write to sync
 	unsynced    bool   // the backend holds writes not yet fsynced
 	seq         uint64 // the last persisted Put
@@ -386,6 +387,7 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	if persist && (meta != nil || modeChanged || !f.onDisk) {
 		s.pending = append(s.pending, Mutation{Flow: flow, Key: metaKey, Value: append([]byte{byte(mode)}, f.meta...)})
 	}
+	s.endUnit()
 	if persist {
 		s.seq++
 		f.lastSeq = s.seq
@@ -448,7 +450,33 @@ func (s *Shard[V]) drop(f *flowState[V]) {
 		for _, k := range keys {
 			s.pending = append(s.pending, Mutation{Flow: f.name, Key: k})
 		}
+		s.endUnit()
 	}
+}
+
+// endUnit marks the end of one atomic unit in pending (a Put, a drop):
+// the writer never splits a unit across two backend writes, so a crash
+// cannot keep half of a scenario transition.
+func (s *Shard[V]) endUnit() {
+	if n := len(s.pending); n > 0 && (len(s.units) == 0 || s.units[len(s.units)-1] != n) {
+		s.units = append(s.units, n)
+	}
+}
+
+// nextBatch returns how many pending mutations the next backend write
+// takes: as many whole units as fit MaxBatch, and at least one unit.
+func (s *Shard[V]) nextBatch() int {
+	if len(s.pending) <= s.cfg.MaxBatch {
+		return len(s.pending)
+	}
+	n := s.units[0]
+	for _, end := range s.units[1:] {
+		if end > s.cfg.MaxBatch {
+			break
+		}
+		n = end
+	}
+	return n
 }
 
 // Stop abandons the shard, as a crash does: timers stop, nothing more is
@@ -521,7 +549,7 @@ func (s *Shard[V]) flush() {
 	}
 	s.enforceCap()
 	if s.env.Backend == nil || s.err != nil {
-		s.pending = s.pending[:0]
+		s.pending, s.units = s.pending[:0], s.units[:0]
 		s.answer()
 		return
 	}
@@ -529,9 +557,10 @@ func (s *Shard[V]) flush() {
 	s.pendingSync = false
 	if wantSync {
 		s.pending = append(s.pending, Mutation{Flow: clockFlow, Key: clockKey, Value: binary.LittleEndian.AppendUint64(nil, uint64(s.NowMs()))})
+		s.endUnit()
 	}
 	for len(s.pending) > 0 && s.err == nil {
-		n := min(len(s.pending), s.cfg.MaxBatch)
+		n := s.nextBatch()
 		last := n == len(s.pending)
 		sync := last && wantSync
 		if err := s.env.Backend.Write(s.pending[:n], sync); err != nil {
@@ -540,6 +569,13 @@ func (s *Shard[V]) flush() {
 		}
 		s.stats.Batches++
 		s.pending = s.pending[n:]
+		rest := s.units[:0]
+		for _, end := range s.units {
+			if end > n {
+				rest = append(rest, end-n)
+			}
+		}
+		s.units = rest
 		if sync {
 			s.stats.Fsyncs++
 			s.unsynced = false
@@ -548,7 +584,7 @@ func (s *Shard[V]) flush() {
 		}
 	}
 	if s.err == nil {
-		s.pending = nil
+		s.pending, s.units = nil, nil
 		s.written = s.seq
 		switch {
 		case wantSync && s.unsynced:
@@ -610,6 +646,7 @@ func (s *Shard[V]) enforceCap() {
 				delete(f.keys, keys[0])
 				if f.onDisk && s.env.Backend != nil {
 					s.pending = append(s.pending, Mutation{Flow: f.name, Key: keys[0]})
+					s.endUnit()
 				}
 			}
 			continue

@@ -323,3 +323,26 @@ func TestClockFloorSurvivesRestart(t *testing.T) {
 	require.Equal(t, high, r.s.NowMs())
 	require.Equal(t, []string{"f"}, r.s.Flows(), "the clock record is no flow")
 }
+
+// A batch is cut only between Puts: a crash between two backend writes
+// never keeps half of one.
+func TestBatchesNeverSplitAPut(t *testing.T) {
+	r := newRig(t, Config{MaxBatch: 4})
+	var sizes []int
+	r.s.env.Backend = splitSpy{r.mem, &sizes}
+	r.put("f", Async, "a", "1", "b", "2")                               // 2 keys + metadata: a unit of 3
+	r.put("g", Async, "a", "1", "b", "2", "c", "3", "d", "4", "e", "5") // a unit of 6, over MaxBatch: whole
+	r.put("h", Async, "a", "1")                                         // 2
+	r.clk.advance(0)
+	require.Equal(t, []int{3, 6, 2}, sizes)
+}
+
+type splitSpy struct {
+	*Memory
+	sizes *[]int
+}
+
+func (s splitSpy) Write(batch []Mutation, sync bool) error {
+	*s.sizes = append(*s.sizes, len(batch))
+	return s.Memory.Write(batch, sync)
+}
