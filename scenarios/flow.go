@@ -50,9 +50,11 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 	}
 	boots := map[string]int{}
 	c.onFlowBoot = func(name string, s *flow.Store) {
-		// The shard is memory only (until FlowShard): a restarted owner
-		// has lost the writes it acknowledged and had not pushed. That
-		// loss is by design; mark it at every flow the node owns.
+		// These scenarios write in async mode on a lossy network: a
+		// restarted owner may have lost, with its last fsync interval,
+		// writes whose pushes the network dropped too. That loss is the
+		// async promise (durability-restart holds each mode to its
+		// promise exactly); mark it at every flow the node owns.
 		if boots[name]++; boots[name] > 1 {
 			for _, f := range h.allFlows {
 				if owner, _ := s.Owner(f); owner == s.ID() {
