@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -52,4 +53,48 @@ func TestDamagedEpochIsAnError(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "refusing to guess")
 	var _ journal.FS = d
+}
+
+// A flow log damaged before its tail is moved aside, never read and never
+// deleted, and the node boots with an empty shard; a clean log is opened
+// in place.
+func TestCorruptShardLogIsQuarantined(t *testing.T) {
+	k := sim.New(1)
+	n := k.AddNode("a", func(*sim.Env) dial.Handler { return dial.HandlerFunc(func(dial.NodeID, []byte) {}) }, nopNet{}, sim.DefaultDiskConfig)
+	n.Start()
+	fs := n.Disk()
+	l, note, err := openShardLog(fs, 1)
+	require.NoError(t, err)
+	require.Empty(t, note)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, l.Write([]shard.Mutation{{Flow: "f", Key: "k", Value: []byte("value")}}, true))
+	}
+	require.NoError(t, l.Close())
+
+	// Flip a byte in the first record's body: damage a crash cannot leave.
+	f, err := fs.Open(FlowLog)
+	require.NoError(t, err)
+	size, err := f.Size()
+	require.NoError(t, err)
+	buf := make([]byte, size)
+	_, err = f.ReadAt(buf, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	buf[24] ^= 0xff
+	g, err := fs.Create(FlowLog)
+	require.NoError(t, err)
+	_, err = g.Write(buf)
+	require.NoError(t, err)
+	require.NoError(t, g.Sync())
+	require.NoError(t, g.Close())
+
+	l, note, err = openShardLog(fs, 7)
+	require.NoError(t, err)
+	require.Contains(t, note, "moved to flow.log.corrupt-7")
+	names, err := fs.List()
+	require.NoError(t, err)
+	require.Contains(t, names, "flow.log.corrupt-7", "kept for the operator")
+	n2 := 0
+	require.NoError(t, l.Scan(func(shard.Mutation) error { n2++; return nil }))
+	require.Zero(t, n2, "nothing of the damaged log is read as data")
 }

@@ -5,6 +5,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/fenceline/fenceline/clock"
@@ -47,6 +48,10 @@ type Node struct {
 	Consensus *consensus.Node
 	Flow      *flow.Store
 	BadFrames uint64
+	// Quarantined, when set, says the flow shard's log was found damaged
+	// at boot and where it was moved; the node started with an empty
+	// shard. The binary logs it; an operator may inspect the file.
+	Quarantined string
 }
 
 // Open boots the node: the consensus part from its journal, then the flow
@@ -61,9 +66,9 @@ func Open(cfg Config, env Env) (*Node, error) {
 		cn.Stop()
 		return nil, fmt.Errorf("node: boot epoch: %w", err)
 	}
-	backend := env.Shard
+	backend, quarantined := env.Shard, ""
 	if backend == nil {
-		if backend, err = shard.OpenLog(env.FS, FlowLog); err != nil {
+		if backend, quarantined, err = openShardLog(env.FS, epoch); err != nil {
 			cn.Stop()
 			return nil, fmt.Errorf("node: flow shard: %w", err)
 		}
@@ -73,7 +78,31 @@ func Open(cfg Config, env Env) (*Node, error) {
 		cn.Stop()
 		return nil, fmt.Errorf("node: flow store: %w", err)
 	}
-	return &Node{Consensus: cn, Flow: fs}, nil
+	return &Node{Consensus: cn, Flow: fs, Quarantined: quarantined}, nil
+}
+
+// openShardLog opens the flow shard's log. A log damaged before its tail
+// (shard.ErrCorrupt: bytes no crash leaves) is never read as data and
+// never deleted: it is renamed aside, under the boot epoch so no earlier
+// one is overwritten, and the node starts with an empty shard. That loses
+// no flow the cluster still holds — every flow has two more copies, and a
+// restarted owner re-adopts from them, as after any long partition — where
+// refusing to boot would take this node's third of the copies away for
+// good. The returned note says what happened, for the operator.
+func openShardLog(fs journal.FS, epoch uint64) (*shard.Log, string, error) {
+	l, err := shard.OpenLog(fs, FlowLog)
+	if !errors.Is(err, shard.ErrCorrupt) {
+		return l, "", err
+	}
+	aside := fmt.Sprintf("%s.corrupt-%d", FlowLog, epoch)
+	if rerr := fs.Rename(FlowLog, aside); rerr != nil {
+		return nil, "", fmt.Errorf("%w (moving it aside failed: %v)", err, rerr)
+	}
+	if serr := fs.SyncDir(); serr != nil {
+		return nil, "", fmt.Errorf("%w (moving it aside failed: %v)", err, serr)
+	}
+	l, oerr := shard.OpenLog(fs, FlowLog)
+	return l, fmt.Sprintf("%v: moved to %s; starting with an empty shard", err, aside), oerr
 }
 
 // HandleFrame routes a frame to the part it is for.
