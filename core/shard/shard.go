@@ -43,6 +43,10 @@ type Config struct {
 	MaxPending int
 	// MaxBatch bounds the mutations in one backend write. Default 4096.
 	MaxBatch int
+	// MaxBatchBytes bounds the bytes (flow ids, keys, values) in one
+	// backend write, well under what a backend takes in one record.
+	// A single Put larger than either bound is written whole. Default 16 MiB.
+	MaxBatchBytes int
 	// PurgeEvery is how often the writer removes flows that have been
 	// dead (every key expired or deleted) for GraceMs. Default 1s.
 	PurgeEvery time.Duration
@@ -82,6 +86,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
 	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = 16 << 20
+	}
 	if c.PurgeEvery == 0 {
 		c.PurgeEvery = time.Second
 	}
@@ -94,7 +101,7 @@ func (c Config) withDefaults() Config {
 // Validate reports why a configuration cannot run.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if c.MaxFlows < 1 || c.SyncEvery <= 0 || c.CommitDelay < 0 || c.MaxPending < 1 || c.MaxBatch < 1 ||
+	if c.MaxFlows < 1 || c.SyncEvery <= 0 || c.CommitDelay < 0 || c.MaxPending < 1 || c.MaxBatch < 1 || c.MaxBatchBytes < 1 ||
 		c.PurgeEvery <= 0 || c.GraceMs < 0 {
 		return fmt.Errorf("shard: every bound must be positive: %+v", c)
 	}
@@ -161,9 +168,12 @@ type Shard[V any] struct {
 
 	flushT, syncT, purgeT clock.Timer
 	lastMs                int64
+	floorMs               int64 // the clock floor last handed to the writer
+	diskFlows             int   // flows the backend may hold
 	err                   error // sticky backend failure
 	stopped               bool
 	onEvict               func(flow string)
+	onDrop                func(flow string)
 	stats                 Stats
 }
 
@@ -217,7 +227,13 @@ func Open[V any](cfg Config, env Env, codec Codec[V]) (*Shard[V], error) {
 func (s *Shard[V]) recover() error {
 	var f *flowState[V]
 	var order []*flowState[V]
+	var prev *Mutation
 	err := s.env.Backend.Scan(func(m Mutation) error {
+		// Everything below assumes each flow's keys arrive together.
+		if prev != nil && (m.Flow < prev.Flow || m.Flow == prev.Flow && m.Key <= prev.Key) {
+			return fmt.Errorf("shard: recover: the backend's scan is out of (flow, key) order at %q/%q", m.Flow, m.Key)
+		}
+		prev = &m
 		if m.Flow == clockFlow {
 			if m.Key == clockKey && len(m.Value) == 8 {
 				s.lastMs = int64(binary.LittleEndian.Uint64(m.Value))
@@ -226,6 +242,7 @@ func (s *Shard[V]) recover() error {
 			return fmt.Errorf("shard: recover: bad clock record %q=%x", m.Key, m.Value)
 		}
 		if f == nil || f.name != m.Flow {
+			s.diskFlows++
 			f = &flowState[V]{name: m.Flow, keys: map[string]V{}, onDisk: true, hidx: -1}
 			s.flows[m.Flow] = f
 			order = append(order, f)
@@ -248,6 +265,7 @@ func (s *Shard[V]) recover() error {
 		return err
 	}
 	s.stats.Recovered = len(order)
+	s.floorMs = s.lastMs
 	// The backend keeps no recency; a flow that lives longer was most
 	// likely written later, so it enters the LRU later.
 	now := s.NowMs()
@@ -276,6 +294,11 @@ func (s *Shard[V]) recover() error {
 // owner does so that the eviction holds on every copy). Without a hook
 // the shard drops the flow.
 func (s *Shard[V]) OnEvict(fn func(flow string)) { s.onEvict = fn }
+
+// OnDrop registers a hook told of every flow the shard removes (purged
+// after its grace, evicted, dropped), so its store can forget what it
+// kept about the flow.
+func (s *Shard[V]) OnDrop(fn func(flow string)) { s.onDrop = fn }
 
 // NowMs is the shard's clock in wall ms, clamped so it never goes back:
 // an entry that expired stays expired when the node's clock steps back.
@@ -391,9 +414,17 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	if persist {
 		s.seq++
 		f.lastSeq = s.seq
-		f.onDisk = true
-		if mode == Async {
+		if !f.onDisk {
+			f.onDisk = true
+			s.diskFlows++
+		}
+		switch mode {
+		case Async:
 			s.armSync()
+		case Sync:
+			// Synced at the writer's next turn even if nobody waits (a
+			// replica's copy of a sync push, an owner's tombstones).
+			s.pendingSync = true
 		}
 	}
 	s.computeDeadlines(f)
@@ -435,11 +466,17 @@ func (s *Shard[V]) Drop(flow string) {
 }
 
 func (s *Shard[V]) drop(f *flowState[V]) {
+	if s.onDrop != nil {
+		defer s.onDrop(f.name)
+	}
 	s.lruRemove(f)
 	if f.hidx >= 0 {
 		heap.Remove(&s.due, f.hidx)
 	}
 	delete(s.flows, f.name)
+	if f.onDisk {
+		s.diskFlows--
+	}
 	if f.onDisk && s.env.Backend != nil {
 		keys := make([]string, 0, len(f.keys)+1)
 		for k := range f.keys {
@@ -466,12 +503,13 @@ func (s *Shard[V]) endUnit() {
 // nextBatch returns how many pending mutations the next backend write
 // takes: as many whole units as fit MaxBatch, and at least one unit.
 func (s *Shard[V]) nextBatch() int {
-	if len(s.pending) <= s.cfg.MaxBatch {
-		return len(s.pending)
-	}
-	n := s.units[0]
-	for _, end := range s.units[1:] {
-		if end > s.cfg.MaxBatch {
+	n, bytes, start := 0, 0, 0
+	for _, end := range s.units {
+		for _, m := range s.pending[start:end] {
+			bytes += len(m.Flow) + len(m.Key) + len(m.Value)
+		}
+		start = end
+		if n > 0 && (end > s.cfg.MaxBatch || bytes > s.cfg.MaxBatchBytes) {
 			break
 		}
 		n = end
@@ -556,7 +594,8 @@ func (s *Shard[V]) flush() {
 	wantSync := s.pendingSync
 	s.pendingSync = false
 	if wantSync {
-		s.pending = append(s.pending, Mutation{Flow: clockFlow, Key: clockKey, Value: binary.LittleEndian.AppendUint64(nil, uint64(s.NowMs()))})
+		s.floorMs = s.NowMs()
+		s.pending = append(s.pending, Mutation{Flow: clockFlow, Key: clockKey, Value: binary.LittleEndian.AppendUint64(nil, uint64(s.floorMs))})
 		s.endUnit()
 	}
 	for len(s.pending) > 0 && s.err == nil {
@@ -629,6 +668,17 @@ func (s *Shard[V]) answer() {
 
 // enforceCap evicts least recently used flows until the live ones fit.
 func (s *Shard[V]) enforceCap() {
+	var kept []*flowState[V]
+	defer func() {
+		// Flows the hook kept (an owner that may not write them now)
+		// count again, most recently used, and the cap waits for them.
+		for _, f := range kept {
+			if s.flows[f.name] == f && !f.inLRU && f.liveUntil > s.NowMs() {
+				s.lruPush(f)
+				heap.Fix(&s.due, f.hidx)
+			}
+		}
+	}()
 	for s.count > s.cfg.MaxFlows && s.head != nil {
 		f := s.head
 		s.lruRemove(f)
@@ -653,6 +703,7 @@ func (s *Shard[V]) enforceCap() {
 		}
 		if s.onEvict != nil {
 			s.onEvict(f.name)
+			kept = append(kept, f)
 		} else {
 			s.drop(f)
 		}
@@ -661,9 +712,14 @@ func (s *Shard[V]) enforceCap() {
 
 // purge moves flows whose last live key has expired out of the LRU, and
 // removes flows dead for their grace.
+//
+// It also keeps the clock floor current: a node that only serves reads
+// still records, within PurgeEvery, the time at which it saw entries
+// expire, so a restart behind a clock step cannot show them again.
 func (s *Shard[V]) purge() {
 	now := s.NowMs()
-	for s.due.Len() > 0 && s.due[0].dueAt() <= now {
+	purged := 0
+	for s.due.Len() > 0 && s.due[0].dueAt() <= now && purged < s.cfg.MaxBatch {
 		f := s.due[0]
 		if f.inLRU {
 			s.lruRemove(f)
@@ -671,9 +727,13 @@ func (s *Shard[V]) purge() {
 			continue
 		}
 		s.stats.Purged++
+		purged++ // bounded per turn, so one tick never queues without limit
 		s.drop(f)
 	}
-	if len(s.pending) > 0 {
+	if s.env.Backend != nil && s.diskFlows > 0 && now > s.floorMs {
+		s.pendingSync = true
+	}
+	if len(s.pending) > 0 || s.pendingSync {
 		s.armFlush()
 	}
 }

@@ -184,9 +184,12 @@ func TestAsyncGroupFsyncEveryInterval(t *testing.T) {
 	require.Zero(t, r.mem.Syncs)
 	r.clk.advance(time.Millisecond)
 	require.Equal(t, 1, r.mem.Syncs)
-	// Quiet: no more fsyncs.
+	// Quiet: no more group fsyncs; the clock floor alone, once per
+	// PurgeEvery.
 	r.clk.advance(time.Second)
-	require.Equal(t, 1, r.mem.Syncs)
+	require.Equal(t, 2, r.mem.Syncs)
+	r.clk.advance(time.Second)
+	require.Equal(t, 3, r.mem.Syncs)
 }
 
 func TestNoneIsMemoryOnly(t *testing.T) {
@@ -345,4 +348,69 @@ type splitSpy struct {
 func (s splitSpy) Write(batch []Mutation, sync bool) error {
 	*s.sizes = append(*s.sizes, len(batch))
 	return s.Memory.Write(batch, sync)
+}
+
+// A sync write nobody waits for (a replica's copy of a sync push) is
+// still fsynced at the writer's next turn.
+func TestSyncPutIsSyncedWithoutAWaiter(t *testing.T) {
+	r := newRig(t, Config{})
+	r.put("f", Sync, "k", "v")
+	r.clk.advance(0)
+	require.Equal(t, 1, r.mem.Syncs)
+}
+
+// A node that only reads still records its clock's high water within
+// PurgeEvery, so an expiry it has shown stays shown after a restart
+// behind a clock step.
+func TestClockFloorAdvancesWithoutWrites(t *testing.T) {
+	r := newRig(t, Config{PurgeEvery: time.Second})
+	require.NoError(t, r.s.Put("f", map[string]val{"k": {data: "v", exp: r.nowMs() + 5_000}}, nil, Sync))
+	r.clk.advance(0)
+	r.clk.advance(6 * time.Second) // reads now see k expired
+	seen := r.s.NowMs()
+	r.clk.now = r.clk.now.Add(-10 * time.Second)
+	r.s.Stop() // a crash: only what was fsynced counts
+	r.mem.Reopen()
+	r.open()
+	require.GreaterOrEqual(t, r.s.NowMs(), seen-1000, "the floor is at most one PurgeEvery behind")
+	require.Greater(t, r.s.NowMs(), r.s.Get("f")["k"].exp, "k stays expired")
+}
+
+func TestBatchesAreBoundedInBytes(t *testing.T) {
+	r := newRig(t, Config{MaxBatchBytes: 10})
+	var sizes []int
+	r.s.env.Backend = splitSpy{r.mem, &sizes}
+	r.put("f", Async, "a", "1234567890") // one unit over the bound: whole
+	r.put("g", Async, "a", "1")
+	r.put("h", Async, "a", "1")
+	r.clk.advance(0)
+	require.Equal(t, []int{2, 2, 2}, sizes)
+}
+
+// An eviction hook may keep a flow (an owner that may not write it now);
+// the flow counts again and the cap waits for it.
+func TestFlowsAnEvictHookKeepsCountAgain(t *testing.T) {
+	r := newRig(t, Config{MaxFlows: 1})
+	r.s.OnEvict(func(string) {})
+	r.put("f0", Async, "a", "1")
+	r.put("f1", Async, "a", "1")
+	r.clk.advance(0)
+	require.Equal(t, 2, r.s.Live(), "kept, and counted")
+	require.Equal(t, []string{"f0", "f1"}, r.s.Flows())
+}
+
+type disorderly struct{ *Memory }
+
+func (d disorderly) Scan(fn func(Mutation) error) error {
+	for _, m := range []Mutation{{Flow: "b", Key: "k", Value: []byte("x|1")}, {Flow: "a", Key: "k", Value: []byte("x|1")}} {
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestRecoveryRefusesAnOutOfOrderScan(t *testing.T) {
+	_, err := Open[val](Config{}, Env{Clock: &fakeClock{now: time.UnixMilli(0)}, Backend: disorderly{NewMemory()}}, codec{})
+	require.ErrorContains(t, err, "out of (flow, key) order")
 }
