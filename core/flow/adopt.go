@@ -37,7 +37,11 @@ type adoption struct {
 	committing bool                   // complete; waiting for the fsync that makes it so
 	deadline   clock.Timer            // AdoptWait
 	retry      clock.Timer            // asks the sources that have not answered again
+	asked      int                    // rounds of asking so far
 }
+
+// maxAsks bounds an adoption's rounds of asking (four per AdoptWait).
+const maxAsks = 40
 
 func (s *Store) startAdoption(flow string, mode shard.Mode) {
 	if a := s.adopting[flow]; a != nil && a.m == s.mIdx {
@@ -88,9 +92,17 @@ func (s *Store) askSources(a *adoption, every time.Duration) {
 		}
 	}
 	a.retry = s.env.Clock.AfterFunc(every, func() {
-		if s.adopting[a.flow] == a && !a.committing {
-			s.askSources(a, every)
+		if s.adopting[a.flow] != a || a.committing {
+			return
 		}
+		if a.asked++; a.asked >= maxAsks {
+			// Nobody has answered for ten AdoptWaits: stop asking. The
+			// next request for the flow starts over.
+			a.deadline.Stop()
+			delete(s.adopting, a.flow)
+			return
+		}
+		s.askSources(a, every)
 	})
 }
 
@@ -164,6 +176,12 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 			s.onAdopted(a.flow, a.m, fromPrev)
 		}
 	}
+	if len(s.sh.Peek(a.flow)) == 0 {
+		// Nothing to keep: a flow nobody has written. Its note is written
+		// with its first write.
+		done(nil)
+		return true
+	}
 	if err := s.sh.Put(a.flow, nil, encodeServed(a.m), mode); err != nil {
 		done(err)
 		return true
@@ -181,9 +199,19 @@ func (s *Store) answerAdoption(from dial.NodeID, m msg) {
 	if m.M > s.mIdx && m.M > s.fencedAt[m.Flow] {
 		s.fencedAt[m.Flow] = m.M
 	}
+	// A restarted node that has not re-adopted the flow claims no
+	// authority: its copy is its disk, which may lack the async writes
+	// its crash took — the asker must hear the other copies too.
+	served := s.servedAt[m.Flow]
+	if s.recovered && !s.reconciled[m.Flow] {
+		served = 0
+	}
+	// A fence names a newer membership than ours: pass it on, so that an
+	// asker still at an older one (a restarted, deposed owner whose
+	// journal lags) abandons its adoption.
 	_, mode, _ := s.sh.Meta(m.Flow)
 	_ = s.send(from, msg{Kind: kindAdoptResp, ID: m.ID, M: m.M, Flow: m.Flow, Entries: s.sh.Peek(m.Flow),
-		Served: s.servedAt[m.Flow], Their: s.mIdx, Mode: mode})
+		Served: served, Their: max(s.mIdx, s.fencedAt[m.Flow]), Mode: mode})
 }
 
 func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {

@@ -256,3 +256,72 @@ func FuzzValueCodec(f *testing.F) {
 		require.Equal(t, v, again, "a decoded value re-encodes to itself")
 	})
 }
+
+// A peer's copy that no request could have written (the shard's reserved
+// empty flow id or key, oversized values, an unknown mode) is dropped and
+// counted, never merged.
+func TestBadCopiesFromPeersAreDropped(t *testing.T) {
+	s, _, _ := newDiskStore(t, idA, 1, shard.NewMemory(), Config{})
+	v := Value{Data: []byte("x"), Tuple: Tuple{MIdx: 1, V: 1, Origin: idB}, ExpiresAtMs: 1_800_000_000_000}
+	for _, m := range []msg{
+		{Kind: kindPush, M: 1, Flow: "", Entries: map[string]Value{"clock": v}},
+		{Kind: kindPush, M: 1, Flow: "f", Entries: map[string]Value{"": v}},
+		{Kind: kindPush, M: 1, Flow: "f", Entries: map[string]Value{"k": v}, Mode: shard.Mode(7)},
+		{Kind: kindPush, M: 1, Flow: "f", Entries: map[string]Value{"k": {Data: make([]byte, 17<<10), Tuple: v.Tuple}}},
+		{Kind: kindAEResp, M: 1, Flows: map[string]map[string]Value{"g": {"k": v}, "": {"k": v}}},
+		{Kind: kindAdoptResp, M: 1, Flow: "f", Entries: map[string]Value{"k": {Tomb: true, Data: []byte("x")}}},
+	} {
+		s.HandleFrame(idB, frame(m))
+	}
+	require.Equal(t, uint64(6), s.BadFrames)
+	require.Empty(t, s.Flows(), "nothing merged, not even the valid half of a bad answer")
+}
+
+// Evicting a flow that is being adopted would throw away the copies
+// gathered; the owner keeps it and the cap waits.
+func TestOwnerDoesNotEvictAFlowItIsAdopting(t *testing.T) {
+	fs := ownedByN(t, idA, 2)
+	s, clk, net := newDiskStore(t, idA, 1, shard.NewMemory(), Config{Shard: shard.Config{MaxFlows: 1}})
+	adoptNow(t, s, clk, net, fs[0])
+	_, err, _ := do(s, Request{Flow: fs[0], Op: OpSet, Key: "a", Value: []byte("1")})
+	require.NoError(t, err)
+	_, err, _ = do(s, Request{Flow: fs[1], Op: OpGet, Key: "a"})
+	require.ErrorIs(t, err, ErrNotAdopted)
+	exp := clk.now.UnixMilli() + 60_000
+	answerAdoptions(s, net, fs[1], map[dial.NodeID]map[string]Value{
+		idB: {"a": {Data: []byte("copy"), Tuple: Tuple{MIdx: 1, V: 5, Origin: idB}, ExpiresAtMs: exp}},
+		idC: {"a": {Data: []byte("copy"), Tuple: Tuple{MIdx: 1, V: 5, Origin: idB}, ExpiresAtMs: exp}},
+	})
+	_, _, _ = do(s, Request{Flow: fs[0], Op: OpGet, Key: "a"}) // fs[1] is now the least recently used
+	clk.advance(0)                                             // the writer's turn: fs[1] is over the cap, but being adopted
+	clk.advance(time.Second)
+	clk.advance(0)
+	require.True(t, s.Adopted(fs[1]))
+	resp, err, _ := do(s, Request{Flow: fs[1], Op: OpGet, Key: "a"})
+	require.NoError(t, err)
+	require.Equal(t, "copy", string(resp.Value), "the copies gathered survived the cap")
+}
+
+// A restarted node that has not re-adopted a flow claims no authority
+// over it (its disk may lack its last async writes), and a node a newer
+// owner has fenced tells an asker at an older membership so.
+func TestAdoptionAnswersFromARestartedOrFencedNode(t *testing.T) {
+	f := ownedBy(t, idB)
+	mem := shard.NewMemory()
+	v := Value{Data: []byte("v"), Tuple: Tuple{MIdx: 1, V: 1, Origin: idA}, ExpiresAtMs: 1_800_000_000_000}
+	require.NoError(t, mem.Write([]shard.Mutation{
+		{Flow: f, Key: "", Value: append([]byte{byte(shard.Async)}, encodeServed(1)...)},
+		{Flow: f, Key: "k", Value: valueCodec{}.Encode(v)},
+	}, true))
+	s, _, net := newDiskStore(t, idA, 2, mem, Config{})
+	s.HandleFrame(idB, frame(msg{Kind: kindAdoptReq, ID: 1, M: 1, Flow: f}))
+	ans := net.frames[len(net.frames)-1].m
+	require.Equal(t, kindAdoptResp, ans.Kind)
+	require.Zero(t, ans.Served, "not reconciled since the restart: no authority")
+	require.Equal(t, "v", string(ans.Entries["k"].Data), "but its copy, all the same")
+
+	s.HandleFrame(idB, frame(msg{Kind: kindAdoptReq, ID: 2, M: 5, Flow: f})) // a newer owner fences it
+	s.HandleFrame(idC, frame(msg{Kind: kindAdoptReq, ID: 3, M: 1, Flow: f})) // an asker at the old membership
+	ans = net.frames[len(net.frames)-1].m
+	require.Equal(t, uint64(5), ans.Their, "the fence is passed on, so the old asker abandons")
+}

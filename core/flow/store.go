@@ -136,6 +136,7 @@ func New(cfg Config, env Env) (*Store, error) {
 	}
 	s.permits = s.cfg.Permits
 	s.sh.OnEvict(s.evict)
+	s.sh.OnDrop(s.dropped)
 	for _, f := range s.sh.Flows() {
 		if meta, _, _ := s.sh.Meta(f); len(meta) > 0 {
 			s.servedAt[f] = decodeServed(meta)
@@ -325,6 +326,12 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 	}
 	resp, changed, err := s.apply(req, false)
 	if err != nil {
+		if req.Mode == shard.Sync {
+			// Even a refusal (not an integer, too many keys) tells of
+			// the flow's state: not before that state is on disk.
+			s.sh.WhenDurable(req.Flow, func(error) { reply(resp, err) })
+			return
+		}
 		reply(resp, err)
 		return
 	}
@@ -355,9 +362,12 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 // commits them. With readOnly it refuses to write.
 func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, error) {
 	f := s.sh.Get(req.Flow)
+	// One instant for the whole operation: a set-all's keys expire
+	// together, and a get-all sees one moment of the flow.
+	nowMs := s.now().UnixMilli()
 	get := func(key string) (Value, bool) {
 		v, ok := f[key]
-		if !ok || v.Tomb || (v.ExpiresAtMs != 0 && s.now().UnixMilli() >= v.ExpiresAtMs) {
+		if !ok || v.Tomb || (v.ExpiresAtMs != 0 && nowMs >= v.ExpiresAtMs) {
 			return v, false
 		}
 		return v, true
@@ -372,7 +382,7 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 		if ttlMs == 0 {
 			ttlMs = s.cfg.DefaultTTLMs
 		}
-		v.ExpiresAtMs = s.now().UnixMilli()
+		v.ExpiresAtMs = nowMs
 		if !tomb {
 			v.ExpiresAtMs += ttlMs
 		}
@@ -456,11 +466,10 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 // metadata if it changed. It fails, changing nothing, when the shard
 // refuses (its writer is full, or its disk failed).
 func (s *Store) commit(flow string, changed map[string]Value, mode shard.Mode) error {
-	meta := s.metaFor(flow)
-	if len(changed) == 0 && meta == nil {
-		return nil
+	if len(changed) == 0 {
+		return nil // a read: nothing to write, not even the note
 	}
-	return s.sh.Put(flow, changed, meta, mode)
+	return s.sh.Put(flow, changed, s.metaFor(flow), mode)
 }
 
 // metaFor returns the flow's metadata to store if it differs from what
@@ -503,6 +512,8 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	floor := uint64(0)
 	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
 		floor = at
+	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
+		floor = a.m // adopted, waiting only for its fsync
 	}
 	changed := map[string]Value{}
 	for _, k := range sortedKeys(in) {
@@ -524,25 +535,48 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 // the flow back through anti-entropy or a later adoption. Any other node
 // drops its copy only; the owner's copy is the authority, and anti-entropy
 // sends it back if the owner still holds it.
+//
+// A flow the owner may not write right now is kept (the shard counts it
+// again): one being adopted (dropping it would throw away the copies
+// gathered), one a newer owner has fenced, one whose owner is isolated
+// (D-17), or one the writer has no room for. Dropping any of those on the
+// owner alone would let a replica's copy return later.
 func (s *Store) evict(flow string) {
-	if !s.stopped && s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID {
-		f := s.sh.Peek(flow)
-		_, mode, _ := s.sh.Meta(flow)
-		now := s.now().UnixMilli()
-		changed := map[string]Value{}
-		for _, k := range sortedKeys(f) {
-			if !f[k].Tomb {
-				changed[k] = Value{Tomb: true, Tuple: s.nextTuple(f[k].Tuple), ExpiresAtMs: now}
-			}
-		}
-		if s.commit(flow, changed, mode) == nil {
-			s.push(flow, changed, mode)
-			s.Evicted++
-			return
+	if s.stopped || s.adopting[flow] != nil {
+		return
+	}
+	if ownerOf(s.ring, flow) != s.env.ID || s.adopted[flow] != s.mIdx {
+		s.Evicted++
+		s.sh.Drop(flow)
+		return
+	}
+	if s.fencedAt[flow] > s.mIdx || s.env.Ctl.IsIsolated() {
+		return
+	}
+	f := s.sh.Peek(flow)
+	_, mode, _ := s.sh.Meta(flow)
+	now := s.now().UnixMilli()
+	changed := map[string]Value{}
+	for _, k := range sortedKeys(f) {
+		if !f[k].Tomb {
+			changed[k] = Value{Tomb: true, Tuple: s.nextTuple(f[k].Tuple), ExpiresAtMs: now}
 		}
 	}
-	s.Evicted++
-	s.sh.Drop(flow)
+	if s.commit(flow, changed, mode) == nil {
+		s.push(flow, changed, mode)
+		s.Evicted++
+	}
+}
+
+// dropped forgets what the store kept about a flow the shard removed,
+// unless this node serves it (its note that it did is its authority).
+func (s *Store) dropped(flow string) {
+	if s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID {
+		return
+	}
+	delete(s.adopted, flow)
+	delete(s.servedAt, flow)
+	delete(s.reconciled, flow)
 }
 
 // now is the node's wall clock, clamped by the shard so it never goes

@@ -114,6 +114,22 @@ func decodeErr(code string) error {
 	return unavailable(fmt.Errorf("owner: %s", code))
 }
 
+// validCopy reports whether a copy of a flow from a peer may enter the
+// shard: a flow id and keys a request could have written, within the
+// store's bounds, and a known mode. The shard reserves the empty flow id
+// and key for its own records; a peer's garbage must never reach them.
+func (s *Store) validCopy(flow string, entries map[string]Value, mode shard.Mode) bool {
+	if flow == "" || len(flow) > s.cfg.MaxKeyBytes || len(entries) > s.cfg.MaxFlowKeys || !mode.Valid() {
+		return false
+	}
+	for k, v := range entries { //fenceline:unordered validation only: every entry must pass
+		if k == "" || len(k) > s.cfg.MaxKeyBytes || len(v.Data) > s.cfg.MaxValueBytes || v.Tomb && len(v.Data) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // HandleFrame handles a flow frame from a peer (the first byte is
 // FramePrefix). A frame that does not decode is dropped and counted:
 // a peer's garbage never reaches the store.
@@ -168,16 +184,30 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		}
 		s.settle(c, resp, decodeErr(m.Err))
 	case kindPush:
+		if !s.validCopy(m.Flow, m.Entries, m.Mode) {
+			s.BadFrames++
+			return
+		}
 		s.merge(m.Flow, m.Entries, m.Mode)
 	case kindAEReq:
 		s.answerAntiEntropy(from, m)
 	case kindAEResp:
+		for _, f := range sortedKeys(m.Flows) {
+			if !s.validCopy(f, m.Flows[f], m.Modes[f]) {
+				s.BadFrames++
+				return
+			}
+		}
 		for _, f := range sortedKeys(m.Flows) {
 			s.merge(f, m.Flows[f], repairMode(m.Modes[f]))
 		}
 	case kindAdoptReq:
 		s.answerAdoption(from, m)
 	case kindAdoptResp:
+		if !s.validCopy(m.Flow, m.Entries, m.Mode) {
+			s.BadFrames++
+			return
+		}
 		s.adoptionAnswer(from, m)
 	default:
 		s.BadFrames++

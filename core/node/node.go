@@ -76,6 +76,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: env.Net, Ctl: control{cn}, Rand: env.Rand, Backend: backend})
 	if err != nil {
 		cn.Stop()
+		_ = backend.Close() // the store's error is the one worth reporting
 		return nil, fmt.Errorf("node: flow store: %w", err)
 	}
 	return &Node{Consensus: cn, Flow: fs, Quarantined: quarantined}, nil
