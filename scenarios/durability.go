@@ -372,27 +372,46 @@ func (d *durability) downDuring(id dial.NodeID, from, to time.Duration) bool {
 }
 
 // lossAllowed is each mode's promise, as the crash schedule allows a
-// write (called at call, known to be applied at applied) to be missing
+// write (called at call, applied by applied at the latest) to be missing
 // from a read that began at readAt:
 //   - sync: never; every disk in the simulator survives its crashes.
-//   - async: only if every copy died while the write was in its memory
-//     alone (within the window after it was applied), or was down when
+//   - async: only if, for some instant a at which it may have been
+//     applied, every copy was down at some point within the window after
+//     a: it crashed with the write in its memory only, or was down when
 //     the write was pushed to it.
 //   - none: only if every copy was down at some point since the write.
 func (d *durability) lossAllowed(f *durFlow, call, applied, readAt time.Duration) bool {
-	if f.mode == shard.Sync {
+	all := func(from, to time.Duration) bool {
+		for _, id := range f.placement {
+			if !d.downDuring(id, from, to) {
+				return false
+			}
+		}
+		return true
+	}
+	switch f.mode {
+	case shard.Sync:
 		return false
+	case shard.None:
+		return all(call, readAt)
 	}
-	end := readAt
-	if f.mode == shard.Async {
-		end = min(readAt, applied+d.window)
-	}
+	// The instants a for which a copy was down within [a, a+window] form
+	// intervals [from-window, to]; where those of every copy meet, they
+	// meet at the left end of one of them, or at call.
+	cands := []time.Duration{call}
 	for _, id := range f.placement {
-		if !d.downDuring(id, call, end) {
-			return false
+		for _, w := range d.down[id] {
+			if a := w.from - d.window; a > call && a <= applied {
+				cands = append(cands, a)
+			}
 		}
 	}
-	return true
+	for _, a := range cands {
+		if all(a, min(a+d.window, readAt)) {
+			return true
+		}
+	}
+	return false
 }
 
 // check holds every flow's reads to its mode's promise: a read sees a
@@ -455,7 +474,14 @@ func (d *durability) check() {
 				if e < 0 || e >= rd.call {
 					continue
 				}
-				if !d.lossAllowed(f, f.writes[v-1].call, e, rd.call) {
+				// A version first seen by a read was applied before that
+				// read answered, and before its own write's answer (the
+				// network here holds no frame longer than the deadline).
+				applied := e
+				if w := f.writes[v-1]; w.ret > 0 {
+					applied = min(applied, w.ret)
+				}
+				if !d.lossAllowed(f, f.writes[v-1].call, applied, rd.call) {
 					d.h.run.Fail("durability", "flow %s (%s, placement %s): version %d, written at %v and known applied at %v, is lost: the read through %s at %v saw version %d, and no crash schedule the %s promise allows explains it (downtime: %s)",
 						f.name, f.mode, d.names(f.placement), v, f.writes[v-1].call, e, rd.node, rd.call, rd.version, f.mode, d.downtime(f.placement))
 					failed = true
