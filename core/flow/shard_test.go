@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
@@ -15,9 +16,9 @@ import (
 
 // newDiskStore is newTestStore on a memory backend, at the given boot
 // epoch (above 1 is a restart).
-func newDiskStore(t *testing.T, id dial.NodeID, epoch uint64, mem *shard.Memory, cfg Config) (*Store, *fakeClock, *sent) {
+func newDiskStore(t *testing.T, id dial.NodeID, epoch uint64, mem *shard.Memory, cfg Config) (*Store, *clock.Manual, *sent) {
 	t.Helper()
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	net := &sent{}
 	c := &ctl{m: 1, voters: []dial.NodeID{idA, idB, idC}}
 	s, err := New(cfg, Env{ID: id, Epoch: epoch, Clock: clk, Net: net, Ctl: c, Rand: rand.New(rand.NewPCG(1, 2)), Backend: mem})
@@ -27,13 +28,13 @@ func newDiskStore(t *testing.T, id dial.NodeID, epoch uint64, mem *shard.Memory,
 
 // adoptNow has every other node answer f's adoption with nothing and
 // waits it out, so s serves f.
-func adoptNow(t *testing.T, s *Store, clk *fakeClock, net *sent, f string) {
+func adoptNow(t *testing.T, s *Store, clk *clock.Manual, net *sent, f string) {
 	t.Helper()
 	_, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
 	require.ErrorIs(t, err, ErrNotAdopted)
 	answerAdoptions(s, net, f, nil)
-	clk.advance(time.Second)
-	clk.advance(0) // the adoption's fsync
+	clk.Advance(time.Second)
+	clk.Advance(0) // the adoption's fsync
 	require.True(t, s.Adopted(f))
 	net.frames = nil
 }
@@ -73,7 +74,7 @@ func TestSyncWriteIsAnsweredAfterItsFsync(t *testing.T) {
 	require.ErrorIs(t, answered, errNotYet, "a sync write waits for its fsync")
 	require.Len(t, net.frames, 2, "the pushes go out at once; only the answer waits")
 	require.Equal(t, shard.Sync, net.frames[0].m.Mode, "the mode travels with the push")
-	clk.advance(0)
+	clk.Advance(0)
 	require.NoError(t, answered)
 	require.Equal(t, syncs+1, mem.Syncs)
 
@@ -83,7 +84,7 @@ func TestSyncWriteIsAnsweredAfterItsFsync(t *testing.T) {
 	var read *Response
 	s.Do(Request{Flow: f, Op: OpGet, Key: "k", Mode: shard.Sync}, func(r Response, err error) { require.NoError(t, err); read = &r })
 	require.Nil(t, read, "no client may see a value a crash could take back")
-	clk.advance(0)
+	clk.Advance(0)
 	require.Equal(t, "2", string(read.Value))
 
 	// Async: answered at once, on disk without an fsync.
@@ -91,9 +92,9 @@ func TestSyncWriteIsAnsweredAfterItsFsync(t *testing.T) {
 	_, err, done := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("3")})
 	require.True(t, done)
 	require.NoError(t, err)
-	clk.advance(0)
+	clk.Advance(0)
 	require.Equal(t, syncs, mem.Syncs)
-	clk.advance(50 * time.Millisecond)
+	clk.Advance(50 * time.Millisecond)
 	require.Equal(t, syncs+1, mem.Syncs, "one group fsync per interval")
 }
 
@@ -106,7 +107,7 @@ func TestDuplicateRequestDuringFsyncAppliesOnce(t *testing.T) {
 	req := frame(msg{Kind: kindOpReq, ID: 7, Session: 1, M: 1, Req: &Request{Flow: f, Op: OpIncr, Key: "n", Delta: 1, Mode: shard.Sync}})
 	s.HandleFrame(idB, req)
 	s.HandleFrame(idB, req)
-	clk.advance(0)
+	clk.Advance(0)
 	s.HandleFrame(idB, req)
 	var answers []int64
 	for _, fr := range net.frames {
@@ -144,7 +145,7 @@ func TestRestartedOwnerReadoptsFromEveryCopy(t *testing.T) {
 			break
 		}
 	}
-	clk.advance(0)
+	clk.Advance(0)
 	require.False(t, s.Adopted(f), "one copy of two is not enough: the other may hold the newest write")
 	for _, fr := range net.frames {
 		if fr.m.Kind == kindAdoptReq && fr.to != first {
@@ -152,7 +153,7 @@ func TestRestartedOwnerReadoptsFromEveryCopy(t *testing.T) {
 			break
 		}
 	}
-	clk.advance(0)
+	clk.Advance(0)
 	require.True(t, s.Adopted(f), "every copy answered: adopted before AdoptWait")
 	resp, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
 	require.NoError(t, err)
@@ -178,12 +179,12 @@ func TestEvictionOwnerTombstonesReplicaDrops(t *testing.T) {
 	adoptNow(t, s, clk, net, fs[0])
 	_, err, _ := do(s, Request{Flow: fs[0], Op: OpSetAll, Entries: map[string][]byte{"a": []byte("1"), "b": []byte("1")}})
 	require.NoError(t, err)
-	clk.advance(0)
+	clk.Advance(0)
 	adoptNow(t, s, clk, net, fs[1])
 	_, err, _ = do(s, Request{Flow: fs[1], Op: OpSet, Key: "a", Value: []byte("x")})
 	require.NoError(t, err)
 	net.frames = nil
-	clk.advance(0) // the writer's turn enforces the cap
+	clk.Advance(0) // the writer's turn enforces the cap
 	resp, err, _ := do(s, Request{Flow: fs[0], Op: OpGetAll})
 	require.NoError(t, err)
 	require.Empty(t, resp.All, "evicted whole")
@@ -202,10 +203,10 @@ func TestEvictionOwnerTombstonesReplicaDrops(t *testing.T) {
 	// A replica's eviction stays local.
 	rf := ownedByN(t, idB, 2)
 	r, rclk, rnet := newDiskStore(t, idA, 1, shard.NewMemory(), Config{Shard: shard.Config{MaxFlows: 1}})
-	exp := rclk.now.UnixMilli() + 60_000
+	exp := rclk.Now().UnixMilli() + 60_000
 	r.merge(rf[0], map[string]Value{"a": {Data: []byte("1"), Tuple: Tuple{MIdx: 1, V: 1, Origin: idB}, ExpiresAtMs: exp}}, shard.Async)
 	r.merge(rf[1], map[string]Value{"a": {Data: []byte("1"), Tuple: Tuple{MIdx: 1, V: 1, Origin: idB}, ExpiresAtMs: exp}}, shard.Async)
-	rclk.advance(0)
+	rclk.Advance(0)
 	require.Equal(t, []string{rf[1]}, r.Flows())
 	require.Empty(t, rnet.frames, "nothing sent: the owner's copy stands")
 }
@@ -287,15 +288,15 @@ func TestOwnerDoesNotEvictAFlowItIsAdopting(t *testing.T) {
 	require.NoError(t, err)
 	_, err, _ = do(s, Request{Flow: fs[1], Op: OpGet, Key: "a"})
 	require.ErrorIs(t, err, ErrNotAdopted)
-	exp := clk.now.UnixMilli() + 60_000
+	exp := clk.Now().UnixMilli() + 60_000
 	answerAdoptions(s, net, fs[1], map[dial.NodeID]map[string]Value{
 		idB: {"a": {Data: []byte("copy"), Tuple: Tuple{MIdx: 1, V: 5, Origin: idB}, ExpiresAtMs: exp}},
 		idC: {"a": {Data: []byte("copy"), Tuple: Tuple{MIdx: 1, V: 5, Origin: idB}, ExpiresAtMs: exp}},
 	})
 	_, _, _ = do(s, Request{Flow: fs[0], Op: OpGet, Key: "a"}) // fs[1] is now the least recently used
-	clk.advance(0)                                             // the writer's turn: fs[1] is over the cap, but being adopted
-	clk.advance(time.Second)
-	clk.advance(0)
+	clk.Advance(0)                                             // the writer's turn: fs[1] is over the cap, but being adopted
+	clk.Advance(time.Second)
+	clk.Advance(0)
 	require.True(t, s.Adopted(fs[1]))
 	resp, err, _ := do(s, Request{Flow: fs[1], Op: OpGet, Key: "a"})
 	require.NoError(t, err)

@@ -15,36 +15,6 @@ import (
 	"github.com/fenceline/fenceline/dial"
 )
 
-// fakeClock is a manual clock: timers fire when the test advances it.
-type fakeClock struct {
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (t *fakeTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
-
-func (c *fakeClock) Now() time.Time { return c.now }
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	t := &fakeTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-func (c *fakeClock) advance(d time.Duration) {
-	c.now = c.now.Add(d)
-	for _, t := range append([]*fakeTimer(nil), c.timers...) {
-		if !t.stopped && !t.at.After(c.now) {
-			t.stopped = true
-			t.f()
-		}
-	}
-}
-
 // sent records frames instead of sending them.
 type sent struct {
 	frames []struct {
@@ -82,9 +52,9 @@ var (
 	idA, idB, idC = dial.IDFromName("a"), dial.IDFromName("b"), dial.IDFromName("c")
 )
 
-func newTestStore(t *testing.T, id dial.NodeID, cfg Config) (*Store, *fakeClock, *sent, *ctl) {
+func newTestStore(t *testing.T, id dial.NodeID, cfg Config) (*Store, *clock.Manual, *sent, *ctl) {
 	t.Helper()
-	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	net := &sent{}
 	c := &ctl{m: 1, voters: []dial.NodeID{idA, idB, idC}}
 	s, err := New(cfg, Env{ID: id, Epoch: 1, Clock: clk, Net: net, Ctl: c, Rand: rand.New(rand.NewPCG(1, 2))})
@@ -130,7 +100,7 @@ func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
 	// knows none): adoption waits out AdoptWait even with every copy in,
 	// since the last server may be one nobody asked.
 	require.False(t, s.Adopted(f))
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	require.True(t, s.Adopted(f))
 	net.frames = nil
 	_, err, _ = do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("1")})
@@ -186,7 +156,7 @@ func TestBridgeShedsAtOnceAndBoundsEveryCall(t *testing.T) {
 	require.Len(t, errs, 1, "the third call finds no permit and is answered at once")
 	require.ErrorIs(t, errs[0], ErrShed)
 	require.True(t, Known(errs[0]))
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	require.Len(t, errs, 3, "no call outlives the deadline")
 	require.ErrorIs(t, errs[1], ErrTimeout)
 	require.False(t, Known(errs[1]), "a timeout is an unknown outcome")

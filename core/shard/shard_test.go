@@ -13,42 +13,6 @@ import (
 	"github.com/fenceline/fenceline/clock"
 )
 
-// fakeClock is a manual clock: timers fire when the test advances it.
-type fakeClock struct {
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (t *fakeTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
-
-func (c *fakeClock) Now() time.Time { return c.now }
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	t := &fakeTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-// advance moves time on and fires due timers, including ones they arm.
-func (c *fakeClock) advance(d time.Duration) {
-	c.now = c.now.Add(d)
-	for fired := true; fired; {
-		fired = false
-		for _, t := range append([]*fakeTimer(nil), c.timers...) {
-			if !t.stopped && !t.at.After(c.now) {
-				t.stopped = true
-				fired = true
-				t.f()
-			}
-		}
-	}
-}
-
 // val is the test codec's value: "data|expiresAtMs" or "tomb|expiresAtMs".
 type val struct {
 	data string
@@ -78,14 +42,14 @@ func (codec) Expiry(v val) (int64, bool) { return v.exp, !v.tomb }
 
 type rig struct {
 	t   *testing.T
-	clk *fakeClock
+	clk *clock.Manual
 	mem *Memory
 	s   *Shard[val]
 	cfg Config
 }
 
 func newRig(t *testing.T, cfg Config) *rig {
-	r := &rig{t: t, clk: &fakeClock{now: time.UnixMilli(1_000_000)}, mem: NewMemory(), cfg: cfg}
+	r := &rig{t: t, clk: clock.NewManual(time.UnixMilli(1_000_000)), mem: NewMemory(), cfg: cfg}
 	r.open()
 	return r
 }
@@ -104,7 +68,7 @@ func (r *rig) restart() {
 	r.open()
 }
 
-func (r *rig) nowMs() int64 { return r.clk.now.UnixMilli() }
+func (r *rig) nowMs() int64 { return r.clk.Now().UnixMilli() }
 
 func (r *rig) put(flow string, mode Mode, kv ...string) {
 	r.t.Helper()
@@ -149,7 +113,7 @@ func TestSyncWritersShareOneFsync(t *testing.T) {
 	}
 	require.Zero(t, answered, "no sync write may be answered before its fsync")
 	require.Zero(t, r.mem.Writes)
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, 100, answered)
 	require.Equal(t, 1, r.mem.Writes)
 	require.Equal(t, 1, r.mem.Syncs)
@@ -177,35 +141,35 @@ func TestAsyncGroupFsyncEveryInterval(t *testing.T) {
 	for i := range 10 {
 		r.put(fmt.Sprintf("f%d", i), Async, "k", "v")
 	}
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, 1, r.mem.Writes)
 	require.Zero(t, r.mem.Syncs)
-	r.clk.advance(49 * time.Millisecond)
+	r.clk.Advance(49 * time.Millisecond)
 	require.Zero(t, r.mem.Syncs)
-	r.clk.advance(time.Millisecond)
+	r.clk.Advance(time.Millisecond)
 	require.Equal(t, 1, r.mem.Syncs)
 	// Quiet: no more group fsyncs; the clock floor alone, once per
 	// PurgeEvery.
-	r.clk.advance(time.Second)
+	r.clk.Advance(time.Second)
 	require.Equal(t, 2, r.mem.Syncs)
-	r.clk.advance(time.Second)
+	r.clk.Advance(time.Second)
 	require.Equal(t, 3, r.mem.Syncs)
 }
 
 func TestNoneIsMemoryOnly(t *testing.T) {
 	r := newRig(t, Config{})
 	r.put("f", None, "k", "v")
-	r.clk.advance(time.Second)
+	r.clk.Advance(time.Second)
 	require.Zero(t, r.mem.Writes)
 	require.Equal(t, "v", r.s.Get("f")["k"].data)
 
 	// A none write over a key on disk deletes it there, so a restart
 	// cannot bring the older value back.
 	r.put("g", Sync, "k", "old")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Len(t, r.stored("g"), 1)
 	r.put("g", None, "k", "new")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Empty(t, r.stored("g"))
 }
 
@@ -218,7 +182,7 @@ func TestPutRefusesAtMaxPending(t *testing.T) {
 	require.ErrorIs(t, err, ErrBusy)
 	require.Nil(t, r.s.Peek("over"), "a refused put changes nothing")
 	require.Equal(t, uint64(1), r.s.Stats().Busy)
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	r.put("over", Async, "a", "x")
 }
 
@@ -227,10 +191,10 @@ func TestEvictsWholeLeastRecentlyUsedFlows(t *testing.T) {
 	for i := range 3 {
 		r.put(fmt.Sprintf("f%d", i), Async, "a", "1", "b", "2", "c", "3")
 	}
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	r.s.Get("f0") // f1 is now the least recently used
 	r.put("f3", Async, "a", "1")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, []string{"f0", "f2", "f3"}, r.s.Flows())
 	require.Empty(t, r.stored("f1"), "an evicted flow leaves the backend too")
 	require.Equal(t, 3, r.s.Live())
@@ -240,7 +204,7 @@ func TestEvictsWholeLeastRecentlyUsedFlows(t *testing.T) {
 	var hooked []string
 	r.s.OnEvict(func(flow string) { hooked = append(hooked, flow); r.s.Drop(flow) })
 	r.put("f4", Async, "a", "1")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, []string{"f2"}, hooked, "f0 was used after f2")
 }
 
@@ -248,7 +212,7 @@ func TestEvictKeysBugTearsAFlow(t *testing.T) {
 	r := newRig(t, Config{MaxFlows: 1, Bugs: Bugs{EvictKeys: true}})
 	r.put("f0", Async, "a", "1", "b", "2")
 	r.put("f1", Async, "a", "1")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Len(t, r.s.Peek("f0"), 1, "the bug leaves a flow with some of its keys")
 }
 
@@ -257,12 +221,12 @@ func TestEvictKeysBugTearsAFlow(t *testing.T) {
 func TestExpiredFlowsArePurgedAfterGrace(t *testing.T) {
 	r := newRig(t, Config{GraceMs: 5_000, PurgeEvery: time.Second})
 	r.put("f", Async, "k", "v") // expires in 10s
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, 1, r.s.Live())
-	r.clk.advance(10 * time.Second)
+	r.clk.Advance(10 * time.Second)
 	require.Zero(t, r.s.Live(), "dead flows do not count against the cap")
 	require.Equal(t, []string{"f"}, r.s.Flows(), "kept through the grace to shadow stale copies")
-	r.clk.advance(5 * time.Second)
+	r.clk.Advance(5 * time.Second)
 	require.Empty(t, r.s.Flows())
 	require.Equal(t, uint64(1), r.s.Stats().Purged)
 	require.Empty(t, r.stored("f"))
@@ -273,8 +237,8 @@ func TestRecoveryRestoresFlowsAndDropsPurged(t *testing.T) {
 	r.put("keep", Sync, "a", "1", "b", "2")
 	require.NoError(t, r.s.Put("keep", nil, []byte("meta"), Sync))
 	require.NoError(t, r.s.Put("old", map[string]val{"k": {data: "x", exp: r.nowMs() + 1}}, nil, Async))
-	r.clk.advance(0)
-	r.clk.now = r.clk.now.Add(6 * time.Second) // "old" is past its grace, "keep" is live
+	r.clk.Advance(0)
+	r.clk.Set(r.clk.Now().Add(6 * time.Second)) // "old" is past its grace, "keep" is live
 	r.restart()
 	require.Equal(t, []string{"keep"}, r.s.Flows())
 	require.Equal(t, 2, r.s.Stats().Recovered)
@@ -283,7 +247,7 @@ func TestRecoveryRestoresFlowsAndDropsPurged(t *testing.T) {
 	require.Equal(t, "meta", string(meta))
 	require.Equal(t, Sync, mode)
 	require.Equal(t, "2", r.s.Get("keep")["b"].data)
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Empty(t, r.stored("old"), "recovery removes what it dropped")
 }
 
@@ -300,7 +264,7 @@ func TestBackendFailureIsStickyAndAnswersWaiters(t *testing.T) {
 	var got error
 	r.s.WhenDurable("f", func(err error) { got = err })
 	require.NoError(t, r.mem.Close()) // every later backend call fails
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Error(t, got)
 	require.Error(t, r.s.Put("f", map[string]val{"k": {data: "w", exp: r.nowMs() + 1}}, nil, Async))
 	require.True(t, errors.Is(r.s.Put("g", nil, nil, Async), ErrClosed))
@@ -309,7 +273,7 @@ func TestBackendFailureIsStickyAndAnswersWaiters(t *testing.T) {
 func TestNowNeverGoesBack(t *testing.T) {
 	r := newRig(t, Config{})
 	before := r.s.NowMs()
-	r.clk.now = r.clk.now.Add(-time.Hour)
+	r.clk.Set(r.clk.Now().Add(-time.Hour))
 	require.Equal(t, before, r.s.NowMs())
 }
 
@@ -319,9 +283,9 @@ func TestClockFloorSurvivesRestart(t *testing.T) {
 	r := newRig(t, Config{})
 	r.put("f", Sync, "k", "v")
 	r.s.WhenDurable("f", func(error) {})
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	high := r.s.NowMs()
-	r.clk.now = r.clk.now.Add(-time.Hour)
+	r.clk.Set(r.clk.Now().Add(-time.Hour))
 	r.restart()
 	require.Equal(t, high, r.s.NowMs())
 	require.Equal(t, []string{"f"}, r.s.Flows(), "the clock record is no flow")
@@ -336,7 +300,7 @@ func TestBatchesNeverSplitAPut(t *testing.T) {
 	r.put("f", Async, "a", "1", "b", "2")                               // 2 keys + metadata: a unit of 3
 	r.put("g", Async, "a", "1", "b", "2", "c", "3", "d", "4", "e", "5") // a unit of 6, over MaxBatch: whole
 	r.put("h", Async, "a", "1")                                         // 2
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, []int{3, 6, 2}, sizes)
 }
 
@@ -355,7 +319,7 @@ func (s splitSpy) Write(batch []Mutation, sync bool) error {
 func TestSyncPutIsSyncedWithoutAWaiter(t *testing.T) {
 	r := newRig(t, Config{})
 	r.put("f", Sync, "k", "v")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, 1, r.mem.Syncs)
 }
 
@@ -365,10 +329,10 @@ func TestSyncPutIsSyncedWithoutAWaiter(t *testing.T) {
 func TestClockFloorAdvancesWithoutWrites(t *testing.T) {
 	r := newRig(t, Config{PurgeEvery: time.Second})
 	require.NoError(t, r.s.Put("f", map[string]val{"k": {data: "v", exp: r.nowMs() + 5_000}}, nil, Sync))
-	r.clk.advance(0)
-	r.clk.advance(6 * time.Second) // reads now see k expired
+	r.clk.Advance(0)
+	r.clk.Advance(6 * time.Second) // reads now see k expired
 	seen := r.s.NowMs()
-	r.clk.now = r.clk.now.Add(-10 * time.Second)
+	r.clk.Set(r.clk.Now().Add(-10 * time.Second))
 	r.s.Stop() // a crash: only what was fsynced counts
 	r.mem.Reopen()
 	r.open()
@@ -383,7 +347,7 @@ func TestBatchesAreBoundedInBytes(t *testing.T) {
 	r.put("f", Async, "a", "1234567890") // one unit over the bound: whole
 	r.put("g", Async, "a", "1")
 	r.put("h", Async, "a", "1")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, []int{2, 2, 2}, sizes)
 }
 
@@ -394,7 +358,7 @@ func TestFlowsAnEvictHookKeepsCountAgain(t *testing.T) {
 	r.s.OnEvict(func(string) {})
 	r.put("f0", Async, "a", "1")
 	r.put("f1", Async, "a", "1")
-	r.clk.advance(0)
+	r.clk.Advance(0)
 	require.Equal(t, 2, r.s.Live(), "kept, and counted")
 	require.Equal(t, []string{"f0", "f1"}, r.s.Flows())
 }
@@ -411,6 +375,6 @@ func (d disorderly) Scan(fn func(Mutation) error) error {
 }
 
 func TestRecoveryRefusesAnOutOfOrderScan(t *testing.T) {
-	_, err := Open[val](Config{}, Env{Clock: &fakeClock{now: time.UnixMilli(0)}, Backend: disorderly{NewMemory()}}, codec{})
+	_, err := Open[val](Config{}, Env{Clock: clock.NewManual(time.UnixMilli(0)), Backend: disorderly{NewMemory()}}, codec{})
 	require.ErrorContains(t, err, "out of (flow, key) order")
 }
