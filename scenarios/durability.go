@@ -306,10 +306,10 @@ func (d *durability) read(client uint64, f *durFlow, n *sim.Node, then func()) {
 }
 
 // scheduleCrashes runs crash episodes until calm, one at a time: one
-// node, or one flow's owner and successors together, or every node. Each
-// victim dies at a random point within a 60ms span (the fsync cadence is
-// 50ms), and all of them restart within 300ms of each other, so a node
-// re-adopting after the crash finds every copy back within AdoptWait.
+// node, or one flow's owner and successors together, or every node. The
+// victims die within a 60ms span or at one instant, and all of them
+// restart within 300ms of each other, so a node re-adopting after the
+// crash finds every copy back within AdoptWait.
 func (d *durability) scheduleCrashes(calm time.Duration) {
 	h := d.h
 	r := h.k.Stream("faults")
@@ -335,12 +335,20 @@ func (d *durability) scheduleCrashes(calm time.Duration) {
 			kind = "every node"
 			victims = h.nodes
 		}
+		// Victims die at random points within 60ms (the fsync cadence is
+		// 50ms), or, half the time when there are several, at one instant:
+		// a power cut, which leaves every copy's last commit delay unsynced.
+		spread := 60 * time.Millisecond
+		if len(victims) > 1 && r.IntN(2) == 0 {
+			spread = 0
+			kind += " (one power cut)"
+		}
 		restart := now + sim.Between(r, 300*time.Millisecond, 2*time.Second)
 		last := restart
 		h.k.Logf("crash episode: %s", kind)
 		for _, n := range victims {
 			n := n
-			at := now + sim.Between(r, 0, 60*time.Millisecond)
+			at := now + sim.Between(r, 0, spread)
 			back := restart + sim.Between(r, 0, 300*time.Millisecond)
 			last = max(last, back)
 			h.k.At(at, sim.EvFault, xxhash.Sum64String("crash "+n.Name()), func() {
