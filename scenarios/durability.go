@@ -41,6 +41,7 @@ func init() {
 		Richness: 15,
 		Bugs: []Bug{
 			{Name: "evict-keys", Summary: "the flow cap evicts single keys instead of whole flows", CaughtWithin: 100},
+			{Name: "no-expiry-clamp", Summary: "expiry reads the node's clock unclamped, so a step back shows expired entries again", CaughtWithin: 100},
 		},
 		Run: runTTLEvict,
 	})
@@ -48,7 +49,7 @@ func init() {
 
 // shardBugs reads the FlowShard's planted bugs from the run.
 func shardBugs(run *Run) shard.Bugs {
-	return shard.Bugs{AckBeforeSync: run.Bug("ack-before-sync"), EvictKeys: run.Bug("evict-keys")}
+	return shard.Bugs{AckBeforeSync: run.Bug("ack-before-sync"), EvictKeys: run.Bug("evict-keys"), NoExpiryClamp: run.Bug("no-expiry-clamp")}
 }
 
 // flowKeysAll are the keys every write of these scenarios sets together
@@ -578,6 +579,11 @@ func runTTLEvict(run *Run) error {
 	// that sees an expired or evicted version again is the store's doing.
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	faults.Crash = 0
+	// Clock steps, back as well as forward, of up to seconds: longer than
+	// a TTL, so an owner stepped back would show what it had let expire
+	// were its clock not clamped.
+	faults.ClockStep += 2
+	faults.StepMax = max(faults.StepMax, 2*time.Second)
 	run.Knob("voters", voters)
 	run.Knob("net", netCfg)
 	run.Knob("ttl", ttl)
@@ -625,11 +631,15 @@ func runTTLEvict(run *Run) error {
 
 // startClient runs a closed-loop client pinned to n: half its calls write
 // a new version of a flow, half read one; a third of them go to a few hot
-// flows, the rest anywhere, so the cold ones age out of the cap.
+// flows, the rest anywhere, so the cold ones age out of the cap. When a
+// read finds a flow absent, the client also watches it for five seconds
+// (a read every 200ms), which is what sees an expiry undone by a clock
+// step.
 func (t *ttlEvict) startClient(client uint64, n *sim.Node, until time.Duration) {
 	h := t.h
 	r := h.k.Stream(fmt.Sprintf("workload/ttl/%d", client))
 	hot := max(1, t.cap/3)
+	watching := false
 	var step func()
 	step = func() {
 		if h.k.Now() >= until {
@@ -641,29 +651,57 @@ func (t *ttlEvict) startClient(client uint64, n *sim.Node, until time.Duration) 
 		}
 		f := t.flows[name]
 		next := func() { h.k.After(sim.Between(r, 0, 10*time.Millisecond), sim.EvClient, client, step) }
-		call := h.k.Now()
 		if r.IntN(2) == 0 {
 			version := len(f.writes) + 1
-			f.writes = append(f.writes, durWrite{call: call})
+			f.writes = append(f.writes, durWrite{call: h.k.Now()})
 			h.callFlow(n, client, flow.Request{Flow: name, Op: flow.OpSetAll, Entries: setAll(version)}, func(_ flow.Response, err error) {
 				f.writes[version-1].ret, f.writes[version-1].out = h.k.Now(), outcomeOf(err)
 				next()
 			})
 			return
 		}
-		h.callFlow(n, client, flow.Request{Flow: name, Op: flow.OpGetAll}, func(resp flow.Response, err error) {
-			if err == nil {
-				version, torn := readVersion(resp.All)
-				if torn {
-					h.run.Fail("whole-flow", "flow %s read through %s at %v is partly present: %q", name, n.Name(), call, resp.All)
-				} else {
-					f.reads = append(f.reads, durRead{node: n.Name(), call: call, ret: h.k.Now(), version: version})
-				}
+		t.read(client, n, name, func(version int, ok bool) {
+			if ok && version == 0 && !watching {
+				watching = true
+				t.watch(client+10_000, n, name, 25, until, func() { watching = false })
 			}
 			next()
 		})
 	}
 	h.k.After(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, client, step)
+}
+
+// read records one get-all of a flow through n and hands on its version.
+func (t *ttlEvict) read(client uint64, n *sim.Node, name string, then func(version int, ok bool)) {
+	h := t.h
+	f := t.flows[name]
+	call := h.k.Now()
+	h.callFlow(n, client, flow.Request{Flow: name, Op: flow.OpGetAll}, func(resp flow.Response, err error) {
+		if err != nil {
+			then(0, false)
+			return
+		}
+		version, torn := readVersion(resp.All)
+		if torn {
+			h.run.Fail("whole-flow", "flow %s read through %s at %v is partly present: %q", name, n.Name(), call, resp.All)
+			then(0, false)
+			return
+		}
+		f.reads = append(f.reads, durRead{node: n.Name(), call: call, ret: h.k.Now(), version: version})
+		then(version, true)
+	})
+}
+
+// watch reads a flow every 200ms, left times.
+func (t *ttlEvict) watch(client uint64, n *sim.Node, name string, left int, until time.Duration, done func()) {
+	h := t.h
+	h.k.After(200*time.Millisecond, sim.EvClient, client, func() {
+		if left == 0 || h.k.Now() >= until {
+			done()
+			return
+		}
+		t.read(client, n, name, func(int, bool) { t.watch(client, n, name, left-1, until, done) })
+	})
 }
 
 // checkCap samples every node's live flow count. The writer enforces the

@@ -71,6 +71,9 @@ type Bugs struct {
 	// EvictKeys ("evict-keys"): over the cap, the writer evicts one key of
 	// the least recently used flow instead of the whole flow.
 	EvictKeys bool
+	// NoExpiryClamp ("no-expiry-clamp"): NowMs is the node's clock as it
+	// is, so a clock stepped back shows entries that had expired again.
+	NoExpiryClamp bool
 }
 
 func (c Config) withDefaults() Config {
@@ -303,6 +306,9 @@ func (s *Shard[V]) OnDrop(fn func(flow string)) { s.onDrop = fn }
 // NowMs is the shard's clock in wall ms, clamped so it never goes back:
 // an entry that expired stays expired when the node's clock steps back.
 func (s *Shard[V]) NowMs() int64 {
+	if s.cfg.Bugs.NoExpiryClamp {
+		return s.env.Clock.Now().UnixMilli()
+	}
 	if ms := s.env.Clock.Now().UnixMilli(); ms > s.lastMs {
 		s.lastMs = ms
 	}

@@ -378,3 +378,10 @@ func TestRecoveryRefusesAnOutOfOrderScan(t *testing.T) {
 	_, err := Open[val](Config{}, Env{Clock: clock.NewManual(time.UnixMilli(0)), Backend: disorderly{NewMemory()}}, codec{})
 	require.ErrorContains(t, err, "out of (flow, key) order")
 }
+
+func TestNoExpiryClampBugLetsTheClockGoBack(t *testing.T) {
+	r := newRig(t, Config{Bugs: Bugs{NoExpiryClamp: true}})
+	before := r.s.NowMs()
+	r.clk.Set(r.clk.Now().Add(-time.Hour))
+	require.Equal(t, before-3_600_000, r.s.NowMs())
+}
