@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/sim/simtest"
 )
 
 // The seed's test for compaction: crash at each of its steps and reopen
@@ -67,7 +68,7 @@ func TestCrashAtEachStepOfCompaction(t *testing.T) {
 
 				got := viewOf(t, r.open(journal.Config{}))
 				require.Equal(t, want, got)
-				require.Equal(t, []string{jname}, r.names(), "no sibling left behind")
+				require.Equal(t, []string{jname}, r.Names(), "no sibling left behind")
 				// Whichever it is, raft sees the same log after the
 				// compaction point and the same hard state.
 				require.Equal(t, old.HS, got.HS)
@@ -86,7 +87,7 @@ func TestCompactionMakesEarlierUnsyncedWritesDurable(t *testing.T) {
 	require.NoError(t, j.Save(hs(1, 0, 5), ents(6, 7, 1), false))
 	require.NoError(t, j.Compact(3, nil, nil))
 	want := viewOf(t, j)
-	r.crash()
+	r.Crash()
 	require.Equal(t, want, viewOf(t, r.open(journal.Config{})))
 }
 
@@ -94,16 +95,16 @@ func TestCompactionMakesEarlierUnsyncedWritesDurable(t *testing.T) {
 // the old file as if nothing happened.
 func TestFailedCompactionLeavesTheOldFile(t *testing.T) {
 	r := newRig(t, 1, 0)
-	fs := &failFS{FS: r.disk()}
+	fs := &simtest.FailFS{FS: r.Disk()}
 	j, err := journal.Open(fs, jname, journal.Config{})
 	require.NoError(t, err)
 	require.NoError(t, j.Save(hs(1, 0, 4), ents(1, 5, 1), true))
-	fs.failing = true
-	require.ErrorIs(t, j.Compact(3, nil, nil), errDisk)
-	fs.failing = false
+	fs.Failing = true
+	require.ErrorIs(t, j.Compact(3, nil, nil), simtest.ErrDisk)
+	fs.Failing = false
 	require.Equal(t, uint64(1), j.FirstIndex())
-	require.Equal(t, []string{jname}, r.names(), "the abandoned sibling is removed")
+	require.Equal(t, []string{jname}, r.Names(), "the abandoned sibling is removed")
 	require.NoError(t, j.Save(nil, ents(6, 6, 1), true), "the failure was not sticky")
-	r.crash()
+	r.Crash()
 	require.Equal(t, ents(1, 6, 1), viewOf(t, r.open(journal.Config{})).Ents)
 }

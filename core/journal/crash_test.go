@@ -237,7 +237,7 @@ func crashWorkload(t *rapid.T, torn float64) {
 
 		case op == 9: // the machine crashes between operations
 			fs.budget = -1
-			r.crash()
+			r.Crash()
 			reopen(true, false)
 			continue
 

@@ -25,7 +25,7 @@ func FuzzReplay(f *testing.F) {
 	require.NoError(f, j.Save(hs(2, 0, 2), ents(3, 4, 2), true))
 	require.NoError(f, j.ApplySnapshot(journal.Snapshot{Meta: journal.SnapshotMeta{Index: 6, Term: 2}, Data: []byte("img")}))
 	require.NoError(f, j.Save(hs(2, 0, 7), ents(7, 8, 2), true))
-	file := r.raw(jname)[8:]
+	file := r.Raw(jname)[8:]
 	f.Add(file)
 	f.Add(file[:len(file)-3])
 	f.Add(append(bytes.Clone(file), recordHeader(1<<26, nil)...))
@@ -35,25 +35,25 @@ func FuzzReplay(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newRig(t, 1, 0)
 		file := append([]byte("FLJRNL\x01\x00"), data...)
-		r.put(jname, file)
+		r.Put(jname, file)
 
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		j, err := journal.Open(r.disk(), jname, journal.Config{})
+		j, err := journal.Open(r.Disk(), jname, journal.Config{})
 		runtime.ReadMemStats(&after)
 		require.LessOrEqual(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20+64*len(file)), "bytes allocated opening %d bytes", len(file))
 		if err != nil {
 			require.True(t, errors.Is(err, journal.ErrCorrupt), "%v", err)
-			require.Equal(t, file, r.raw(jname), "a corrupt file is left alone")
+			require.Equal(t, file, r.Raw(jname), "a corrupt file is left alone")
 			return
 		}
-		kept := r.raw(jname)
+		kept := r.Raw(jname)
 		require.Equal(t, file[:len(kept)], kept, "replay only cuts")
 		want := viewOf(t, j)
 
-		j, err = journal.Open(r.disk(), jname, journal.Config{})
+		j, err = journal.Open(r.Disk(), jname, journal.Config{})
 		require.NoError(t, err)
 		require.Equal(t, want, viewOf(t, j))
-		require.Equal(t, kept, r.raw(jname), "nothing left to cut")
+		require.Equal(t, kept, r.Raw(jname), "nothing left to cut")
 	})
 }

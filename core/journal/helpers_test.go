@@ -10,89 +10,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/journal"
-	"github.com/fenceline/fenceline/dial"
-	"github.com/fenceline/fenceline/sim"
+	"github.com/fenceline/fenceline/sim/simtest"
 )
 
 const jname = "raft.journal"
 
-// rig is one simulated machine whose disk the journal lives on. The node's
-// process does nothing; it exists so the test can crash it, which is how
-// the simulator applies its disk fault model (sim/disk.go).
+// rig is one simulated machine whose disk the journal lives on.
 type rig struct {
+	*simtest.Machine
 	t T
-	n *sim.Node
 }
 
 // T is what the helpers need of a test: *testing.T and *rapid.T both fit.
-type T interface {
-	require.TestingT
-	Helper()
-}
-
-type nopNet struct{}
-
-func (nopNet) Sender(dial.NodeID) dial.Sender { return nil }
+type T = simtest.T
 
 func newRig(t T, seed uint64, tornProb float64) *rig {
-	cfg := sim.DefaultDiskConfig
-	cfg.TornWriteProb = tornProb
-	k := sim.New(seed)
-	boot := func(*sim.Env) dial.Handler { return dial.HandlerFunc(func(dial.NodeID, []byte) {}) }
-	n := k.AddNode("a", boot, nopNet{}, cfg)
-	n.Start()
-	return &rig{t: t, n: n}
-}
-
-func (r *rig) disk() *sim.Disk { return r.n.Disk() }
-
-// crash kills the process (the disk keeps what its model keeps) and starts
-// a new one; handles opened before are dead.
-func (r *rig) crash() {
-	r.n.Crash()
-	r.n.Start()
+	return &rig{Machine: simtest.NewMachine(t, seed, tornProb), t: t}
 }
 
 func (r *rig) open(cfg journal.Config) *journal.Journal {
 	r.t.Helper()
-	j, err := journal.Open(r.disk(), jname, cfg)
+	j, err := journal.Open(r.Disk(), jname, cfg)
 	require.NoError(r.t, err)
 	return j
-}
-
-// raw returns the file's bytes, synced or not.
-func (r *rig) raw(name string) []byte {
-	r.t.Helper()
-	f, err := r.disk().Open(name)
-	require.NoError(r.t, err)
-	size, err := f.Size()
-	require.NoError(r.t, err)
-	buf := make([]byte, size)
-	if size > 0 {
-		_, err = f.ReadAt(buf, 0)
-		require.NoError(r.t, err)
-	}
-	require.NoError(r.t, f.Close())
-	return buf
-}
-
-// put makes name hold exactly b, durably.
-func (r *rig) put(name string, b []byte) {
-	r.t.Helper()
-	f, err := r.disk().Create(name)
-	require.NoError(r.t, err)
-	_, err = f.Write(b)
-	require.NoError(r.t, err)
-	require.NoError(r.t, f.Sync())
-	require.NoError(r.t, f.Close())
-	require.NoError(r.t, r.disk().SyncDir())
-}
-
-func (r *rig) names() []string {
-	r.t.Helper()
-	names, err := r.disk().List()
-	require.NoError(r.t, err)
-	return names
 }
 
 // view is everything the journal answers, for comparing a journal with a
@@ -179,7 +119,7 @@ func (f *faultFS) mutated(op string) {
 	}
 	f.budget--
 	if f.budget == 0 {
-		f.r.crash()
+		f.r.Crash()
 		f.dead = true
 	}
 }
@@ -188,7 +128,7 @@ func (f *faultFS) Create(name string) (journal.File, error) {
 	if f.dead {
 		return nil, errDead
 	}
-	file, err := f.r.disk().Create(name)
+	file, err := f.r.Disk().Create(name)
 	f.mutated("create " + name)
 	if err != nil {
 		return nil, err
@@ -200,7 +140,7 @@ func (f *faultFS) Open(name string) (journal.File, error) {
 	if f.dead {
 		return nil, errDead
 	}
-	file, err := f.r.disk().Open(name)
+	file, err := f.r.Disk().Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +151,7 @@ func (f *faultFS) Rename(oldname, newname string) error {
 	if f.dead {
 		return errDead
 	}
-	err := f.r.disk().Rename(oldname, newname)
+	err := f.r.Disk().Rename(oldname, newname)
 	f.mutated("rename " + oldname)
 	return err
 }
@@ -220,7 +160,7 @@ func (f *faultFS) Remove(name string) error {
 	if f.dead {
 		return errDead
 	}
-	err := f.r.disk().Remove(name)
+	err := f.r.Disk().Remove(name)
 	f.mutated("remove " + name)
 	return err
 }
@@ -229,14 +169,14 @@ func (f *faultFS) List() ([]string, error) {
 	if f.dead {
 		return nil, errDead
 	}
-	return f.r.disk().List()
+	return f.r.Disk().List()
 }
 
 func (f *faultFS) SyncDir() error {
 	if f.dead {
 		return errDead
 	}
-	err := f.r.disk().SyncDir()
+	err := f.r.Disk().SyncDir()
 	f.mutated("syncdir")
 	return err
 }
@@ -293,48 +233,4 @@ func (f *faultFile) Close() error {
 		return errDead
 	}
 	return f.f.Close()
-}
-
-// failFS fails every write and sync once failing is set: a disk that
-// filled up or broke under the journal.
-type failFS struct {
-	journal.FS
-	failing bool
-}
-
-type failFile struct {
-	journal.File
-	fs *failFS
-}
-
-var errDisk = errors.New("test: disk error")
-
-func (f *failFS) Create(name string) (journal.File, error) {
-	file, err := f.FS.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return &failFile{File: file, fs: f}, nil
-}
-
-func (f *failFS) Open(name string) (journal.File, error) {
-	file, err := f.FS.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return &failFile{File: file, fs: f}, nil
-}
-
-func (f *failFile) Write(p []byte) (int, error) {
-	if f.fs.failing {
-		return 0, errDisk
-	}
-	return f.File.Write(p)
-}
-
-func (f *failFile) Sync() error {
-	if f.fs.failing {
-		return errDisk
-	}
-	return f.File.Sync()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/sim/simtest"
 )
 
 func TestOpenCreatesAnEmptyJournal(t *testing.T) {
@@ -21,9 +22,9 @@ func TestOpenCreatesAnEmptyJournal(t *testing.T) {
 	require.Zero(t, term, "index 0 answers like an empty snapshot")
 
 	// The name was synced with the header: a crash keeps an empty journal.
-	r.crash()
-	require.Equal(t, []string{jname}, r.names())
-	require.Equal(t, "FLJRNL\x01\x00", string(r.raw(jname)))
+	r.Crash()
+	require.Equal(t, []string{jname}, r.Names())
+	require.Equal(t, "FLJRNL\x01\x00", string(r.Raw(jname)))
 }
 
 func TestSaveAndReopen(t *testing.T) {
@@ -35,7 +36,7 @@ func TestSaveAndReopen(t *testing.T) {
 	require.Equal(t, ents(1, 5, 1), want.Ents)
 	require.Equal(t, *hs(1, 7, 2), want.HS)
 
-	r.crash()
+	r.Crash()
 	require.Equal(t, want, viewOf(t, r.open(journal.Config{})))
 }
 
@@ -45,7 +46,7 @@ func TestUnsyncedSaveIsLostOnCrashAndSyncedOneKept(t *testing.T) {
 	require.NoError(t, j.Save(hs(1, 0, 0), ents(1, 2, 1), true))
 	require.NoError(t, j.Save(nil, ents(3, 4, 1), false))
 	require.Equal(t, uint64(4), j.LastIndex(), "unsynced entries are readable at once")
-	r.crash()
+	r.Crash()
 	require.Equal(t, uint64(2), r.open(journal.Config{}).LastIndex())
 
 	// A Save with nothing new but sync set makes earlier writes durable:
@@ -53,7 +54,7 @@ func TestUnsyncedSaveIsLostOnCrashAndSyncedOneKept(t *testing.T) {
 	j = r.open(journal.Config{})
 	require.NoError(t, j.Save(nil, ents(3, 4, 1), false))
 	require.NoError(t, j.Save(nil, nil, true))
-	r.crash()
+	r.Crash()
 	require.Equal(t, uint64(4), r.open(journal.Config{}).LastIndex())
 }
 
@@ -69,7 +70,7 @@ func TestOpenSyncsWhatItReplays(t *testing.T) {
 	require.NoError(t, j.Close())
 	j = r.open(journal.Config{})
 	require.Equal(t, uint64(3), j.LastIndex(), "the process restart kept the unsynced records")
-	r.crash()
+	r.Crash()
 	require.Equal(t, uint64(3), r.open(journal.Config{}).LastIndex(), "and Open made them durable")
 }
 
@@ -83,7 +84,7 @@ func TestConflictingSuffixIsTruncated(t *testing.T) {
 	want := append(ents(1, 5, 1), ents(6, 7, 2)...)
 	require.Equal(t, want, viewOf(t, j).Ents)
 
-	r.crash()
+	r.Crash()
 	j = r.open(journal.Config{})
 	require.Equal(t, want, viewOf(t, j).Ents)
 	require.Equal(t, uint64(7), j.LastIndex())
@@ -197,7 +198,7 @@ func TestAVoteMayBeCastOnceInATerm(t *testing.T) {
 	require.NoError(t, j.Save(hs(3, 0, 0), nil, true))
 	require.NoError(t, j.Save(hs(3, 9, 0), nil, true), "from no vote to a vote")
 	require.NoError(t, j.Save(hs(4, 0, 0), nil, true), "a new term clears it")
-	r.crash()
+	r.Crash()
 	require.Equal(t, *hs(4, 0, 0), r.open(journal.Config{}).HardState())
 }
 
@@ -217,7 +218,7 @@ func TestApplySnapshotReplacesTheLog(t *testing.T) {
 	want := viewOf(t, j)
 
 	// ApplySnapshot synced; the Save did not.
-	r.crash()
+	r.Crash()
 	j = r.open(journal.Config{})
 	got := viewOf(t, j)
 	require.Equal(t, snap, got.Snap)
@@ -225,7 +226,7 @@ func TestApplySnapshotReplacesTheLog(t *testing.T) {
 	require.Equal(t, journal.HardState{Term: 1, Commit: 7}, got.HS)
 
 	require.NoError(t, j.Save(hs(2, 0, 8), ents(8, 9, 2), true))
-	r.crash()
+	r.Crash()
 	require.Equal(t, want, viewOf(t, r.open(journal.Config{})))
 
 	err := j.ApplySnapshot(journal.Snapshot{Meta: journal.SnapshotMeta{Index: 7, Term: 2}})
@@ -243,9 +244,9 @@ func TestCompactKeepsLaterEntriesAndHardState(t *testing.T) {
 	want := viewOf(t, j)
 	require.Equal(t, append(ents(7, 10, 2), ents(11, 12, 2)...), want.Ents)
 
-	r.crash()
+	r.Crash()
 	require.Equal(t, want, viewOf(t, r.open(journal.Config{})))
-	require.Equal(t, []string{jname}, r.names())
+	require.Equal(t, []string{jname}, r.Names())
 
 	require.ErrorIs(t, j.Compact(6, nil, nil), journal.ErrCompacted)
 	require.ErrorIs(t, j.Compact(13, nil, nil), journal.ErrUnavailable)
@@ -260,8 +261,8 @@ func TestSaveSplitsBatchesToFitMaxRecordBytes(t *testing.T) {
 		batch[i] = journal.Entry{Index: uint64(i + 1), Term: 1, Data: bytes.Repeat([]byte{byte(i)}, 50)}
 	}
 	require.NoError(t, j.Save(hs(1, 0, 0), batch, true))
-	require.Greater(t, len(recordEnds(t, r.raw(jname), 8)), 4, "20 entries of 50 bytes need several 256-byte records")
-	r.crash()
+	require.Greater(t, len(recordEnds(t, r.Raw(jname), 8)), 4, "20 entries of 50 bytes need several 256-byte records")
+	r.Crash()
 	require.Equal(t, batch, viewOf(t, r.open(cfg)).Ents)
 
 	j = r.open(cfg)
@@ -292,19 +293,19 @@ func TestMaxLogBytesAsksForCompaction(t *testing.T) {
 
 func TestAStorageErrorIsSticky(t *testing.T) {
 	r := newRig(t, 1, 0)
-	fs := &failFS{FS: r.disk()}
+	fs := &simtest.FailFS{FS: r.Disk()}
 	j, err := journal.Open(fs, jname, journal.Config{})
 	require.NoError(t, err)
 	require.NoError(t, j.Save(hs(1, 0, 0), ents(1, 2, 1), true))
 
-	fs.failing = true
-	require.ErrorIs(t, j.Save(nil, ents(3, 3, 1), true), errDisk)
-	fs.failing = false
+	fs.Failing = true
+	require.ErrorIs(t, j.Save(nil, ents(3, 3, 1), true), simtest.ErrDisk)
+	fs.Failing = false
 	// The write may have left a partial record; appending after it would
 	// put corruption before the tail, so the journal refuses.
 	err = j.Save(nil, ents(3, 3, 1), true)
 	require.ErrorIs(t, err, journal.ErrFailed)
-	require.ErrorIs(t, err, errDisk)
+	require.ErrorIs(t, err, simtest.ErrDisk)
 	require.ErrorIs(t, j.Compact(1, nil, nil), journal.ErrFailed)
 	require.Equal(t, uint64(2), j.LastIndex(), "reads still answer from memory")
 	require.NoError(t, j.Close())
@@ -322,10 +323,10 @@ func TestConfigIsValidated(t *testing.T) {
 		{MaxRecordBytes: journal.MaxMaxRecordBytes + 1},
 		{MaxLogBytes: -1},
 	} {
-		_, err := journal.Open(r.disk(), jname, cfg)
+		_, err := journal.Open(r.Disk(), jname, cfg)
 		require.ErrorIs(t, err, journal.ErrConfig, "%+v", cfg)
 	}
-	_, err := journal.Open(r.disk(), jname, journal.Config{MaxRecordBytes: journal.MinRecordBytes})
+	_, err := journal.Open(r.Disk(), jname, journal.Config{MaxRecordBytes: journal.MinRecordBytes})
 	require.NoError(t, err)
 }
 

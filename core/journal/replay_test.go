@@ -22,19 +22,19 @@ func TestLengthPrefixWithoutBodyIsCut(t *testing.T) {
 			r := newRig(t, 1, 0)
 			j := r.open(journal.Config{})
 			require.NoError(t, j.Save(hs(1, 0, 2), ents(1, 3, 1), true))
-			want, good := viewOf(t, j), r.raw(jname)
+			want, good := viewOf(t, j), r.Raw(jname)
 			require.NoError(t, j.Close())
-			r.put(jname, append(bytes.Clone(good), prefix...))
+			r.Put(jname, append(bytes.Clone(good), prefix...))
 
 			j = r.open(journal.Config{})
 			require.Equal(t, want, viewOf(t, j), "the records before the prefix are intact")
-			require.Equal(t, good, r.raw(jname), "cut exactly at the prefix")
+			require.Equal(t, good, r.Raw(jname), "cut exactly at the prefix")
 
 			// Appending after the cut works and survives a crash and
 			// another reopen: the cut was synced, so the torn bytes
 			// cannot come back in front of the new record.
 			require.NoError(t, j.Save(hs(1, 0, 4), ents(4, 5, 1), true))
-			r.crash()
+			r.Crash()
 			j = r.open(journal.Config{})
 			require.Equal(t, ents(1, 5, 1), viewOf(t, j).Ents)
 			require.Equal(t, *hs(1, 0, 4), j.HardState())
@@ -108,9 +108,9 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 			r := newRig(t, 1, 0)
 			j := r.open(journal.Config{})
 			require.NoError(t, j.Save(hs(1, 0, 3), ents(1, 5, 1), true))
-			base, baseFile := viewOf(t, j), r.raw(jname)
+			base, baseFile := viewOf(t, j), r.Raw(jname)
 			tc.op(t, j)
-			file := r.raw(jname)
+			file := r.Raw(jname)
 			want := tc.want(base)
 			ends := append([]int{len(baseFile)}, recordEnds(t, file, len(baseFile))...)
 			require.Len(t, ends, len(want), "records written by the operation")
@@ -122,10 +122,10 @@ func TestTornTailAtEveryOffset(t *testing.T) {
 					k++
 				}
 				r := newRig(t, 1, 0)
-				r.put(jname, file[:cut])
+				r.Put(jname, file[:cut])
 				j := r.open(journal.Config{})
 				require.Equal(t, want[k], viewOf(t, j), "cut at byte %d", cut)
-				require.Equal(t, ends[k], len(r.raw(jname)), "cut at byte %d: file cut at the record boundary", cut)
+				require.Equal(t, ends[k], len(r.Raw(jname)), "cut at byte %d: file cut at the record boundary", cut)
 			}
 		})
 	}
@@ -140,7 +140,7 @@ func TestCorruptRecordBeforeTheTailIsAnError(t *testing.T) {
 	require.NoError(t, j.Save(hs(1, 0, 0), ents(1, 2, 1), true))
 	require.NoError(t, j.Save(nil, ents(3, 4, 1), true))
 	require.NoError(t, j.Save(hs(1, 0, 4), nil, true))
-	file := r.raw(jname)
+	file := r.Raw(jname)
 	ends := recordEnds(t, file, 8)
 	require.Len(t, ends, 4)
 	// The entries record of the second Save sits between two others.
@@ -150,11 +150,11 @@ func TestCorruptRecordBeforeTheTailIsAnError(t *testing.T) {
 			r := newRig(t, 1, 0)
 			bad := bytes.Clone(file)
 			bad[off] ^= flip
-			r.put(jname, bad)
-			_, err := journal.Open(r.disk(), jname, journal.Config{})
+			r.Put(jname, bad)
+			_, err := journal.Open(r.Disk(), jname, journal.Config{})
 			require.ErrorIs(t, err, journal.ErrCorrupt, "byte %d ^ %#x", off, flip)
 			require.ErrorContains(t, err, "offset", "the error says where")
-			require.Equal(t, bad, r.raw(jname), "nothing was cut")
+			require.Equal(t, bad, r.Raw(jname), "nothing was cut")
 		}
 	}
 }
@@ -166,17 +166,17 @@ func TestGarbledLastRecordIsCut(t *testing.T) {
 	r := newRig(t, 1, 0)
 	j := r.open(journal.Config{})
 	require.NoError(t, j.Save(hs(1, 0, 0), ents(1, 2, 1), true))
-	want, good := viewOf(t, j), r.raw(jname)
+	want, good := viewOf(t, j), r.Raw(jname)
 	require.NoError(t, j.Save(nil, ents(3, 4, 1), true))
-	file := r.raw(jname)
+	file := r.Raw(jname)
 
 	for off := len(good) + 12; off < len(file); off++ {
 		r := newRig(t, 1, 0)
 		bad := bytes.Clone(file)
 		bad[off] ^= 0x20
-		r.put(jname, bad)
+		r.Put(jname, bad)
 		require.Equal(t, want, viewOf(t, r.open(journal.Config{})), "body byte %d", off)
-		require.Equal(t, good, r.raw(jname))
+		require.Equal(t, good, r.Raw(jname))
 	}
 
 	// A damaged header has no trustworthy end, so its body's bytes count
@@ -184,8 +184,8 @@ func TestGarbledLastRecordIsCut(t *testing.T) {
 	r = newRig(t, 1, 0)
 	bad := bytes.Clone(file)
 	bad[len(good)+2] ^= 0x20
-	r.put(jname, bad)
-	_, err := journal.Open(r.disk(), jname, journal.Config{})
+	r.Put(jname, bad)
+	_, err := journal.Open(r.Disk(), jname, journal.Config{})
 	require.ErrorIs(t, err, journal.ErrCorrupt)
 }
 
@@ -196,7 +196,7 @@ func TestZeroFilledTailIsCut(t *testing.T) {
 	r := newRig(t, 1, 0)
 	j := r.open(journal.Config{})
 	require.NoError(t, j.Save(hs(1, 0, 2), ents(1, 2, 1), true))
-	want, good := viewOf(t, j), r.raw(jname)
+	want, good := viewOf(t, j), r.Raw(jname)
 	for name, tail := range map[string][]byte{
 		"zeros":                   make([]byte, 4096),
 		"a few zeros":             make([]byte, 5),
@@ -205,9 +205,9 @@ func TestZeroFilledTailIsCut(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t, 1, 0)
-			r.put(jname, append(bytes.Clone(good), tail...))
+			r.Put(jname, append(bytes.Clone(good), tail...))
 			require.Equal(t, want, viewOf(t, r.open(journal.Config{})))
-			require.Equal(t, good, r.raw(jname))
+			require.Equal(t, good, r.Raw(jname))
 		})
 	}
 	// Anything but zeros after the bad record is not a tear.
@@ -217,8 +217,8 @@ func TestZeroFilledTailIsCut(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t, 1, 0)
-			r.put(jname, append(bytes.Clone(good), tail...))
-			_, err := journal.Open(r.disk(), jname, journal.Config{})
+			r.Put(jname, append(bytes.Clone(good), tail...))
+			_, err := journal.Open(r.Disk(), jname, journal.Config{})
 			require.ErrorIs(t, err, journal.ErrCorrupt)
 		})
 	}
@@ -230,11 +230,11 @@ func TestWellFormedRecordThatBreaksTheLogIsCorrupt(t *testing.T) {
 	r := newRig(t, 1, 0)
 	j := r.open(journal.Config{})
 	require.NoError(t, j.Save(hs(1, 0, 2), ents(1, 2, 1), true))
-	good := r.raw(jname)
+	good := r.Raw(jname)
 	// An entries record for index 5 after a log ending at 2: a gap.
 	body := []byte{1, 5, 1, 1, 0, 0} // kind, first, count, term, type, empty data
-	r.put(jname, append(append(bytes.Clone(good), recordHeader(uint32(len(body)), body)...), body...))
-	_, err := journal.Open(r.disk(), jname, journal.Config{})
+	r.Put(jname, append(append(bytes.Clone(good), recordHeader(uint32(len(body)), body)...), body...))
+	_, err := journal.Open(r.Disk(), jname, journal.Config{})
 	require.ErrorIs(t, err, journal.ErrCorrupt)
 	require.ErrorContains(t, err, "does not follow")
 }
@@ -250,12 +250,12 @@ func TestHugeDeclaredLengthIsNotAllocated(t *testing.T) {
 			r := newRig(t, 1, 0)
 			j := r.open(cfg)
 			require.NoError(t, j.Save(hs(1, 0, 2), ents(1, 2, 1), true))
-			want, good := viewOf(t, j), r.raw(jname)
-			r.put(jname, append(append(bytes.Clone(good), recordHeader(1<<30-1, nil)...), "a few body bytes"...))
+			want, good := viewOf(t, j), r.Raw(jname)
+			r.Put(jname, append(append(bytes.Clone(good), recordHeader(1<<30-1, nil)...), "a few body bytes"...))
 
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			j, err := journal.Open(r.disk(), jname, cfg)
+			j, err := journal.Open(r.Disk(), jname, cfg)
 			runtime.ReadMemStats(&after)
 			require.NoError(t, err)
 			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by Open")
@@ -270,26 +270,26 @@ func TestHugeDeclaredLengthIsNotAllocated(t *testing.T) {
 	j := r.open(journal.Config{})
 	require.NoError(t, j.Save(hs(1, 0, 1), ents(1, 1, 1), true))
 	require.NoError(t, j.Save(nil, []journal.Entry{{Index: 2, Term: 1, Data: make([]byte, 200)}}, true))
-	_, err := journal.Open(r.disk(), jname, journal.Config{MaxRecordBytes: 100})
+	_, err := journal.Open(r.Disk(), jname, journal.Config{MaxRecordBytes: 100})
 	require.ErrorIs(t, err, journal.ErrCorrupt)
 }
 
 func TestFileHeaderIsChecked(t *testing.T) {
 	r := newRig(t, 1, 0)
-	r.put(jname, []byte("NOTAJOURNAL"))
-	_, err := journal.Open(r.disk(), jname, journal.Config{})
+	r.Put(jname, []byte("NOTAJOURNAL"))
+	_, err := journal.Open(r.Disk(), jname, journal.Config{})
 	require.ErrorIs(t, err, journal.ErrCorrupt)
 
-	r.put(jname, []byte("FLJRNL\x02\x00"))
-	_, err = journal.Open(r.disk(), jname, journal.Config{})
+	r.Put(jname, []byte("FLJRNL\x02\x00"))
+	_, err = journal.Open(r.Disk(), jname, journal.Config{})
 	require.ErrorIs(t, err, journal.ErrVersion)
 
 	// Shorter than a header: create syncs the header before the name, so
 	// such a file never held a record and is started over.
-	r.put(jname, []byte("FLJ"))
+	r.Put(jname, []byte("FLJ"))
 	j := r.open(journal.Config{})
 	require.Equal(t, uint64(0), j.LastIndex())
-	require.Equal(t, "FLJRNL\x01\x00", string(r.raw(jname)))
+	require.Equal(t, "FLJRNL\x01\x00", string(r.Raw(jname)))
 }
 
 func TestLeftoverCompactionSiblingIsRemoved(t *testing.T) {
@@ -297,12 +297,12 @@ func TestLeftoverCompactionSiblingIsRemoved(t *testing.T) {
 	j := r.open(journal.Config{})
 	require.NoError(t, j.Save(hs(1, 0, 2), ents(1, 2, 1), true))
 	want := viewOf(t, j)
-	r.put(jname+".compact", []byte("half a compaction"))
+	r.Put(jname+".compact", []byte("half a compaction"))
 	j = r.open(journal.Config{})
 	require.Equal(t, want, viewOf(t, j))
-	require.Equal(t, []string{jname}, r.names())
-	r.crash()
-	require.Equal(t, []string{jname}, r.names(), "the removal was synced")
+	require.Equal(t, []string{jname}, r.Names())
+	r.Crash()
+	require.Equal(t, []string{jname}, r.Names(), "the removal was synced")
 }
 
 // The planted bug journal-trust-tail: with it on, a record cut short by a
@@ -314,20 +314,20 @@ func TestTrustTailBugKeepsATornEntry(t *testing.T) {
 	r := newRig(t, 1, 0)
 	j := r.open(journal.Config{})
 	require.NoError(t, j.Save(hs(1, 0, 5), ents(1, 5, 1), true))
-	good := r.raw(jname)
+	good := r.Raw(jname)
 	require.NoError(t, j.Save(nil, []journal.Entry{{Index: 6, Term: 1, Data: payload}}, false))
-	file := r.raw(jname)
+	file := r.Raw(jname)
 	torn := file[:len(file)-10] // the crash kept all but the last 10 bytes
 
 	r = newRig(t, 1, 0)
-	r.put(jname, torn)
+	r.Put(jname, torn)
 	j = r.open(journal.Config{})
 	require.Equal(t, uint64(5), j.LastIndex(), "correct: the torn entry is cut")
-	require.Equal(t, good, r.raw(jname))
+	require.Equal(t, good, r.Raw(jname))
 
 	bug := journal.Config{Bugs: journal.Bugs{TrustTail: true}}
 	r = newRig(t, 1, 0)
-	r.put(jname, torn)
+	r.Put(jname, torn)
 	j = r.open(bug)
 	require.Equal(t, uint64(6), j.LastIndex(), "buggy: the torn entry is kept")
 	got, err := j.Entries(6, 7, 1<<20)
@@ -338,12 +338,12 @@ func TestTrustTailBugKeepsATornEntry(t *testing.T) {
 	require.Equal(t, append(bytes.Repeat([]byte{'x'}, 54), make([]byte, 10)...), got[0].Data)
 
 	// The garbage is now durable: even a correct journal reads it back.
-	r.crash()
+	r.Crash()
 	j = r.open(journal.Config{})
 	require.Equal(t, uint64(6), j.LastIndex())
 
 	// A tear inside the entry's fields keeps only the entries before it.
 	r = newRig(t, 1, 0)
-	r.put(jname, file[:len(good)+12+4])
+	r.Put(jname, file[:len(good)+12+4])
 	require.Equal(t, uint64(5), r.open(bug).LastIndex())
 }

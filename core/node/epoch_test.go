@@ -9,11 +9,8 @@ import (
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/sim"
+	"github.com/fenceline/fenceline/sim/simtest"
 )
-
-type nopNet struct{}
-
-func (nopNet) Sender(dial.NodeID) dial.Sender { return nil }
 
 func TestEpochGrowsAcrossCrashesAtEveryStep(t *testing.T) {
 	// Power fails before each of the update's disk steps in turn; the
@@ -26,7 +23,7 @@ func TestEpochGrowsAcrossCrashesAtEveryStep(t *testing.T) {
 			require.NoError(t, err)
 			got = append(got, e)
 			return dial.HandlerFunc(func(dial.NodeID, []byte) {})
-		}, nopNet{}, sim.DefaultDiskConfig)
+		}, simtest.NopNet{}, sim.DefaultDiskConfig)
 		n.Start()
 		n.Crash()
 		n.Disk().CutPowerAfter(cut)
@@ -44,7 +41,7 @@ func TestEpochGrowsAcrossCrashesAtEveryStep(t *testing.T) {
 
 func TestDamagedEpochIsAnError(t *testing.T) {
 	k := sim.New(1)
-	n := k.AddNode("a", nil, nopNet{}, sim.DefaultDiskConfig)
+	n := k.AddNode("a", nil, simtest.NopNet{}, sim.DefaultDiskConfig)
 	d := n.Disk()
 	f, err := d.Create(epochFile)
 	require.NoError(t, err)
@@ -59,11 +56,8 @@ func TestDamagedEpochIsAnError(t *testing.T) {
 // deleted, and the node boots with an empty shard; a clean log is opened
 // in place.
 func TestCorruptShardLogIsQuarantined(t *testing.T) {
-	k := sim.New(1)
-	n := k.AddNode("a", func(*sim.Env) dial.Handler { return dial.HandlerFunc(func(dial.NodeID, []byte) {}) }, nopNet{}, sim.DefaultDiskConfig)
-	n.Start()
-	fs := n.Disk()
-	l, note, err := openShardLog(fs, 1)
+	m := simtest.NewMachine(t, 1, 0)
+	l, note, err := openShardLog(m.Disk(), 1)
 	require.NoError(t, err)
 	require.Empty(t, note)
 	for i := 0; i < 3; i++ {
@@ -72,29 +66,15 @@ func TestCorruptShardLogIsQuarantined(t *testing.T) {
 	require.NoError(t, l.Close())
 
 	// Flip a byte in the first record's body: damage a crash cannot leave.
-	f, err := fs.Open(FlowLog)
-	require.NoError(t, err)
-	size, err := f.Size()
-	require.NoError(t, err)
-	buf := make([]byte, size)
-	_, err = f.ReadAt(buf, 0)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	buf := m.Raw(FlowLog)
 	buf[24] ^= 0xff
-	g, err := fs.Create(FlowLog)
-	require.NoError(t, err)
-	_, err = g.Write(buf)
-	require.NoError(t, err)
-	require.NoError(t, g.Sync())
-	require.NoError(t, g.Close())
+	m.Put(FlowLog, buf)
 
-	l, note, err = openShardLog(fs, 7)
+	l, note, err = openShardLog(m.Disk(), 7)
 	require.NoError(t, err)
 	require.Contains(t, note, "moved to flow.log.corrupt-7")
-	names, err := fs.List()
-	require.NoError(t, err)
-	require.Contains(t, names, "flow.log.corrupt-7", "kept for the operator")
-	n2 := 0
-	require.NoError(t, l.Scan(func(shard.Mutation) error { n2++; return nil }))
-	require.Zero(t, n2, "nothing of the damaged log is read as data")
+	require.Contains(t, m.Names(), "flow.log.corrupt-7", "kept for the operator")
+	n := 0
+	require.NoError(t, l.Scan(func(shard.Mutation) error { n++; return nil }))
+	require.Zero(t, n, "nothing of the damaged log is read as data")
 }

@@ -37,7 +37,7 @@ func TestPropShardCrashKeepsWhatEachModePromised(t *testing.T) {
 		clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 		cfg := shard.Config{CommitDelay: time.Millisecond}
 		open := func() *shard.Shard[int] {
-			l, err := shard.OpenLog(r.disk(), lname)
+			l, err := shard.OpenLog(r.Disk(), lname)
 			require.NoError(rt, err)
 			s, err := shard.Open[int](cfg, shard.Env{Clock: clk, Backend: l}, verCodec{})
 			require.NoError(rt, err)
@@ -64,7 +64,7 @@ func TestPropShardCrashKeepsWhatEachModePromised(t *testing.T) {
 				clk.Advance(time.Duration(rapid.IntRange(0, 80).Draw(rt, fmt.Sprintf("ms%d", i))) * time.Millisecond)
 			default:
 				s.Stop()
-				r.crash()
+				r.Crash()
 				s = open()
 				for f, mode := range modes {
 					keys := s.Peek(fmt.Sprintf("f%d", f))

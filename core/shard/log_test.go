@@ -19,8 +19,7 @@ import (
 
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/shard"
-	"github.com/fenceline/fenceline/dial"
-	"github.com/fenceline/fenceline/sim"
+	"github.com/fenceline/fenceline/sim/simtest"
 )
 
 const lname = "flow.shard"
@@ -29,94 +28,23 @@ var _ shard.Backend = (*shard.Log)(nil)
 
 // T is what the helpers need of a test: *testing.T, *testing.F and
 // *rapid.T all fit.
-type T interface {
-	require.TestingT
-	Helper()
-}
+type T = simtest.T
 
-type nopNet struct{}
-
-func (nopNet) Sender(dial.NodeID) dial.Sender { return nil }
-
-// rig is one simulated machine whose disk the log lives on. Its process
-// does nothing; it exists so a test can crash it, which is how the
-// simulator applies its disk fault model.
+// rig is one simulated machine whose disk the log lives on.
 type rig struct {
+	*simtest.Machine
 	t T
-	n *sim.Node
 }
 
 func newRig(t T, seed uint64, tornProb float64) *rig {
-	cfg := sim.DefaultDiskConfig
-	cfg.TornWriteProb = tornProb
-	k := sim.New(seed)
-	boot := func(*sim.Env) dial.Handler { return dial.HandlerFunc(func(dial.NodeID, []byte) {}) }
-	n := k.AddNode("a", boot, nopNet{}, cfg)
-	n.Start()
-	return &rig{t: t, n: n}
-}
-
-func (r *rig) disk() *sim.Disk { return r.n.Disk() }
-
-// crash kills the process and starts a new one; older handles are dead.
-func (r *rig) crash() {
-	r.n.Crash()
-	r.n.Start()
-}
-
-// do runs f as the node, so that a power cut armed with CutPowerAfter
-// crashes it mid-call, and restarts the node if it did.
-func (r *rig) do(f func()) (crashed bool) {
-	r.t.Helper()
-	require.True(r.t, r.n.Do(f))
-	r.disk().CancelPowerCut()
-	if r.n.Up() {
-		return false
-	}
-	r.n.Start()
-	return true
+	return &rig{Machine: simtest.NewMachine(t, seed, tornProb), t: t}
 }
 
 func (r *rig) open() *shard.Log {
 	r.t.Helper()
-	l, err := shard.OpenLog(r.disk(), lname)
+	l, err := shard.OpenLog(r.Disk(), lname)
 	require.NoError(r.t, err)
 	return l
-}
-
-// raw returns the file's bytes, synced or not.
-func (r *rig) raw() []byte {
-	r.t.Helper()
-	f, err := r.disk().Open(lname)
-	require.NoError(r.t, err)
-	size, err := f.Size()
-	require.NoError(r.t, err)
-	buf := make([]byte, size)
-	if size > 0 {
-		_, err = f.ReadAt(buf, 0)
-		require.NoError(r.t, err)
-	}
-	require.NoError(r.t, f.Close())
-	return buf
-}
-
-// put makes the log file hold exactly b, durably.
-func (r *rig) put(b []byte) {
-	r.t.Helper()
-	f, err := r.disk().Create(lname)
-	require.NoError(r.t, err)
-	_, err = f.Write(b)
-	require.NoError(r.t, err)
-	require.NoError(r.t, f.Sync())
-	require.NoError(r.t, f.Close())
-	require.NoError(r.t, r.disk().SyncDir())
-}
-
-func (r *rig) names() []string {
-	r.t.Helper()
-	names, err := r.disk().List()
-	require.NoError(r.t, err)
-	return names
 }
 
 // model is what the log should hold: (flow, key) -> value.
@@ -251,7 +179,7 @@ func TestLogSyncsOnlyWhatIsPending(t *testing.T) {
 	r := newRig(t, 1, 0)
 	l := r.open()
 	syncs := func() uint64 { return l.Stats().Syncs }
-	s0 := r.disk().Syncs
+	s0 := r.Disk().Syncs
 	base := syncs()
 	require.Equal(t, uint64(1), base, "creating the file syncs its header")
 
@@ -274,8 +202,8 @@ func TestLogSyncsOnlyWhatIsPending(t *testing.T) {
 
 	st := l.Stats()
 	require.Equal(t, uint64(3), st.Writes, "empty batches are no-ops")
-	require.Equal(t, st.Syncs, r.disk().Syncs-s0+base, "Stats counts the fsyncs the disk saw")
-	require.Equal(t, int64(len(r.raw())), st.Bytes)
+	require.Equal(t, st.Syncs, r.Disk().Syncs-s0+base, "Stats counts the fsyncs the disk saw")
+	require.Equal(t, int64(len(r.Raw(lname))), st.Bytes)
 }
 
 func TestLogDurability(t *testing.T) {
@@ -292,7 +220,7 @@ func TestLogDurability(t *testing.T) {
 				b4 := []shard.Mutation{put("f", "d", "4")}
 				require.NoError(t, l.Write(b3, false))
 				require.NoError(t, l.Write(b4, false))
-				r.crash()
+				r.Crash()
 				got := modelOf(t, r.open())
 				if torn == 0 {
 					require.Equal(t, synced, got, "seed %d: without a tear exactly the synced batches", seed)
@@ -316,7 +244,7 @@ func TestLogClose(t *testing.T) {
 	require.ErrorIs(t, l.Write(nil, false), shard.ErrClosed)
 	require.ErrorIs(t, l.Sync(), shard.ErrClosed)
 	require.ErrorIs(t, l.Scan(func(shard.Mutation) error { return nil }), shard.ErrClosed)
-	r.crash()
+	r.Crash()
 	require.Equal(t, []shard.Mutation{put("f", "k", "v")}, scan(t, r.open()))
 }
 
@@ -330,74 +258,34 @@ func TestLogRefusesOversizedBatch(t *testing.T) {
 	require.Empty(t, scan(t, l), "no part of a refused batch applies")
 	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "v")}, true), "a refusal is not a failure")
 	require.NoError(t, l.Write([]shard.Mutation{{Flow: "f", Key: "big", Value: huge[:32<<20]}}, true))
-	r.crash()
+	r.Crash()
 	require.Equal(t, 2, r.open().Stats().Live)
-}
-
-// failFS fails every write and sync once failing is set.
-type failFS struct {
-	journal.FS
-	failing bool
-}
-
-type failFile struct {
-	journal.File
-	fs *failFS
-}
-
-var errDisk = errors.New("test: disk error")
-
-func (f *failFS) Create(name string) (journal.File, error) {
-	file, err := f.FS.Create(name)
-	return &failFile{File: file, fs: f}, err
-}
-
-func (f *failFS) Open(name string) (journal.File, error) {
-	file, err := f.FS.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	return &failFile{File: file, fs: f}, nil
-}
-
-func (f *failFile) Write(p []byte) (int, error) {
-	if f.fs.failing {
-		return 0, errDisk
-	}
-	return f.File.Write(p)
-}
-
-func (f *failFile) Sync() error {
-	if f.fs.failing {
-		return errDisk
-	}
-	return f.File.Sync()
 }
 
 func TestLogErrorsAreSticky(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		r := newRig(t, 1, 0)
-		fs := &failFS{FS: r.disk()}
+		fs := &simtest.FailFS{FS: r.Disk()}
 		l, err := shard.OpenLog(fs, lname)
 		require.NoError(t, err)
 		require.NoError(t, l.Write([]shard.Mutation{put("f", "a", "1")}, true))
 		if sync {
 			require.NoError(t, l.Write([]shard.Mutation{put("f", "b", "2")}, false))
 		}
-		fs.failing = true
+		fs.Failing = true
 		if sync {
-			require.ErrorIs(t, l.Sync(), errDisk)
+			require.ErrorIs(t, l.Sync(), simtest.ErrDisk)
 		} else {
-			require.ErrorIs(t, l.Write([]shard.Mutation{put("f", "b", "2")}, false), errDisk)
+			require.ErrorIs(t, l.Write([]shard.Mutation{put("f", "b", "2")}, false), simtest.ErrDisk)
 		}
-		fs.failing = false
-		require.ErrorIs(t, l.Write([]shard.Mutation{put("f", "c", "3")}, true), errDisk)
-		require.ErrorIs(t, l.Write(nil, false), errDisk)
-		require.ErrorIs(t, l.Sync(), errDisk)
-		require.ErrorIs(t, l.Scan(func(shard.Mutation) error { return nil }), errDisk)
-		require.ErrorIs(t, l.Close(), errDisk)
+		fs.Failing = false
+		require.ErrorIs(t, l.Write([]shard.Mutation{put("f", "c", "3")}, true), simtest.ErrDisk)
+		require.ErrorIs(t, l.Write(nil, false), simtest.ErrDisk)
+		require.ErrorIs(t, l.Sync(), simtest.ErrDisk)
+		require.ErrorIs(t, l.Scan(func(shard.Mutation) error { return nil }), simtest.ErrDisk)
+		require.ErrorIs(t, l.Close(), simtest.ErrDisk)
 		require.ErrorIs(t, l.Close(), shard.ErrClosed)
-		r.crash()
+		r.Crash()
 		require.Equal(t, []shard.Mutation{put("f", "a", "1")}, scan(t, r.open()))
 	}
 }
@@ -449,14 +337,14 @@ func crashWorkload(t *rapid.T, torn float64) {
 	var l *shard.Log
 	cut := func(what string, steps int) {
 		if rapid.IntRange(0, 5).Draw(t, "cut "+what) == 0 {
-			r.disk().CutPowerAfter(rapid.IntRange(1, steps).Draw(t, what+" steps"))
+			r.Disk().CutPowerAfter(rapid.IntRange(1, steps).Draw(t, what+" steps"))
 		}
 	}
 	reopen := func(crashed, midOp bool) {
 		for {
 			cut("open", 3)
 			var err error
-			if r.do(func() { l, err = shard.OpenLog(r.disk(), lname) }) {
+			if r.Do(func() { l, err = shard.OpenLog(r.Disk(), lname) }) {
 				continue
 			}
 			require.NoError(t, err)
@@ -484,7 +372,7 @@ func crashWorkload(t *rapid.T, torn float64) {
 			compactions := l.Stats().Compactions
 			cut("write", 12)
 			var err error
-			crashed := r.do(func() { err = l.Write(batch, sync) })
+			crashed := r.Do(func() { err = l.Write(batch, sync) })
 			next := cur.with(batch)
 			if crashed {
 				cands = append(cands, next)
@@ -502,14 +390,14 @@ func crashWorkload(t *rapid.T, torn float64) {
 		case kind == 6:
 			cut("sync", 1)
 			var err error
-			if r.do(func() { err = l.Sync() }) {
+			if r.Do(func() { err = l.Sync() }) {
 				reopen(true, true)
 				continue
 			}
 			require.NoError(t, err)
 			cands = []model{cur}
 		case kind == 7:
-			r.crash()
+			r.Crash()
 			reopen(true, false)
 		default:
 			require.NoError(t, l.Close())
@@ -625,7 +513,7 @@ func TestLogCrashAtEachStepOfCompaction(t *testing.T) {
 			// A run without a cut finds the compacting write and names
 			// its steps.
 			r := newRig(t, 1, 0)
-			fs := &opsFS{FS: r.disk()}
+			fs := &opsFS{FS: r.Disk()}
 			l, err := shard.OpenLog(fs, lname)
 			require.NoError(t, err)
 			n := 0
@@ -652,21 +540,21 @@ func TestLogCrashAtEachStepOfCompaction(t *testing.T) {
 				for cut := 1; cut <= steps+1; cut++ {
 					for seed := range uint64(3) {
 						r := newRig(t, seed, torn)
-						l, pre, synced := w.build(t, r, r.disk(), n)
+						l, pre, synced := w.build(t, r, r.Disk(), n)
 						post := pre.with(all[n])
 						if cut <= steps {
-							r.disk().CutPowerAfter(cut)
+							r.Disk().CutPowerAfter(cut)
 						}
 						var err error
-						crashed := r.do(func() { err = l.Write(all[n], true) })
+						crashed := r.Do(func() { err = l.Write(all[n], true) })
 						require.Equal(t, cut <= steps, crashed, "cut %d", cut)
 						if !crashed {
 							require.NoError(t, err)
-							r.crash()
+							r.Crash()
 						}
 						got := modelOf(t, r.open())
 						msg := fmt.Sprintf("torn=%v cut before step %d of %v", torn, cut, fs.ops)
-						require.Equal(t, []string{lname}, r.names(), msg)
+						require.Equal(t, []string{lname}, r.Names(), msg)
 						switch {
 						case cut <= syncdir && (torn == 0 || !unsynced):
 							require.Equal(t, synced, got, msg)
@@ -708,7 +596,7 @@ func TestLogCompactionKeepsTheState(t *testing.T) {
 	require.LessOrEqual(t, st.Bytes, int64(64<<10+4<<10), "the file stays near the threshold")
 	require.Equal(t, m.muts(), scan(t, l))
 	require.NoError(t, l.Close())
-	require.Equal(t, []string{lname}, r.names())
+	require.Equal(t, []string{lname}, r.Names())
 	require.Equal(t, m.muts(), scan(t, r.open()))
 }
 
@@ -718,14 +606,14 @@ func TestLogLeftoverTmpIsRemoved(t *testing.T) {
 	r := newRig(t, 1, 0)
 	l := r.open()
 	require.NoError(t, l.Write([]shard.Mutation{put("f", "k", "v")}, true))
-	f, err := r.disk().Create(lname + ".tmp")
+	f, err := r.Disk().Create(lname + ".tmp")
 	require.NoError(t, err)
 	_, err = f.Write([]byte("half a compaction"))
 	require.NoError(t, err)
-	require.NoError(t, r.disk().SyncDir())
-	r.crash()
+	require.NoError(t, r.Disk().SyncDir())
+	r.Crash()
 	require.Equal(t, []shard.Mutation{put("f", "k", "v")}, scan(t, r.open()))
-	require.Equal(t, []string{lname}, r.names())
+	require.Equal(t, []string{lname}, r.Names())
 }
 
 // threeBatches writes three synced batches and returns the file and the
@@ -742,7 +630,7 @@ func threeBatches(t *testing.T) (file []byte, states []model) {
 		require.NoError(t, l.Write(b, true))
 		states = append(states, states[i].with(b))
 	}
-	return r.raw(), states
+	return r.Raw(lname), states
 }
 
 // Damage to any byte of a record before the tail stops the open, naming
@@ -757,11 +645,11 @@ func TestLogCorruptRecordBeforeTheTailIsAnError(t *testing.T) {
 			r := newRig(t, 1, 0)
 			bad := bytes.Clone(file)
 			bad[off] ^= flip
-			r.put(bad)
-			_, err := shard.OpenLog(r.disk(), lname)
+			r.Put(lname, bad)
+			_, err := shard.OpenLog(r.Disk(), lname)
 			require.ErrorIs(t, err, shard.ErrCorrupt, "byte %d ^ %#x", off, flip)
 			require.ErrorContains(t, err, fmt.Sprintf("%s at offset %d", lname, ends[0]))
-			require.Equal(t, bad, r.raw(), "nothing was cut")
+			require.Equal(t, bad, r.Raw(lname), "nothing was cut")
 		}
 	}
 }
@@ -781,8 +669,8 @@ func TestLogMalformedRecordIsCorrupt(t *testing.T) {
 		"empty body":       {},
 	} {
 		r := newRig(t, 1, 0)
-		r.put(append(bytes.Clone(file), record(body)...))
-		_, err := shard.OpenLog(r.disk(), lname)
+		r.Put(lname, append(bytes.Clone(file), record(body)...))
+		_, err := shard.OpenLog(r.Disk(), lname)
 		require.ErrorIs(t, err, shard.ErrCorrupt, name)
 		require.ErrorContains(t, err, fmt.Sprintf("offset %d", len(file)), name)
 	}
@@ -800,13 +688,13 @@ func TestLogTornTailAtEveryOffset(t *testing.T) {
 			k++
 		}
 		r := newRig(t, 1, 1)
-		r.put(file[:cut])
+		r.Put(lname, file[:cut])
 		l := r.open()
 		require.Equal(t, states[k], modelOf(t, l), "cut at byte %d", cut)
-		require.Equal(t, max(ends[k], 8), len(r.raw()), "cut at byte %d: file cut at the record boundary", cut)
+		require.Equal(t, max(ends[k], 8), len(r.Raw(lname)), "cut at byte %d: file cut at the record boundary", cut)
 		next := []shard.Mutation{put("z", "z", "after")}
 		require.NoError(t, l.Write(next, true))
-		r.crash()
+		r.Crash()
 		require.Equal(t, states[k].with(next), modelOf(t, r.open()), "cut at byte %d: the next batch follows", cut)
 	}
 }
@@ -832,15 +720,15 @@ func TestLogGarbageAtTheTail(t *testing.T) {
 		"a bad record, then bytes":   {append(bytes.Clone(garbled), record([]byte{1, 1, 'f', 1, 'k', 1})...), nil},
 	} {
 		r := newRig(t, 1, 0)
-		r.put(tc.file)
-		l, err := shard.OpenLog(r.disk(), lname)
+		r.Put(lname, tc.file)
+		l, err := shard.OpenLog(r.Disk(), lname)
 		if tc.want == nil {
 			require.ErrorIs(t, err, shard.ErrCorrupt, name)
 			continue
 		}
 		require.NoError(t, err, name)
 		require.Equal(t, tc.want, modelOf(t, l), name)
-		kept := r.raw()
+		kept := r.Raw(lname)
 		require.Equal(t, tc.file[:len(kept)], kept, "%s: only cut", name)
 		require.Contains(t, append([]int{8}, recordEnds(t, file)...), len(kept), name)
 	}
@@ -851,22 +739,22 @@ func TestLogFileHeaderIsChecked(t *testing.T) {
 	r := newRig(t, 1, 0)
 	bad := bytes.Clone(file)
 	copy(bad, "FLJRNL")
-	r.put(bad)
-	_, err := shard.OpenLog(r.disk(), lname)
+	r.Put(lname, bad)
+	_, err := shard.OpenLog(r.Disk(), lname)
 	require.ErrorIs(t, err, shard.ErrCorrupt)
 	require.ErrorContains(t, err, "not a shard log")
 
 	bad = bytes.Clone(file)
 	bad[6] = 2
-	r.put(bad)
-	_, err = shard.OpenLog(r.disk(), lname)
+	r.Put(lname, bad)
+	_, err = shard.OpenLog(r.Disk(), lname)
 	require.ErrorContains(t, err, "version 2")
 
 	// Shorter than a header: the header is synced before the name, so
 	// such a file never held a record.
-	r.put([]byte("FLS"))
+	r.Put(lname, []byte("FLS"))
 	require.Empty(t, scan(t, r.open()))
-	require.Equal(t, file[:8], r.raw())
+	require.Equal(t, file[:8], r.Raw(lname))
 }
 
 // FuzzLogReplay opens arbitrary bytes as a log file. OpenLog never panics;
@@ -879,7 +767,7 @@ func FuzzLogReplay(f *testing.F) {
 	l := r.open()
 	require.NoError(f, l.Write([]shard.Mutation{put("f", "a", "1"), put("f", "b", "")}, true))
 	require.NoError(f, l.Write([]shard.Mutation{del("f", "a"), put("g", "", "2")}, true))
-	file := r.raw()
+	file := r.Raw(lname)
 	f.Add(file)
 	f.Add(file[:len(file)-3])
 	f.Add(append(bytes.Clone(file), make([]byte, 20)...))
@@ -889,24 +777,24 @@ func FuzzLogReplay(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newRig(t, 1, 0)
-		r.put(data)
+		r.Put(lname, data)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		l, err := shard.OpenLog(r.disk(), lname)
+		l, err := shard.OpenLog(r.Disk(), lname)
 		runtime.ReadMemStats(&after)
 		require.LessOrEqual(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20+64*len(data)), "bytes allocated opening %d bytes", len(data))
 		if err != nil {
-			require.Equal(t, data, r.raw(), "a file that fails is left alone")
+			require.Equal(t, data, r.Raw(lname), "a file that fails is left alone")
 			return
 		}
 		want := modelOf(t, l)
-		kept := r.raw()
+		kept := r.Raw(lname)
 		if len(data) >= 8 {
 			require.Equal(t, data[:len(kept)], kept, "replay only cuts")
 		}
 		next := []shard.Mutation{put("new", "k", "v"), del("f", "b")}
 		require.NoError(t, l.Write(next, true))
-		r.crash()
+		r.Crash()
 		l = r.open()
 		require.Equal(t, want.with(next), modelOf(t, l))
 	})
