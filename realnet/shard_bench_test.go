@@ -24,6 +24,22 @@ func (shardBytesCodec) Encode(v []byte) []byte          { return v }
 func (shardBytesCodec) Decode(b []byte) ([]byte, error) { return b, nil } // Scan's Value is a copy the shard may keep
 func (shardBytesCodec) Expiry(v []byte) (int64, bool)   { return shardFarFutureMs, true }
 
+// postPut writes key=val to flow on the shard's loop and answers as a
+// flow owner would: a sync write once it is durable, any other at once.
+func postPut(l *Loop, sh *shard.Shard[[]byte], flow, key string, val []byte, mode shard.Mode, answer func(error)) error {
+	return l.Post(func() {
+		if err := sh.Put(flow, map[string][]byte{key: val}, nil, mode); err != nil {
+			answer(err)
+			return
+		}
+		if mode == shard.Sync {
+			sh.WhenDurable(flow, answer)
+		} else {
+			answer(nil)
+		}
+	})
+}
+
 // runOnLoop runs f on l and waits for it: everything that touches a shard
 // (open, stats, close) runs on its loop, as the shard has one writer.
 func runOnLoop(l *Loop, f func()) error {
@@ -123,17 +139,7 @@ func benchShard(b *testing.B, mode shard.Mode, writers int) {
 				}
 				flow := names[w][i%shardBenchFlows]
 				t0 := time.Now()
-				if err := l.Post(func() {
-					if err := sh.Put(flow, map[string][]byte{"k": val}, nil, mode); err != nil {
-						answer(err)
-						return
-					}
-					if mode == shard.Sync {
-						sh.WhenDurable(flow, answer)
-					} else {
-						answer(nil)
-					}
-				}); err != nil {
+				if err := postPut(l, sh, flow, "k", val, mode, answer); err != nil {
 					fail(err)
 					return
 				}

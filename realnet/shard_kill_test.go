@@ -83,17 +83,7 @@ func TestShardKillChild(t *testing.T) {
 			answer := func(err error) { ack <- err }
 			for i := 0; ; i++ {
 				flow, key, val := shardKillFlow(w, i), shardKillKey(i), shardKillValue(w, i)
-				if err := l.Post(func() {
-					if err := sh.Put(flow, map[string][]byte{key: val}, nil, mode); err != nil {
-						answer(err)
-						return
-					}
-					if mode == shard.Sync {
-						sh.WhenDurable(flow, answer)
-					} else {
-						answer(nil)
-					}
-				}); err != nil {
+				if err := postPut(l, sh, flow, key, val, mode, answer); err != nil {
 					die(err)
 				}
 				if err := <-ack; err != nil {

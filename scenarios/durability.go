@@ -88,40 +88,6 @@ func readVersion(all map[string][]byte) (version int, torn bool) {
 	return v, false
 }
 
-// callFlow runs one flow request on node n as a client would: refused at
-// once if the node is down, given up on (outcome unknown) if no answer
-// comes within the client's deadline, and a failure of the bridge checker
-// if a live node answers twice or never.
-func (h *flowHarness) callFlow(n *sim.Node, client uint64, req flow.Request, done func(flow.Response, error)) {
-	a := &answer{}
-	inc := n.Incarnation()
-	store := h.flows[n.Name()]
-	settle := func(resp flow.Response, err error) {
-		if !a.once() {
-			h.run.Fail("bridge", "client %d's call on %s was answered twice", client, req.Flow)
-			return
-		}
-		done(resp, err)
-	}
-	if !n.Up() || store == nil {
-		settle(flow.Response{}, fmt.Errorf("%w: node down", flow.ErrSend))
-		return
-	}
-	call := h.k.Now()
-	n.Do(func() { store.Do(req, settle) })
-	if a.done {
-		return
-	}
-	h.k.After(h.deadline+time.Second, sim.EvClient, client, func() {
-		if a.once() {
-			if n.Up() && n.Incarnation() == inc {
-				h.run.Fail("bridge", "client %d's call on %s at %v was never answered by a live node", client, req.Flow, call)
-			}
-			done(flow.Response{}, fmt.Errorf("%w: client deadline (node crashed?)", flow.ErrTimeout))
-		}
-	})
-}
-
 // --- durability-restart ---
 
 type outcome uint8
@@ -263,7 +229,7 @@ func (d *durability) startWriter(client uint64, f *durFlow, until time.Duration)
 			version := len(f.writes) + 1
 			f.writes = append(f.writes, durWrite{call: h.k.Now()})
 			req := flow.Request{Flow: f.name, Op: flow.OpSetAll, Entries: setAll(version), Mode: f.mode}
-			h.callFlow(n, client, req, func(_ flow.Response, err error) {
+			h.callFlow(n, client, client, req, func(_ flow.Response, err error) {
 				f.writes[version-1].ret, f.writes[version-1].out = h.k.Now(), outcomeOf(err)
 				next()
 			})
@@ -293,7 +259,7 @@ func (d *durability) startReader(client uint64, f *durFlow, from, until time.Dur
 func (d *durability) read(client uint64, f *durFlow, n *sim.Node, then func()) {
 	h := d.h
 	call := h.k.Now()
-	h.callFlow(n, client, flow.Request{Flow: f.name, Op: flow.OpGetAll, Mode: f.mode}, func(resp flow.Response, err error) {
+	h.callFlow(n, client, client, flow.Request{Flow: f.name, Op: flow.OpGetAll, Mode: f.mode}, func(resp flow.Response, err error) {
 		if err == nil {
 			version, torn := readVersion(resp.All)
 			if torn {
@@ -654,7 +620,7 @@ func (t *ttlEvict) startClient(client uint64, n *sim.Node, until time.Duration) 
 		if r.IntN(2) == 0 {
 			version := len(f.writes) + 1
 			f.writes = append(f.writes, durWrite{call: h.k.Now()})
-			h.callFlow(n, client, flow.Request{Flow: name, Op: flow.OpSetAll, Entries: setAll(version)}, func(_ flow.Response, err error) {
+			h.callFlow(n, client, client, flow.Request{Flow: name, Op: flow.OpSetAll, Entries: setAll(version)}, func(_ flow.Response, err error) {
 				f.writes[version-1].ret, f.writes[version-1].out = h.k.Now(), outcomeOf(err)
 				next()
 			})
@@ -676,7 +642,7 @@ func (t *ttlEvict) read(client uint64, n *sim.Node, name string, then func(versi
 	h := t.h
 	f := t.flows[name]
 	call := h.k.Now()
-	h.callFlow(n, client, flow.Request{Flow: name, Op: flow.OpGetAll}, func(resp flow.Response, err error) {
+	h.callFlow(n, client, client, flow.Request{Flow: name, Op: flow.OpGetAll}, func(resp flow.Response, err error) {
 		if err != nil {
 			then(0, false)
 			return

@@ -182,15 +182,7 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 		req.Key, in.Key = key, key
 	}
 	op := h.flowHist.Call(client, f, in, h.k.Now())
-	a := &answer{}
-	inc := n.Incarnation()
-	settle := func(resp flow.Response, err error) {
-		if !a.once() {
-			// The store promises one answer per call; a second one, or
-			// one after the client gave up on a live node, is a bug.
-			h.run.Fail("bridge", "client %d's call on %s was answered twice", client, f)
-			return
-		}
+	h.callFlow(n, uint64(client), uint64(op), req, func(resp flow.Response, err error) {
 		now := h.k.Now()
 		switch {
 		case err == nil:
@@ -205,31 +197,57 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 			h.flowHist.Return(op, out, now)
 		case errors.Is(err, flow.ErrNotInteger):
 			h.flowHist.Return(op, linearizability.FlowOutput{NotInteger: true}, now)
+		case errors.Is(err, errClientDeadline):
+			h.flowHist.GiveUp(op, errClientDeadline.Error(), now)
 		case flow.Known(err):
 			h.flowHist.Refuse(op, err.Error(), now)
 		default:
 			h.flowHist.GiveUp(op, err.Error(), now)
 		}
 		next()
-	}
+	})
+}
+
+// errClientDeadline is a client giving up on a call no node answered in
+// time (its node crashed under it, or the store lost the call).
+var errClientDeadline = errors.New("client deadline (node crashed?)")
+
+// callFlow runs one flow request on node n as a client would: refused at
+// once if the node is down, given up on (errClientDeadline, an unknown
+// outcome) if no answer comes within the client's deadline, and a failure
+// of the bridge checker if a live node answers twice or never. tag names
+// the client's deadline event in the trace.
+func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request, done func(flow.Response, error)) {
+	a := &answer{}
+	inc := n.Incarnation()
 	store := h.flows[n.Name()]
+	settle := func(resp flow.Response, err error) {
+		if !a.once() {
+			// The store promises one answer per call; a second one, or
+			// one after the client gave up on a live node, is a bug.
+			h.run.Fail("bridge", "client %d's call on %s was answered twice", client, req.Flow)
+			return
+		}
+		done(resp, err)
+	}
 	if !n.Up() || store == nil {
 		settle(flow.Response{}, fmt.Errorf("%w: node down", flow.ErrSend))
 		return
 	}
+	call := h.k.Now()
 	n.Do(func() { store.Do(req, settle) })
-	if !a.done {
-		h.k.After(h.deadline+time.Second, sim.EvClient, uint64(op), func() {
-			if a.once() {
-				if n.Up() && n.Incarnation() == inc {
-					// The node lived, yet its store never answered.
-					h.run.Fail("bridge", "client %d's call on %s at %v was never answered by a live node", client, f, h.flowHist.Op(op).Call)
-				}
-				h.flowHist.GiveUp(op, "client deadline (node crashed?)", h.k.Now())
-				next()
-			}
-		})
+	if a.done {
+		return
 	}
+	h.k.After(h.deadline+time.Second, sim.EvClient, tag, func() {
+		if a.once() {
+			if n.Up() && n.Incarnation() == inc {
+				// The node lived, yet its store never answered.
+				h.run.Fail("bridge", "client %d's call on %s at %v was never answered by a live node", client, req.Flow, call)
+			}
+			done(flow.Response{}, fmt.Errorf("%w: %w", flow.ErrTimeout, errClientDeadline))
+		}
+	})
 }
 
 // checkFlowLinearizable runs porcupine over every flow, split at the

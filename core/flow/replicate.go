@@ -65,12 +65,12 @@ func flowDigest(f map[string]Value) uint64 {
 	return d.Sum64()
 }
 
-// digests computes, over the flows this node holds whose owner is owner
-// and whose placement includes replica, one digest per partition.
-func (s *Store) digests(owner, replica dial.NodeID) (map[uint32]uint64, map[uint32][]string) {
+// digests computes, over flows (sorted) whose owner is owner and whose
+// placement includes replica, one digest per partition.
+func (s *Store) digests(flows []string, owner, replica dial.NodeID) (map[uint32]uint64, map[uint32][]string) {
 	sums := map[uint32]uint64{}
 	members := map[uint32][]string{}
-	for _, f := range s.sh.Flows() {
+	for _, f := range flows {
 		p := s.ring.Placement(ring.ClassFlow, f)
 		if id, _ := p.Owner(); id != owner || !p.Contains(replica) {
 			continue
@@ -104,11 +104,12 @@ func (s *Store) antiEntropy() {
 	}
 	s.refresh()
 	s.AERounds++
+	flows := s.sh.Flows() // sorted once for every owner
 	for _, owner := range s.voters {
 		if owner == s.env.ID {
 			continue
 		}
-		sums, _ := s.digests(owner, s.env.ID)
+		sums, _ := s.digests(flows, owner, s.env.ID)
 		// Sent even when empty: the owner may hold flows this replica
 		// has never seen.
 		_ = s.send(owner, msg{Kind: kindAEReq, M: s.mIdx, Digests: sums})
@@ -121,7 +122,7 @@ func (s *Store) answerAntiEntropy(from dial.NodeID, m msg) {
 	if m.M != s.mIdx {
 		return // the two disagree on who owns what: wait for the next round
 	}
-	sums, members := s.digests(s.env.ID, from)
+	sums, members := s.digests(s.sh.Flows(), s.env.ID, from)
 	var differing []string
 	for part := uint32(0); part < aePartitions; part++ {
 		if sums[part] == m.Digests[part] {

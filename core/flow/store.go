@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -307,21 +308,11 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		reply(Response{}, unavailable(fmt.Errorf("%w: caller at %d, owner at %d", ErrFenced, callerM, s.mIdx)))
 		return
 	}
-	if owner, _ := s.ring.Owner(ring.ClassFlow, req.Flow); owner != s.env.ID {
-		reply(Response{}, unavailable(ErrNotOwner))
-		return
-	}
-	if !s.cfg.Bugs.NoFence && s.fencedAt[req.Flow] > s.mIdx {
-		reply(Response{}, unavailable(fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[req.Flow])))
-		return
-	}
-	if !s.cfg.Bugs.NoD17 && s.env.Ctl.IsIsolated() {
-		reply(Response{}, unavailable(ErrIsolated))
-		return
-	}
-	if !s.cfg.Bugs.NoAdoption && s.adopted[req.Flow] != s.mIdx {
-		s.startAdoption(req.Flow, req.Mode)
-		reply(Response{}, unavailable(ErrNotAdopted))
+	if err := s.mayServe(req.Flow); err != nil {
+		if errors.Is(err, ErrNotAdopted) {
+			s.startAdoption(req.Flow, req.Mode)
+		}
+		reply(Response{}, unavailable(err))
 		return
 	}
 	resp, changed, err := s.apply(req, false)
@@ -355,6 +346,24 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		}
 		reply(resp, nil)
 	})
+}
+
+// mayServe is the owner's checks after the caller's m_idx, in order: it
+// is the owner; no newer owner has fenced the flow; it is not isolated
+// (D-17); it has adopted the flow at this m_idx. Whatever writes a flow as
+// its owner (a request, an eviction) passes them first.
+func (s *Store) mayServe(flow string) error {
+	switch {
+	case ownerOf(s.ring, flow) != s.env.ID:
+		return ErrNotOwner
+	case !s.cfg.Bugs.NoFence && s.fencedAt[flow] > s.mIdx:
+		return fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[flow])
+	case !s.cfg.Bugs.NoD17 && s.env.Ctl.IsIsolated():
+		return ErrIsolated
+	case !s.cfg.Bugs.NoAdoption && s.adopted[flow] != s.mIdx:
+		return ErrNotAdopted
+	}
+	return nil
 }
 
 // apply runs req against this node's copy. It returns the answer and the
@@ -536,21 +545,22 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 // drops its copy only; the owner's copy is the authority, and anti-entropy
 // sends it back if the owner still holds it.
 //
-// A flow the owner may not write right now is kept (the shard counts it
-// again): one being adopted (dropping it would throw away the copies
-// gathered), one a newer owner has fenced, one whose owner is isolated
-// (D-17), or one the writer has no room for. Dropping any of those on the
-// owner alone would let a replica's copy return later.
+// The owner writes only as it may serve (mayServe). A flow it may not
+// write right now is kept (the shard counts it again): one being adopted
+// (dropping it would throw away the copies gathered), one a newer owner
+// has fenced, one whose owner is isolated (D-17), or one the writer has
+// no room for. Dropping any of those on the owner alone would let a
+// replica's copy return later.
 func (s *Store) evict(flow string) {
 	if s.stopped || s.adopting[flow] != nil {
 		return
 	}
-	if ownerOf(s.ring, flow) != s.env.ID || s.adopted[flow] != s.mIdx {
+	switch err := s.mayServe(flow); {
+	case errors.Is(err, ErrNotOwner), errors.Is(err, ErrNotAdopted):
 		s.Evicted++
-		s.sh.Drop(flow)
+		s.sh.Drop(flow) // not this node's to serve: its copy only
 		return
-	}
-	if s.fencedAt[flow] > s.mIdx || s.env.Ctl.IsIsolated() {
+	case err != nil:
 		return
 	}
 	f := s.sh.Peek(flow)
