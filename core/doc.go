@@ -16,9 +16,11 @@
 //   - never reads the wall clock: time comes from clock.Clock or as an
 //     argument;
 //   - never draws randomness except from the seeded source it was handed;
-//   - never touches the OS, the network or shared-memory synchronisation
-//     (os, net, sync), nor the storage and checker libraries kept outside
-//     (bbolt, porcupine);
+//   - imports only what an allow list names (guard.CorePolicy): the
+//     standard library's pure packages, the seams (clock, dial), other core
+//     packages, xxhash, and etcd raft inside core/consensus alone; so it
+//     never touches the OS, the network or shared-memory synchronisation,
+//     nor the simulator, the checkers, bbolt or porcupine;
 //   - never lets Go's map iteration order reach an output: it sorts.
 //
 // # Why
@@ -37,8 +39,12 @@
 // guard_test.go runs package core/guard over the source of every non-test
 // file under core/ and fails, naming file, line and rule, on go and select
 // statements, wall-clock calls of the time package (under any import name,
-// or as function values), banned imports, and ranges over maps or over
-// maps.Keys, maps.Values and maps.All. A map range is allowed when its body
+// or as function values), imports not on the allow list, and ranges over
+// maps or over maps.Keys, maps.Values and maps.All. A second test reads the
+// module's whole import graph (go list -deps) and fails if a core package
+// reaches anything off the list through another package of the module (a
+// seam importing the simulator, say), or if the simulated world (sim,
+// netsim) and the real one (realnet) reach each other. A map range is allowed when its body
 // only appends the key or value to a slice that a later statement of the
 // same block sorts (collect-then-sort), or when an exception on the line of
 // the for or the line above gives a reason:

@@ -24,7 +24,7 @@ func TestDeterminismGuard(t *testing.T) {
 	imp := exportImporter(t)
 	// Rooted at the module so reports read core/kv/kv.go, the path a
 	// reader greps for, whichever directory the test runs from.
-	vs, err := guard.Check(os.DirFS(".."), "core", imp)
+	vs, err := guard.Check(os.DirFS(".."), "core", imp, guard.CorePolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,60 @@ func TestDeterminismGuard(t *testing.T) {
 		}
 		t.Errorf("%d determinism violations in core/ (see core/doc.go for the rule):%s", len(vs), b.String())
 	}
+}
+
+// TestImportGraph holds the whole module's import graph, as `go list -deps`
+// reports it, to guard.CorePolicy: every package under core/, and every
+// package of the module it reaches (the seams), imports only what the
+// policy allows, so a core package cannot reach the simulator or a checker
+// even through a seam; and the simulated world (sim, netsim) and the real
+// one (realnet) never reach each other. guard's own tests pin that the
+// check fails on each kind of violation.
+func TestImportGraph(t *testing.T) {
+	pkgs := moduleGraph(t)
+	var inCore int
+	for _, p := range pkgs {
+		if strings.HasPrefix(p.Path, guard.CorePolicy.Module+"/core/") {
+			inCore++
+		}
+	}
+	if inCore < 5 {
+		t.Fatalf("go list found %d packages under core/: the graph is not the module's", inCore)
+	}
+	for _, v := range guard.CheckGraph(pkgs, "core", guard.CorePolicy) {
+		t.Errorf("%s: %s", v.File, v.Detail)
+	}
+}
+
+// moduleGraph is the import graph of every package of the module and
+// their dependencies (non-test imports), from `go list -deps`.
+func moduleGraph(t *testing.T) []guard.Package {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-deps", "-json=ImportPath,Imports,Error", guard.CorePolicy.Module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []guard.Package
+	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
+		var p struct {
+			ImportPath string
+			Imports    []string
+			Error      *struct{ Err string }
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list: decoding its output: %v", err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs = append(pkgs, guard.Package{Path: p.ImportPath, Imports: p.Imports})
+	}
+	return pkgs
 }
 
 // exportImporter returns an importer that reads compiler export data, found

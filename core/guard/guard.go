@@ -44,10 +44,11 @@ const (
 	// RuleWallClock: a use of a time function that reads the wall clock or
 	// waits on it. Time enters through clock.Clock or as an argument.
 	RuleWallClock = "no-wall-clock"
-	// RuleBannedImport: an import of a package that reaches the OS, the
-	// network, unseeded randomness, shared-memory synchronisation, or a
-	// dependency the design keeps out of core (bbolt, porcupine).
-	RuleBannedImport = "banned-import"
+	// RuleImport: an import the policy does not allow (see Policy): the
+	// OS, the network, unseeded randomness, shared-memory
+	// synchronisation, the simulator, a checker, or anything else not on
+	// core's allow list.
+	RuleImport = "import-not-allowed"
 	// RuleMapOrder: a range over a map, or over a maps.Keys/Values/All
 	// iterator, whose random order may reach an output.
 	RuleMapOrder = "map-order"
@@ -93,36 +94,6 @@ var wallClock = map[string]bool{
 	"Until": true,
 }
 
-// bannedImports lists import paths core must not use. A path with
-// subtree=true bans its subpackages too: os/exec and os/signal are as
-// effectful as os, sync/atomic is as concurrent as sync, math/rand/v2 is as
-// unseeded as math/rand, and a bbolt or porcupine subpackage is still
-// storage or checker code.
-var bannedImports = []struct {
-	path    string
-	subtree bool
-	why     string
-}{
-	{"math/rand", true, "unseeded randomness; use the source the node was handed"},
-	{"crypto/rand", false, "unseeded randomness; use the source the node was handed"},
-	{"os", true, "operating system access; go through a storage seam"},
-	{"net", false, "network access; go through dial"},
-	{"net/http", true, "network access; the HTTP shell lives outside core"},
-	{"sync", true, "shared-memory concurrency; core is single-threaded"},
-	{"go.etcd.io/bbolt", true, "storage engine; core sees the Backend seam"},
-	{"github.com/anishathalye/porcupine", true, "checker code; it stands outside the nodes"},
-}
-
-// bannedImport reports why path is banned, or "" if it is allowed.
-func bannedImport(p string) string {
-	for _, b := range bannedImports {
-		if p == b.path || b.subtree && strings.HasPrefix(p, b.path+"/") {
-			return b.why
-		}
-	}
-	return ""
-}
-
 // sortFuncs are the functions that, called on the slice a collect loop
 // filled, make the loop's order irrelevant.
 var sortFuncs = map[string]map[string]bool{
@@ -149,7 +120,7 @@ var randomIterators = map[string]bool{"Keys": true, "Values": true, "All": true}
 // guard that cannot see a type fails closed instead of passing silently.
 // Check returns an error if a file does not parse or root holds no Go files
 // at all (a mistyped root must not look like a clean tree).
-func Check(fsys fs.FS, root string, imp types.Importer) ([]Violation, error) {
+func Check(fsys fs.FS, root string, imp types.Importer, policy Policy) ([]Violation, error) {
 	if imp == nil {
 		imp = importer.Default()
 	}
@@ -187,7 +158,7 @@ func Check(fsys fs.FS, root string, imp types.Importer) ([]Violation, error) {
 	fset := token.NewFileSet()
 	var out []Violation
 	for _, dir := range dirs { // WalkDir order: lexical, so deterministic
-		vs, err := checkDir(fset, fsys, dir, byDir[dir], imp)
+		vs, err := checkDir(fset, fsys, dir, byDir[dir], imp, policy)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +178,7 @@ func Check(fsys fs.FS, root string, imp types.Importer) ([]Violation, error) {
 // checkDir parses the files of one directory, type-checks them per package
 // clause (a directory may hold a stray package main behind a build tag),
 // and checks each file.
-func checkDir(fset *token.FileSet, fsys fs.FS, dir string, names []string, imp types.Importer) ([]Violation, error) {
+func checkDir(fset *token.FileSet, fsys fs.FS, dir string, names []string, imp types.Importer, policy Policy) ([]Violation, error) {
 	var pkgNames []string
 	byPkg := map[string][]*ast.File{}
 	for _, name := range names {
@@ -249,7 +220,7 @@ func checkDir(fset *token.FileSet, fsys fs.FS, dir string, names []string, imp t
 		// The error is the first one already kept by conf.Error.
 		_, _ = conf.Check(dir, fset, files, info)
 		for _, f := range files {
-			c := &fileChecker{fset: fset, file: f, info: info, typeErr: typeErr}
+			c := &fileChecker{fset: fset, file: f, info: info, typeErr: typeErr, policy: policy}
 			out = append(out, c.check()...)
 		}
 	}
@@ -268,6 +239,7 @@ type fileChecker struct {
 	file    *ast.File
 	info    *types.Info
 	typeErr error // first type error of the package, if any
+	policy  Policy
 
 	exceptions map[int]*exception // by line
 	out        []Violation
@@ -285,8 +257,8 @@ func (c *fileChecker) check() []Violation {
 		if err != nil {
 			continue // cannot happen in a file that parsed
 		}
-		if why := bannedImport(p); why != "" {
-			c.report(spec.Pos(), RuleBannedImport, "import of %q: %s", p, why)
+		if ok, why := c.policy.allowed(path.Dir(c.fset.Position(c.file.Pos()).Filename), p); !ok {
+			c.report(spec.Pos(), RuleImport, "import of %q: %s", p, why)
 		}
 	}
 

@@ -19,7 +19,7 @@ import (
 // lost type information, a walk that skipped a directory) fails here, not in
 // a simulator run that replays differently months later.
 func TestFixture(t *testing.T) {
-	vs, err := guard.Check(os.DirFS("testdata"), ".", nil)
+	vs, err := guard.Check(os.DirFS("testdata"), ".", nil, fixturePolicy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,18 +35,25 @@ func TestFixture(t *testing.T) {
 		"goroutine.go:7: no-goroutine",
 		"goroutine.go:8: no-goroutine",
 
-		"imports.go:4: banned-import",  // crypto/rand
-		"imports.go:5: banned-import",  // porcupine
-		"imports.go:6: banned-import",  // bbolt
-		"imports.go:7: banned-import",  // bbolt subpackage
-		"imports.go:8: banned-import",  // math/rand
-		"imports.go:9: banned-import",  // math/rand/v2
-		"imports.go:10: banned-import", // net
-		"imports.go:11: banned-import", // net/http
-		"imports.go:13: banned-import", // os
-		"imports.go:14: banned-import", // os/exec
-		"imports.go:16: banned-import", // sync
-		"imports.go:17: banned-import", // sync/atomic
+		"imports.go:4: import-not-allowed",  // crypto/rand
+		"imports.go:5: import-not-allowed",  // porcupine
+		"imports.go:9: import-not-allowed",  // linearizability
+		"imports.go:10: import-not-allowed", // sim
+		"imports.go:11: import-not-allowed", // sim/simtest: a test helper
+		"imports.go:12: import-not-allowed", // bbolt
+		"imports.go:13: import-not-allowed", // bbolt subpackage
+		"imports.go:14: import-not-allowed", // raft outside sub
+		"imports.go:15: import-not-allowed", // log
+		"imports.go:16: import-not-allowed", // math/rand
+		"imports.go:17: import-not-allowed", // math/rand/v2
+		"imports.go:18: import-not-allowed", // net
+		"imports.go:19: import-not-allowed", // net/http
+		"imports.go:21: import-not-allowed", // os
+		"imports.go:22: import-not-allowed", // os/exec
+		"imports.go:23: import-not-allowed", // runtime
+		"imports.go:25: import-not-allowed", // sync
+		"imports.go:26: import-not-allowed", // sync/atomic
+		"imports.go:27: import-not-allowed", // syscall
 
 		"maporder.go:13: map-order",  // collected, never sorted
 		"maporder.go:16: map-order",  // named map type
@@ -93,7 +100,10 @@ func TestFixture(t *testing.T) {
 		"sub/renamed.go:9":   "call to time.Now",
 		"wallclock.go:21":    "reference to time.Now",
 		"wallclock_dot.go:6": "call to time.Now",
-		"imports.go:7":       `import of "go.etcd.io/bbolt/errors"`,
+		"imports.go:13":      `import of "go.etcd.io/bbolt/errors"`,
+		"imports.go:23":      "the runtime is the driver's business",
+		"imports.go:10":      "sim is outside core, clock, dial",
+		"imports.go:14":      "only sub may import it",
 		"maporder.go:21":     "range over maps.Keys",
 		"maporder.go:16":     "range over map r (fixture.registry)",
 		"exception.go:13":    "needs a reason",
@@ -105,6 +115,57 @@ func TestFixture(t *testing.T) {
 		if sub, ok := details[at]; ok && !strings.Contains(v.Detail, sub) {
 			t.Errorf("%s: detail %q does not contain %q", at, v.Detail, sub)
 		}
+	}
+}
+
+// fixturePolicy is core's policy with etcd raft reserved for the
+// fixture's sub directory instead of core/consensus.
+func fixturePolicy() guard.Policy {
+	p := guard.CorePolicy
+	p.Only = []guard.Only{{Tree: "go.etcd.io/raft/v3", For: "sub", Why: "fixture"}}
+	return p
+}
+
+// TestGraph pins the transitive rules on a crafted import graph: a core
+// package that reaches the simulator through a seam, one that imports a
+// checker, raft outside core/consensus, and the simulated and real worlds
+// reaching each other, each reported; a clean graph reports nothing.
+func TestGraph(t *testing.T) {
+	m := func(p string) string { return guard.CorePolicy.Module + "/" + p }
+	clean := []guard.Package{
+		{Path: m("core/kv"), Imports: []string{"fmt", "github.com/cespare/xxhash/v2", m("dial")}},
+		{Path: m("core/consensus"), Imports: []string{m("core/kv"), "go.etcd.io/raft/v3", "go.etcd.io/raft/v3/raftpb"}},
+		{Path: m("dial"), Imports: []string{"errors", "github.com/cespare/xxhash/v2"}},
+		{Path: m("clock"), Imports: []string{"time", "sort"}},
+		{Path: m("sim"), Imports: []string{m("core/kv"), "crypto/rand", "os"}},
+		{Path: m("realnet"), Imports: []string{m("core/kv"), "os", "sync"}},
+		{Path: "go.etcd.io/raft/v3", Imports: []string{"sync", "github.com/gogo/protobuf/proto"}},
+	}
+	if vs := guard.CheckGraph(clean, "core", guard.CorePolicy); len(vs) != 0 {
+		t.Fatalf("clean graph reported %v", vs)
+	}
+	planted := []guard.Package{
+		clean[0], clean[1], clean[2],
+		{Path: m("clock"), Imports: []string{"time", m("sim")}},                     // a seam that reaches the simulator
+		{Path: m("core/flow"), Imports: []string{m("clock"), m("linearizability")}}, // a checker
+		{Path: m("core/ring"), Imports: []string{"go.etcd.io/raft/v3"}},             // raft outside consensus
+		{Path: m("sim"), Imports: []string{m("core/kv")}},
+		{Path: m("realnet"), Imports: []string{m("core/kv"), m("sim")}}, // the real world reaching the simulated one
+		{Path: m("netsim"), Imports: []string{m("sim"), m("realnet")}},
+	}
+	var got []string
+	for _, v := range guard.CheckGraph(planted, "core", guard.CorePolicy) {
+		got = append(got, v.File+": "+v.Detail)
+	}
+	want := []string{
+		"core/flow: reaches " + m("linearizability") + " through core/flow: linearizability is outside core, clock, dial, the only trees of this module core may reach",
+		"core/flow: reaches " + m("sim") + " through core/flow -> clock: sim is outside core, clock, dial, the only trees of this module core may reach",
+		"core/ring: reaches go.etcd.io/raft/v3 through core/ring: only core/consensus may import it: nothing outside core/consensus names an etcd raft type, so a raft upgrade is one package's work",
+		"netsim: reaches realnet (netsim -> realnet): the simulated and the real world share the core and nothing else",
+		"realnet: reaches sim (realnet -> sim): the simulated and the real world share the core and nothing else",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("reported:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
 	}
 }
 
@@ -140,7 +201,9 @@ func f() {
 }
 `)},
 	}
-	vs, err := guard.Check(fsys, ".", failingImporter{})
+	policy := guard.CorePolicy
+	policy.Third = append(policy.Third, "example.com/dep")
+	vs, err := guard.Check(fsys, ".", failingImporter{}, policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +229,7 @@ func TestErrors(t *testing.T) {
 			"p/testdata/x.go": {Data: []byte("package x")},
 		},
 	} {
-		if vs, err := guard.Check(fsys, "p", nil); err == nil {
+		if vs, err := guard.Check(fsys, "p", nil, guard.CorePolicy); err == nil {
 			t.Errorf("%s: Check returned %v and no error", name, vs)
 		}
 	}
