@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/cespare/xxhash/v2"
 )
 
 // Flow operations as clients record them, checked per flow by porcupine.
@@ -181,9 +182,10 @@ func checkFlowAll(all string) error {
 	return nil
 }
 
-// flowState is what the model knows of one flow. It is comparable, and
-// equal knowledge has one encoding, so porcupine's default == merges equal
-// states.
+// flowState is what the model knows of one flow. Known is its canonical
+// encoding, so equal knowledge is one string: the model's Equal and Hash
+// compare Known and Open only. m is Known decoded, built once when the
+// state is made and never written after, so a step never decodes.
 //
 // A closed state knows the whole flow: Known is EncodeFlowAll of its
 // content and every other key is absent. An open state is the wildcard a
@@ -193,12 +195,16 @@ func checkFlowAll(all string) error {
 type flowState struct {
 	Known string
 	Open  bool
+	m     map[string]flowValue
 }
+
+func (s flowState) equal(o flowState) bool { return s.Known == o.Known && s.Open == o.Open }
 
 func closedFlowState(m map[string]flowValue) flowState {
 	return encodeFlowState(m, false)
 }
 
+// encodeFlowState makes the state that knows m; it keeps m.
 func encodeFlowState(m map[string]flowValue, open bool) flowState {
 	keys := make([]string, 0, len(m))
 	for k, v := range m {
@@ -206,6 +212,8 @@ func encodeFlowState(m map[string]flowValue, open bool) flowState {
 		// same knowledge as a key not listed, and must encode the same.
 		if open || v.Present {
 			keys = append(keys, k)
+		} else {
+			delete(m, k)
 		}
 	}
 	sort.Strings(keys)
@@ -213,26 +221,29 @@ func encodeFlowState(m map[string]flowValue, open bool) flowState {
 	for _, k := range keys {
 		b = appendFlowEntry(b, k, m[k])
 	}
-	return flowState{Known: string(b), Open: open}
+	return flowState{Known: string(b), Open: open, m: m}
 }
 
+// entries is what s knows, key by key; callers must not change it.
 func (s flowState) entries() map[string]flowValue {
-	m, err := decodeFlow(s.Known, s.Open)
-	if err != nil {
-		// The model writes every state itself.
-		panic(fmt.Sprintf("linearizability: bad flow state %q: %v", s.Known, err))
+	if s.m == nil && s.Known != "" {
+		// Only a zero-value state lacks m, and it knows nothing.
+		panic(fmt.Sprintf("linearizability: flow state %q without its map", s.Known))
 	}
-	return m
+	return s.m
 }
 
 // lookup returns what s knows of key; known is false only in an open state.
 func (s flowState) lookup(key string) (v flowValue, known bool) {
-	v, ok := s.entries()[key]
+	v, ok := s.m[key]
 	return v, ok || !s.Open
 }
 
 func (s flowState) with(key string, v flowValue) flowState {
-	m := s.entries()
+	m := make(map[string]flowValue, len(s.m)+1)
+	for k, old := range s.m { //fenceline:unordered copying into a map
+		m[k] = old
+	}
 	m[key] = v
 	return encodeFlowState(m, s.Open)
 }
@@ -278,7 +289,7 @@ func flowStep(s flowState, in FlowInput, out FlowOutput) []any {
 	case FlowDelete:
 		return maybe(s.with(in.Key, flowValue{}))
 	case FlowClear:
-		return maybe(flowState{})
+		return maybe(emptyFlow)
 	case FlowCas:
 		written := s.with(in.Key, flowValue{Present: true, Value: in.Value})
 		cur, known := s.lookup(in.Key)
@@ -350,7 +361,7 @@ func flowStep(s flowState, in FlowInput, out FlowOutput) []any {
 		}
 		seen := closedFlowState(got)
 		if !s.Open {
-			if seen != s {
+			if !seen.equal(s) {
 				return nil
 			}
 			return []any{s}
@@ -368,13 +379,25 @@ func flowStep(s flowState, in FlowInput, out FlowOutput) []any {
 // FlowModel is the porcupine model of one flow, from an empty flow;
 // operations are partitioned by flow id (Op.Key in the History).
 var FlowModel = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{flowState{}} },
+	Init: func() []any { return []any{emptyFlow} },
 	Step: func(state, input, output any) []any {
 		return flowStep(state.(flowState), input.(FlowInput), output.(FlowOutput))
+	},
+	Equal: func(a, b any) bool { return a.(flowState).equal(b.(flowState)) },
+	Hash: func(state any) uint64 {
+		s := state.(flowState)
+		h := xxhash.Sum64String(s.Known)
+		if s.Open {
+			h = ^h
+		}
+		return h
 	},
 	DescribeOperation: describeFlowOp,
 	DescribeState:     describeFlowState,
 }
+
+// emptyFlow is the closed state of a flow with no keys.
+var emptyFlow = flowState{m: map[string]flowValue{}}
 
 // flowModelFrom is FlowModel starting from init.
 func flowModelFrom(init flowState) porcupine.Model {
@@ -466,9 +489,11 @@ type FlowResult struct {
 // CheckFlows checks a history of FlowInput/FlowOutput operations for
 // linearizability, flow by flow (Op.Key is the flow id), in sorted flow
 // order, each from an empty flow. Refused operations are left out (they did
-// not happen); an Unknown write is kept with an unbounded return time, so
-// it may take effect at any point after its call or never. Reads whose
-// answer never came are left out.
+// not happen); an Unknown write is kept with its return time at Op.Until
+// when the recorder bounded it (the simulator saw when its request could
+// last take effect), unbounded otherwise, so it may take effect at any
+// point in that window or never. Reads whose answer never came are left
+// out.
 //
 // A FlowGetAll's All must be EncodeFlowAll's encoding, and every Op a
 // FlowOp; CheckFlows panics otherwise, as the recording is wrong.
@@ -578,8 +603,13 @@ func checkFlow(flow string, ops []Op, cuts []int64, timeout time.Duration) FlowR
 	for _, op := range ops {
 		in := op.Input.(FlowInput)
 		out, ret := FlowOutput{Unknown: true}, int64(math.MaxInt64)
-		if op.Outcome == OK {
+		switch {
+		case op.Outcome == OK:
 			out, ret = op.Output.(FlowOutput), int64(op.Return)
+		case op.Bounded:
+			// The simulator's record says when the request could last
+			// take effect: hold the unknown write to that window.
+			ret = int64(op.Until)
 		}
 		first, last := segmentOf(int64(op.Call)), segmentOf(ret)
 		if first == last {
@@ -609,9 +639,9 @@ func checkFlow(flow string, ops []Op, cuts []int64, timeout time.Duration) FlowR
 		if len(seg.ops) == 0 {
 			continue
 		}
-		init := flowState{}
+		init := emptyFlow
 		if i > 0 {
-			init = flowState{Open: true}
+			init = encodeFlowState(map[string]flowValue{}, true)
 		}
 		switch porcupine.CheckOperationsTimeout(flowModelFrom(init), seg.ops, timeout) {
 		case porcupine.Illegal:

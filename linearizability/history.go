@@ -46,6 +46,14 @@ type Op struct {
 	Return  time.Duration // virtual time of the answer; 0 while pending
 	Outcome Outcome
 	Note    string // why it was refused, or what the answer was, for people
+	// Until, when not zero, is the latest virtual time at which the
+	// operation can have taken effect, as the simulator's own record
+	// shows (the last instant its request could still reach a node that
+	// applies it). A checker holds an unknown operation to [Call, Until]
+	// instead of [Call, forever). Set it only from what the simulator
+	// saw, never from what a node said.
+	Until   time.Duration
+	Bounded bool // Until is set
 }
 
 // History is the record of every operation of a run, in call order.
@@ -93,6 +101,19 @@ func (h *History) Refuse(id int, why string, at time.Duration) {
 func (h *History) GiveUp(id int, why string, at time.Duration) {
 	op := h.pending(id)
 	op.Return, op.Note = at, why
+}
+
+// Bound records the latest instant at which operation id can take
+// effect (see Op.Until). It may be called before or after the answer.
+func (h *History) Bound(id int, until time.Duration) {
+	if id < 0 || id >= len(h.ops) {
+		panic(fmt.Sprintf("linearizability: no op %d", id))
+	}
+	op := &h.ops[id]
+	if until < op.Call {
+		until = op.Call
+	}
+	op.Until, op.Bounded = until, true
 }
 
 func (h *History) pending(id int) *Op {

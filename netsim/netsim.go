@@ -62,6 +62,54 @@ func (c Config) String() string {
 
 type link struct{ from, to dial.NodeID }
 
+// linkChange is one entry of the partition record.
+type linkChange struct {
+	at      time.Duration
+	l       link
+	blocked bool
+}
+
+func (nw *Network) setBlocked(l link, blocked bool) {
+	if nw.blocked[l] == blocked {
+		return
+	}
+	if blocked {
+		nw.blocked[l] = true
+	} else {
+		delete(nw.blocked, l)
+	}
+	now := nw.k.Now()
+	// A block undone at the instant it was made never cut anything (a
+	// partition shape built in two strokes): drop it from the record.
+	for i := len(nw.cuts) - 1; i >= 0 && nw.cuts[i].at == now; i-- {
+		if nw.cuts[i].l == l {
+			nw.cuts = append(nw.cuts[:i], nw.cuts[i+1:]...)
+			return
+		}
+	}
+	nw.cuts = append(nw.cuts, linkChange{at: now, l: l, blocked: blocked})
+}
+
+// CutDuring reports whether the link from one node to another was blocked
+// at any instant of [from, to], by the network's own record.
+func (nw *Network) CutDuring(a, b dial.NodeID, from, to time.Duration) bool {
+	l := link{a, b}
+	blocked := false
+	for _, c := range nw.cuts {
+		if c.at > to {
+			break
+		}
+		if c.l != l {
+			continue
+		}
+		blocked = c.blocked
+		if blocked && c.at >= from {
+			return true
+		}
+	}
+	return blocked
+}
+
 // Network is a simulated network for one kernel.
 type Network struct {
 	k        *sim.Kernel
@@ -72,6 +120,10 @@ type Network struct {
 	shape    string // the partition in force, for traces
 	drop     func(from, to dial.NodeID, frame []byte) bool
 	slow     map[dial.NodeID]time.Duration // extra one-way delay for every frame to or from a node
+	watchers []func(Sending)
+	// cuts is the record of every link's blocking and unblocking, in time
+	// order: the partition schedule, for checkers.
+	cuts []linkChange
 
 	// Counters.
 	Sent, Delivered, Dropped, Duplicated, Refused uint64
@@ -134,6 +186,10 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	// that was dropped on the wire from one that is still on its way.
 	if nw.blocked[l] || sim.Chance(nw.rng, nw.cfg.Loss) || (nw.drop != nil && nw.drop(from, to, frame)) {
 		nw.Dropped++
+		sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Sent}
+		nw.watched(sent)
+		sent.Fate = Lost
+		nw.watched(sent)
 		return nil
 	}
 	copies := 1
@@ -143,20 +199,35 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	}
 	inc := dst.Incarnation() // a frame is for the process that is running now
 	digest := sim.FrameDigest(from, to, frame)
+	var arriveBy time.Duration
+	sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Sent}
 	for i := 0; i < copies; i++ {
 		delay := sim.Between(nw.rng, nw.cfg.LatencyMin, nw.cfg.LatencyMax) + nw.slow[from] + nw.slow[to]
 		if sim.Chance(nw.rng, nw.cfg.Reorder) {
 			delay += sim.Between(nw.rng, 0, nw.cfg.ReorderMax)
 		}
+		arriveBy = max(arriveBy, nw.k.Now()+delay)
 		nw.inFlight[l]++
 		nw.k.AtNode(nw.k.Now()+delay, sim.EvDeliver, to, digest, func() {
 			nw.inFlight[l]--
 			// A partition that formed while the frame was in flight
 			// drops it too: the wire between them is cut.
+			fate := sent
+			fate.Fate = Lost
 			if nw.blocked[l] {
 				nw.Dropped++
+				nw.watched(fate)
 				return
 			}
+			// The fate is known before the node runs: a watcher sees the
+			// delivery before whatever the node does with the frame.
+			if !dst.Up() || dst.Incarnation() != inc {
+				nw.Dropped++
+				nw.watched(fate)
+				return
+			}
+			fate.Fate = Delivered
+			nw.watched(fate)
 			if dst.Receive(from, frame, inc) {
 				nw.Delivered++
 			} else {
@@ -164,7 +235,46 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 			}
 		})
 	}
+	sent.ArriveBy = arriveBy
+	nw.watched(sent)
 	return nil
+}
+
+// Fate is what became of a frame, or of one copy of it.
+type Fate uint8
+
+// Fates, in the order a watcher sees them: Sent once per frame Send
+// accepted, then Delivered or Lost once per copy (a duplicated frame has
+// two), or Lost at once when the network dropped it on the wire.
+const (
+	Sent Fate = iota + 1
+	Delivered
+	Lost
+)
+
+// Sending is the network's record of one frame Send accepted: who sent it
+// to whom, when, and the latest virtual time any copy of it can arrive
+// (zero when the network dropped it on the spot: a partition, loss or a
+// DropIf); then, for each copy, whether it was delivered or lost.
+type Sending struct {
+	From, To dial.NodeID
+	Frame    []byte // the caller's bytes; read, never keep or change
+	At       time.Duration
+	ArriveBy time.Duration
+	Fate     Fate
+}
+
+// Watch registers f to see every frame Send accepts: as it is sent, and as
+// each copy is delivered or lost. It is the simulator's own record of what
+// may still reach a node and of what did, which a checker trusts where it
+// would not trust a node's word: a request the network can no longer
+// deliver can no longer take effect.
+func (nw *Network) Watch(f func(Sending)) { nw.watchers = append(nw.watchers, f) }
+
+func (nw *Network) watched(s Sending) {
+	for _, w := range nw.watchers {
+		w(s)
+	}
 }
 
 // DropIf installs a filter that drops, silently, every frame it returns
@@ -180,14 +290,26 @@ func (nw *Network) Slow(id dial.NodeID, d time.Duration) { nw.slow[id] = d }
 func (nw *Network) InFlight(from, to dial.NodeID) int { return nw.inFlight[link{from, to}] }
 
 // Block cuts the link from one node to another (one way).
-func (nw *Network) Block(from, to dial.NodeID) { nw.blocked[link{from, to}] = true }
+func (nw *Network) Block(from, to dial.NodeID) { nw.setBlocked(link{from, to}, true) }
 
 // Reachable reports whether frames from one node to another can arrive.
 func (nw *Network) Reachable(from, to dial.NodeID) bool { return !nw.blocked[link{from, to}] }
 
 // Heal restores every link.
 func (nw *Network) Heal() {
-	nw.blocked = map[link]bool{}
+	ls := make([]link, 0, len(nw.blocked))
+	for l := range nw.blocked {
+		ls = append(ls, l)
+	}
+	sort.Slice(ls, func(i, j int) bool {
+		if ls[i].from != ls[j].from {
+			return ls[i].from < ls[j].from
+		}
+		return ls[i].to < ls[j].to
+	})
+	for _, l := range ls {
+		nw.setBlocked(l, false)
+	}
 	nw.shape = "none"
 	nw.k.Logf("net heal")
 }
@@ -294,8 +416,8 @@ func (nw *Network) RandomPartition(r *rand.Rand, ids []dial.NodeID) string {
 		// Split put the bridge in both groups; group membership is
 		// last-wins, so unblock the bridge's links explicitly.
 		for _, b := range ids[1:] {
-			delete(nw.blocked, link{ids[0], b})
-			delete(nw.blocked, link{b, ids[0]})
+			nw.setBlocked(link{ids[0], b}, false)
+			nw.setBlocked(link{b, ids[0]}, false)
 		}
 		desc = fmt.Sprintf("%s %s <-%s-> %s", shape, nw.names(left), nw.name(ids[0]), nw.names(right))
 	}

@@ -190,3 +190,18 @@ func TestDrawIsSane(t *testing.T) {
 		require.Contains(t, c.String(), "loss=")
 	}
 }
+
+func TestCutDuringReadsThePartitionRecord(t *testing.T) {
+	k := sim.New(1)
+	nw := New(k, DefaultConfig)
+	a, b := dial.NodeID(1), dial.NodeID(2)
+	k.At(time.Second, sim.EvFault, 0, func() { nw.Block(a, b) })
+	k.At(2*time.Second, sim.EvFault, 0, func() { nw.Heal() })
+	k.At(3*time.Second, sim.EvFault, 0, func() { nw.Block(b, a); nw.Heal() }) // undone at once: no cut
+	require.NoError(t, k.RunUntil(4*time.Second))
+	require.False(t, nw.CutDuring(a, b, 0, 999*time.Millisecond))
+	require.True(t, nw.CutDuring(a, b, 0, time.Second))
+	require.True(t, nw.CutDuring(a, b, 1500*time.Millisecond, 1600*time.Millisecond), "blocked throughout")
+	require.False(t, nw.CutDuring(a, b, 2001*time.Millisecond, 4*time.Second))
+	require.False(t, nw.CutDuring(b, a, 0, 4*time.Second), "one way only; the instant block left no record")
+}

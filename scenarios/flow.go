@@ -3,41 +3,69 @@ package scenarios
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/fenceline/fenceline/checker"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
+	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
 )
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
-// ones, the record of every handoff where the design accepts loss, and the
-// flow checkers.
+// ones, the simulator's record of who served each operation and which
+// handover frames were lost, and the flow checkers.
 type flowHarness struct {
 	*raftCluster
 	flowHist *linearizability.History
-	// lossy: per flow, the virtual times at which a new owner adopted it
-	// without hearing from the previous owner. Acknowledged writes the
-	// previous owner never pushed may be lost there, by design; the
-	// linearizability check is split at these points and they are
-	// counted.
-	lossy     map[string][]time.Duration
-	lossCount int
-	deadline  time.Duration
-	aeEvery   time.Duration
-	calm      time.Duration // when the faults stop
-	perNode   int           // clients pinned to each node
-	allFlows  []string
+	deadline time.Duration
+	aeEvery  time.Duration
+	calm     time.Duration // when the faults stop
+	perNode  int           // clients pinned to each node
+	allFlows []string
+
+	// While a client call runs on a node (synchronously, inside Do),
+	// calling is that node, callOp the history op (-1: none), arriveBy
+	// the latest instant any frame it sent can arrive, and forwarded
+	// whether it sent the request on to an owner.
+	calling   dial.NodeID
+	callOp    int
+	arriveBy  time.Duration
+	forwarded bool
+	// opFrames maps a request frame in flight (by its first byte's
+	// address: the network hands watchers the sender's own slice) to its
+	// history op; applied records, per op, the node that first received
+	// it and when: where and when an owner applies a request.
+	opFrames map[*byte]int
+	applied  map[int]checker.FlowService
+	services []checker.FlowService
+	// lostHandovers are the adoption frames the network lost; handovers
+	// the adoption answers it delivered.
+	lostHandovers []lostFrame
+	handovers     []handover
+	cuts          []checker.FlowCut
+}
+
+type lostFrame struct {
+	flow     string
+	from, to dial.NodeID
+	at       time.Duration
+}
+
+type handover struct {
+	flow            string
+	from, to        dial.NodeID
+	sent, delivered time.Duration
 }
 
 func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
-	h := &flowHarness{raftCluster: c, flowHist: linearizability.NewHistory(0), lossy: map[string][]time.Duration{}}
+	h := &flowHarness{raftCluster: c, flowHist: linearizability.NewHistory(0), callOp: -1,
+		opFrames: map[*byte]int{}, applied: map[int]checker.FlowService{}}
 	cfg2 := cfg
 	c.flowCfg = &cfg2
 	h.deadline = cfg2.Deadline
@@ -48,33 +76,72 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 	if h.aeEvery == 0 {
 		h.aeEvery = 5 * time.Second
 	}
-	boots := map[string]int{}
-	c.onFlowBoot = func(name string, s *flow.Store) {
-		// These scenarios write in async mode on a lossy network: a
-		// restarted owner may have lost, with its last fsync interval,
-		// writes whose pushes the network dropped too. That loss is the
-		// async promise (durability-restart holds each mode to its
-		// promise exactly); mark it at every flow the node owns.
-		if boots[name]++; boots[name] > 1 {
-			for _, f := range h.allFlows {
-				if owner, _ := s.Owner(f); owner == s.ID() {
-					h.lossy[f] = append(h.lossy[f], c.k.Now())
-					h.lossCount++
-				}
+	c.nw.Watch(h.watch)
+	return h
+}
+
+// watch reads the network's record for the flow checkers.
+func (h *flowHarness) watch(s netsim.Sending) {
+	if len(s.Frame) == 0 || s.Frame[0] != flow.FramePrefix {
+		return
+	}
+	switch s.Fate {
+	case netsim.Sent:
+		if s.From != h.calling {
+			return
+		}
+		h.arriveBy = max(h.arriveBy, s.ArriveBy)
+		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameOp {
+			h.forwarded = true
+			if h.callOp >= 0 {
+				h.opFrames[&s.Frame[0]] = h.callOp
 			}
 		}
-		s.OnAdopted(func(f string, m uint64, fromPrev bool) {
-			// Under the founding membership (m_idx 1) a flow has had one
-			// owner only: nothing was written before its first adoption,
-			// and that owner's restarts are marked at its boot (below).
-			if !fromPrev && m > 1 {
-				h.lossy[f] = append(h.lossy[f], c.k.Now())
-				h.lossCount++
-				c.k.Logf("%s adopted %s at m_idx %d without its previous owner: accepted-loss point", name, f, m)
-			}
-		})
+	case netsim.Delivered:
+		if op, ok := h.opFrames[&s.Frame[0]]; ok {
+			delete(h.opFrames, &s.Frame[0])
+			h.applied[op] = checker.FlowService{Flow: h.flowHist.Op(op).Key, Node: s.To, At: h.k.Now()}
+			return
+		}
+		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameAdoptResp {
+			h.handovers = append(h.handovers, handover{flow: info.Flow, from: s.From, to: s.To, sent: s.At, delivered: h.k.Now()})
+		}
+	case netsim.Lost:
+		if info, err := flow.DecodeFrame(s.Frame); err == nil && (info.Kind == flow.FrameAdopt || info.Kind == flow.FrameAdoptResp) {
+			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
+		}
 	}
-	return h
+}
+
+// faultRecord is the simulator's record that FlowCuts reads.
+type faultRecord struct{ h *flowHarness }
+
+func (r faultRecord) Crashed(node dial.NodeID, from, to time.Duration) (bool, time.Duration) {
+	return r.h.byID[node].CrashedDuring(from, to)
+}
+
+func (r faultRecord) Cut(a, b dial.NodeID, from, to time.Duration) bool {
+	return r.h.nw.CutDuring(a, b, from, to)
+}
+
+func (r faultRecord) HandedOver(f string, a, b dial.NodeID, from, to time.Duration) bool {
+	for _, ho := range r.h.handovers {
+		if ho.flow == f && ho.from == a && ho.to == b && ho.sent >= from && ho.delivered <= to {
+			return true
+		}
+	}
+	return false
+}
+
+func (r faultRecord) Name(id dial.NodeID) string { return r.h.byID[id].Name() }
+
+func (r faultRecord) HandoverLost(f string, a, b dial.NodeID, from, to time.Duration) bool {
+	for _, l := range r.h.lostHandovers {
+		if l.flow == f && l.at >= from && l.at <= to && (l.from == a && l.to == b || l.from == b && l.to == a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Flows: a few hot ones every client hits, and many cold ones, in
@@ -94,8 +161,11 @@ var flowKeys = []string{"a", "b", "c"}
 // pinned (each client always calls the same node, as a client behind one
 // node's load balancer would).
 func (h *flowHarness) startFlowClients(pinned []*sim.Node, perNode int, hot, all []string, until time.Duration) {
-	r := h.k.Stream("workload/flow")
 	h.allFlows = all
+	if h.run.ClientsOff {
+		return
+	}
+	r := h.k.Stream("workload/flow")
 	id := 0
 	for _, n := range pinned {
 		for i := 0; i < perNode; i++ {
@@ -113,7 +183,7 @@ func (h *flowHarness) startFlowClients(pinned []*sim.Node, perNode int, hot, all
 // keep calling it on its side of a partition.
 func (h *flowHarness) startOwnedClients(n *sim.Node, count int, until time.Duration) {
 	s := h.flows[n.Name()]
-	if s == nil || !n.Up() {
+	if s == nil || !n.Up() || h.run.ClientsOff {
 		return
 	}
 	var owned []string
@@ -137,15 +207,16 @@ func (h *flowHarness) startOwnedClients(n *sim.Node, count int, until time.Durat
 func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 	IntN(int) int
 	Int64N(int64) int64
-}, hot, all []string, until time.Duration) {
-	if h.k.Now() >= until {
+}, hot, all []string, stopAt time.Duration) {
+	if h.k.Now() >= stopAt {
 		return
 	}
 	next := func() {
 		h.k.After(time.Duration(r.IntN(20))*time.Millisecond, sim.EvClient, uint64(client), func() {
-			h.flowStep(client, n, r, hot, all, until)
+			h.flowStep(client, n, r, hot, all, stopAt)
 		})
 	}
+	var until time.Duration // the latest instant the call can take effect
 	f := all[r.IntN(len(all))]
 	if r.IntN(10) < 7 {
 		f = hot[r.IntN(len(hot))]
@@ -182,8 +253,20 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 		req.Key, in.Key = key, key
 	}
 	op := h.flowHist.Call(client, f, in, h.k.Now())
-	h.callFlow(n, uint64(client), uint64(op), req, func(resp flow.Response, err error) {
+	defer func() { h.flowHist.Bound(op, until) }()
+	call := h.k.Now()
+	var forwarded bool
+	until, forwarded = h.callFlowOp(n, uint64(client), uint64(op), op, req, func(resp flow.Response, err error) {
 		now := h.k.Now()
+		if err == nil || errors.Is(err, flow.ErrNotInteger) {
+			// Served: where and when it was applied, by the record.
+			if !forwarded {
+				h.services = append(h.services, checker.FlowService{Flow: f, Node: n.ID(), At: call})
+			} else if s, ok := h.applied[op]; ok {
+				h.services = append(h.services, s)
+			}
+		}
+		delete(h.applied, op)
 		switch {
 		case err == nil:
 			out := linearizability.FlowOutput{Found: resp.Found, Value: string(resp.Value), Succeeded: resp.Succeeded, Int: resp.Int}
@@ -217,7 +300,21 @@ var errClientDeadline = errors.New("client deadline (node crashed?)")
 // outcome) if no answer comes within the client's deadline, and a failure
 // of the bridge checker if a live node answers twice or never. tag names
 // the client's deadline event in the trace.
-func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request, done func(flow.Response, error)) {
+//
+// It returns the latest instant at which the request can take effect, by
+// the network's record: an owner applies a request the moment it is
+// served, locally inside the call or when the forwarded frame arrives, and
+// a node sends a client's request once, inside the call, so no request can
+// take effect after the last frame the call sent has arrived.
+func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request, done func(flow.Response, error)) (until time.Duration) {
+	until, _ = h.callFlowOp(n, client, tag, -1, req, done)
+	return until
+}
+
+// callFlowOp is callFlow for history op (-1: none), which also reports
+// whether the node sent the request on to an owner (else it served it
+// itself, or refused it).
+func (h *flowHarness) callFlowOp(n *sim.Node, client, tag uint64, op int, req flow.Request, done func(flow.Response, error)) (until time.Duration, forwarded bool) {
 	a := &answer{}
 	inc := n.Incarnation()
 	store := h.flows[n.Name()]
@@ -230,14 +327,16 @@ func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request
 		}
 		done(resp, err)
 	}
+	call := h.k.Now()
 	if !n.Up() || store == nil {
 		settle(flow.Response{}, fmt.Errorf("%w: node down", flow.ErrSend))
-		return
+		return call, false
 	}
-	call := h.k.Now()
+	h.calling, h.callOp, h.arriveBy, h.forwarded = n.ID(), op, call, false
 	n.Do(func() { store.Do(req, settle) })
+	h.calling, h.callOp, until, forwarded = 0, -1, h.arriveBy, h.forwarded
 	if a.done {
-		return
+		return until, forwarded
 	}
 	h.k.After(h.deadline+time.Second, sim.EvClient, tag, func() {
 		if a.once() {
@@ -248,39 +347,22 @@ func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request
 			done(flow.Response{}, fmt.Errorf("%w: %w", flow.ErrTimeout, errClientDeadline))
 		}
 	})
+	return until, forwarded
 }
 
 // checkFlowLinearizable runs porcupine over every flow, split at the
-// accepted-loss points.
+// instants the simulator's record shows loss was possible.
 func (h *flowHarness) checkFlowLinearizable() {
-	results := linearizability.CheckFlowsSplit(h.flowHist, 20*time.Second, h.lossy)
-	for _, res := range results {
-		switch res.Verdict {
-		case porcupine.Illegal:
-			h.run.Fail("flow-linearizability", "flow %s: %d operations are not linearizable:%s", res.Flow, res.Ops, res.Describe)
-		case porcupine.Unknown:
-			h.run.Logf("flow-linearizability: flow %s: check timed out (%d ops); not judged", res.Flow, res.Ops)
-		}
-	}
+	h.cuts = checker.FlowCuts(h.services, h.memberships, faultRecord{h})
+	h.run.TimeCheck("flow-linearizability", func() {
+		checker.FlowLinearizable(h.run, h.flowHist, checker.CutTimes(h.cuts), h.run.CheckTimeout)
+	})
 }
 
-// checkBridge holds the bridge to its promises: no call outlives the
-// deadline (a call whose node crashed under it is the client's to time
-// out, and is not counted), and a shed call is answered at once.
+// checkBridge holds the bridge to its promises (checker.Bridge). Clocks
+// drift by at most 500ppm in these scenarios; 1000ppm covers it.
 func (h *flowHarness) checkBridge() {
-	for _, op := range h.flowHist.Ops() {
-		if op.Return == 0 || strings.HasPrefix(op.Note, "client deadline") {
-			continue
-		}
-		// The deadline runs on the node's clock; true time may be longer
-		// by the drift (at most 500ppm in these scenarios: 0.1% covers it).
-		if took := op.Return - op.Call; took > h.deadline+h.deadline/1000 {
-			h.run.Fail("bridge", "client %d's call on %s took %v, over the %v deadline", op.Client, op.Key, took, h.deadline)
-		}
-		if strings.Contains(op.Note, flow.ErrShed.Error()) && op.Return != op.Call {
-			h.run.Fail("bridge", "client %d's shed call waited %v for its refusal", op.Client, op.Return-op.Call)
-		}
-	}
+	checker.Bridge(h.run, h.flowHist.Ops(), h.deadline, 1000, "client deadline", flow.ErrShed.Error())
 }
 
 // checkConvergence: after quiescence every successor's copy of a flow
@@ -289,7 +371,7 @@ func (h *flowHarness) checkConvergence(members []*sim.Node) {
 	// The promise is convergence within a few anti-entropy rounds of
 	// quiet; a run cut short (-duration) before that is not judged.
 	if quiet := h.k.Now() - h.calm; quiet < 4*h.aeEvery+h.aeEvery/2 {
-		h.run.Logf("replica-convergence: %v of quiet is under 4.5 anti-entropy rounds; not judged", quiet)
+		h.run.Undecided("replica-convergence", "%v of quiet is under 4.5 anti-entropy rounds", quiet)
 		return
 	}
 	for _, n := range members {
@@ -372,6 +454,11 @@ func (h *flowHarness) report() {
 		shed += s.Shed
 		adoptions += s.Adoptions
 	}
-	h.run.Logf("flow: ops ok=%d refused=%d unknown=%d; served=%d shed=%d adoptions=%d accepted-loss-handoffs=%d",
-		ok, refused, unknown, served, shed, adoptions, h.lossCount)
+	h.run.Logf("flow: ops ok=%d refused=%d unknown=%d; served=%d shed=%d adoptions=%d accepted-loss=%d",
+		ok, refused, unknown, served, shed, adoptions, len(h.cuts))
+	for _, c := range h.cuts {
+		h.k.Logf("accepted loss: flow %s at %v: %s", c.Flow, c.At, c.Reason)
+	}
+	h.run.Did("flow-ops-ok", ok)
+	h.run.Did("calls-shed", int(shed))
 }

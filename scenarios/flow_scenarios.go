@@ -25,9 +25,10 @@ func init() {
 		Duration: 40 * time.Second,
 		Richness: 20,
 		Bugs: []Bug{
-			{Name: "local-fallback", Summary: "a request the owner cannot be sent is served from the local copy", CaughtWithin: 100},
+			{Name: "local-fallback", Summary: "a request the owner cannot be sent is served from the local copy", Window: 50, MinCaught: 30},
 		},
-		Run: runFlowOps,
+		Floors: []Floor{{"flow-ops-ok", 60}, {"faults", 4}},
+		Run:    runFlowOps,
 	})
 	Register(Scenario{
 		Name:     "owner-handoff",
@@ -35,18 +36,20 @@ func init() {
 		Duration: 40 * time.Second,
 		Richness: 15,
 		Bugs: []Bug{
-			{Name: "no-adoption", Summary: "a new owner serves before adopting", CaughtWithin: 100},
-			{Name: "no-fence", Summary: "the owner skips its membership-index checks", CaughtWithin: 100},
-			{Name: "no-d17", Summary: "an owner serves while isolated", CaughtWithin: 100},
-			{Name: "no-adopt-wait", Summary: "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", CaughtWithin: 100},
+			{Name: "no-adoption", Summary: "a new owner serves before adopting", Window: 50, MinCaught: 40},
+			{Name: "no-fence", Summary: "the owner skips its membership-index checks", Window: 50, MinCaught: 18},
+			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 50, MinCaught: 30},
+			{Name: "no-adopt-wait", Summary: "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", Window: 50, MinCaught: 12},
 		},
-		Run: runOwnerHandoff,
+		Floors: []Floor{{"flow-ops-ok", 80}, {"promotions", 1}},
+		Run:    runOwnerHandoff,
 	})
 	Register(Scenario{
 		Name:     "isolated-owner",
 		Summary:  "the leader and flow owners cut off, in every combination, with clients on both sides",
 		Duration: 40 * time.Second,
 		Richness: 15,
+		Floors:   []Floor{{"flow-ops-ok", 20}, {"cuts", 3}},
 		Run:      runIsolatedOwner,
 	})
 	Register(Scenario{
@@ -55,15 +58,17 @@ func init() {
 		Duration: 40 * time.Second,
 		Richness: 15,
 		Bugs: []Bug{
-			{Name: "no-anti-entropy", Summary: "replicas never pull", CaughtWithin: 100},
+			{Name: "no-anti-entropy", Summary: "replicas never pull", Window: 50, MinCaught: 40},
 		},
-		Run: runReplicaRepair,
+		Floors: []Floor{{"flow-ops-ok", 25}, {"pushes-dropped", 10}},
+		Run:    runReplicaRepair,
 	})
 	Register(Scenario{
 		Name:     "bridge-saturation",
 		Summary:  "a slow owner and more concurrent stateful calls than permits: calls are shed at once, none outlives the deadline",
 		Duration: 20 * time.Second,
 		Richness: 10,
+		Floors:   []Floor{{"flow-ops-ok", 50}, {"calls-shed", 100}},
 		Run:      runBridgeSaturation,
 	})
 }
@@ -335,6 +340,7 @@ func runIsolatedOwner(run *Run) error {
 			h.nw.Heal()
 			h.nw.Split(k.Nodes(), a, b)
 			k.Logf("fault cut off %s: %s", shape, strings.Join(desc, ","))
+			run.Did("cuts", 1)
 		}
 		k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("heal"), func() {
 			h.nw.Heal()
@@ -376,9 +382,17 @@ func runReplicaRepair(run *Run) error {
 	pushLoss := 0.5 + float64(k.Stream("knobs/push-loss").IntN(50))/100
 	run.Knob("push_loss", pushLoss)
 	dr := k.Stream("push-loss")
+	dropped := 0
 	h.nw.DropIf(func(_, _ dial.NodeID, frame []byte) bool {
-		return len(frame) > 0 && frame[0] == flow.FramePrefix && strings.Contains(string(frame[:min(len(frame), 16)]), `"push"`) && sim.Chance(dr, pushLoss)
+		// The frame's kind, read by the protocol's own decoder: only
+		// replication pushes are dropped.
+		if info, err := flow.DecodeFrame(frame); err != nil || info.Kind != flow.FramePush || !sim.Chance(dr, pushLoss) {
+			return false
+		}
+		dropped++
+		return true
 	})
+	defer func() { run.Did("pushes-dropped", dropped) }()
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	faults.Crash = 0 // memory-only copies: a crash is a different story (FlowShard)
 	run.Knob("faults", faults)

@@ -2,12 +2,13 @@ package scenarios
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/fenceline/fenceline/checker"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/journal"
@@ -34,14 +35,13 @@ type raftCluster struct {
 	// With flowCfg set, every node also runs a flow store (core/node).
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
-	// onFlowBoot, if set, runs on every flow store a node boots.
-	onFlowBoot func(name string, s *flow.Store)
 
-	hist   *linearizability.History
-	leases *leaseLedger
-	// tenures is each node's view of each lease, rebuilt from its watch
-	// stream; a restart forgets it (the stream restarts after a snapshot).
-	tenures map[string]map[string]tenure
+	hist *linearizability.History
+	// leaseCalls is every lease call clients made, in call order.
+	leaseCalls []checker.LeaseCall
+	// streams judges each node's watch stream; a restart or a skip in the
+	// stream starts a new one.
+	streams map[string]*checker.LeaseStream
 
 	// Replica agreement: the first digest seen at each applied index, and
 	// the voters seen at each membership index.
@@ -49,15 +49,28 @@ type raftCluster struct {
 	digestBy   map[uint64]string
 	votersAt   map[uint64]string
 	eventsSeen map[string]eventCursor
+	// memberships is the record of every committed membership and the
+	// instant the first node applied it.
+	memberships []checker.MembershipChange
+	seenM       map[uint64]bool
+	// Promotions: nodes seen as learners, and those already judged when
+	// first seen as voters.
+	wasLearner map[dial.NodeID]bool
+	promoted   map[dial.NodeID]bool
 
 	// clientDeadline bounds how long a client waits for any answer.
 	clientDeadline time.Duration
+	// faults describes the faults a scenario injected on its own (not
+	// through Chaos), for the run's report.
+	faults string
+	// The client workloads started (with ClientsOff, the ones that would
+	// have been): their work is reported for the floors.
+	kvClients, leaseClients int
 }
 
 type eventCursor struct {
 	inc     uint64
 	version uint64
-	atMs    int64
 }
 
 // raftBugs switches the consensus layer's planted bugs from the run.
@@ -73,7 +86,10 @@ func raftBugs(run *Run) (kv.Bugs, journal.Bugs) {
 	return kb, journal.Bugs{TrustTail: run.Bug(bugJournalTrustTail)}
 }
 
-const bugJournalTrustTail = "journal-trust-tail"
+const (
+	bugJournalTrustTail = "journal-trust-tail"
+	bugPromoteEarly     = "promote-early"
+)
 
 func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config, disk sim.DiskConfig) *raftCluster {
 	k := run.Kernel
@@ -85,20 +101,26 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		live:           map[string]*consensus.Node{},
 		flows:          map[string]*flow.Store{},
 		hist:           linearizability.NewHistory(0),
-		leases:         newLeaseLedger(),
-		tenures:        map[string]map[string]tenure{},
+		streams:        map[string]*checker.LeaseStream{},
 		digestAt:       map[uint64]uint64{},
 		digestBy:       map[uint64]string{},
 		votersAt:       map[uint64]string{},
 		eventsSeen:     map[string]eventCursor{},
+		wasLearner:     map[dial.NodeID]bool{},
+		seenM:          map[uint64]bool{1: true},
+		promoted:       map[dial.NodeID]bool{},
 		clientDeadline: 3 * time.Second,
 	}
 	kb, jb := raftBugs(run)
-	c.cfg = consensus.Config{KV: kv.Config{Bugs: kb}, Journal: journal.Config{Bugs: jb}}
+	c.cfg = consensus.Config{KV: kv.Config{Bugs: kb}, Journal: journal.Config{Bugs: jb},
+		Bugs: consensus.Bugs{PromoteEarly: run.Bug(bugPromoteEarly)}}
 	var boot []consensus.Member
+	var founding []dial.NodeID
 	for _, name := range names[:founders] {
 		boot = append(boot, consensus.NewMember(name, name+":7000"))
+		founding = append(founding, dial.IDFromName(name))
 	}
+	c.memberships = []checker.MembershipChange{{Index: 1, Voters: founding}}
 	k.OnNodePanic(func(n *sim.Node, v any) {
 		run.Fail("node-panic", "%s: %v", n.Name(), v)
 	})
@@ -120,9 +142,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 					return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 				}
 				c.live[name], c.flows[name] = nd.Consensus, nd.Flow
-				if c.onFlowBoot != nil {
-					c.onFlowBoot(name, nd.Flow)
-				}
+				nd.Consensus.OnMembership(c.recordMembership)
 				return nd
 			}
 			cn, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
@@ -132,12 +152,27 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 				return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 			}
 			c.live[name] = cn
+			cn.OnMembership(c.recordMembership)
 			return cn
 		}, c.nw, disk)
 		c.nodes = append(c.nodes, n)
 		c.byID[n.ID()] = n
 	}
 	return c
+}
+
+// recordMembership notes the first instant any node applied a membership.
+func (c *raftCluster) recordMembership(ms consensus.Membership) {
+	if c.seenM[ms.Index] {
+		return
+	}
+	c.seenM[ms.Index] = true
+	c.checkPromotions(ms)
+	voters := make([]dial.NodeID, len(ms.Voters))
+	for i, m := range ms.Voters {
+		voters[i] = m.ID
+	}
+	c.memberships = append(c.memberships, checker.MembershipChange{Index: ms.Index, Voters: voters, At: c.k.Now()})
 }
 
 // node returns the consensus node running on machine n, if it is up.
@@ -183,6 +218,10 @@ var kvKeys = []string{"k1", "k2", "k3"}
 var kvValues = []string{"a", "b", "c"}
 
 func (c *raftCluster) startKVClients(count int, until time.Duration) {
+	c.kvClients += count
+	if c.run.ClientsOff {
+		return
+	}
 	r := c.k.Stream("workload/kv")
 	for i := 0; i < count; i++ {
 		cl := &kvClient{id: i, lastSeen: map[string]kv.Entry{}}
@@ -306,6 +345,10 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 // startLeaseClients runs holders that take, renew and release one lease
 // from random nodes, recording what each came to believe it held.
 func (c *raftCluster) startLeaseClients(count int, ttl time.Duration, until time.Duration) {
+	c.leaseClients += count
+	if c.run.ClientsOff {
+		return
+	}
 	r := c.k.Stream("workload/lease")
 	for i := 0; i < count; i++ {
 		holder := fmt.Sprintf("h%d", i+1)
@@ -327,20 +370,19 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 	n := c.nodes[r.IntN(len(c.nodes))]
 	ttlMs := ttl.Milliseconds()
 	var op kv.Op
-	var kind string
+	kind := checker.LeaseRelease
 	switch pick := r.IntN(10); {
 	case pick < 5:
-		op, kind = kv.LeaseAcquire(leaseName, holder, ttlMs), "acquire"
+		op, kind = kv.LeaseAcquire(leaseName, holder, ttlMs), checker.LeaseAcquire
 	case pick < 8:
-		op, kind = kv.LeaseRenew(leaseName, holder, ttlMs), "renew"
+		op, kind = kv.LeaseRenew(leaseName, holder, ttlMs), checker.LeaseRenew
 	default:
-		op, kind = kv.LeaseRelease(leaseName, holder), "release"
+		op = kv.LeaseRelease(leaseName, holder)
 	}
-	if kind == "release" {
-		// From the moment it asks, the holder no longer counts on the
-		// lease, whatever becomes of the request.
-		c.leases.releasing(holder)
-	}
+	// From the moment it asks to release, the holder no longer counts on
+	// the lease, whatever becomes of the request: the call is its record.
+	c.leaseCalls = append(c.leaseCalls, checker.LeaseCall{Holder: holder, Lease: leaseName, Kind: kind, Node: n.Name(), TTL: ttl, Call: c.k.Now()})
+	call := len(c.leaseCalls) - 1
 	a := &answer{}
 	pace := ttl / 3
 	ok := c.call(n, func(cn *consensus.Node) {
@@ -348,14 +390,20 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			if !a.once() {
 				return
 			}
-			if err == nil && res.Err == nil && kind != "release" {
-				c.leases.granted(holder, res)
+			lc := &c.leaseCalls[call]
+			if !consensus.Unknown(err) {
+				lc.Answered, lc.Answer = true, c.k.Now()
+			}
+			if err == nil && res.Err == nil && kind != checker.LeaseRelease {
+				lc.Granted, lc.Token = true, res.Lease.Token
+				checker.LeaseAnswer(c.run, *lc, res.Lease)
 			}
 			next(time.Duration(r.IntN(int(pace) + 1)))
 		})
 	})
 	if !ok {
 		a.once()
+		c.leaseCalls[call].Answered, c.leaseCalls[call].Answer = true, c.k.Now()
 		next(pace)
 		return
 	}
@@ -364,6 +412,44 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			next(pace)
 		}
 	})
+}
+
+// grants counts the grants and renewals clients were told of.
+func (c *raftCluster) grants() int {
+	n := 0
+	for _, lc := range c.leaseCalls {
+		if lc.Granted {
+			n++
+		}
+	}
+	return n
+}
+
+// clocks is the simulator's record of the cluster's clocks, for the
+// lease checker.
+type clocks struct{ c *raftCluster }
+
+func (cl clocks) OffsetAt(node string, t time.Duration) time.Duration {
+	for _, n := range cl.c.nodes {
+		if n.Name() == node {
+			return n.Clock().OffsetAt(t)
+		}
+	}
+	panic("scenarios: no node " + node)
+}
+
+func (cl clocks) MaxOffset(from, to time.Duration) time.Duration {
+	hi := time.Duration(math.MinInt64)
+	for _, n := range cl.c.nodes {
+		_, h := n.Clock().OffsetRange(from, to)
+		hi = max(hi, h)
+	}
+	return hi
+}
+
+// checkLeases judges the holders' beliefs at true instants.
+func (c *raftCluster) checkLeases() {
+	checker.LeaseExclusive(c.run, checker.LeaseBeliefs(c.leaseCalls, clocks{c}))
 }
 
 // startChecks samples every node on a timer: replica agreement, membership
@@ -406,6 +492,42 @@ func (c *raftCluster) checkNow() {
 	}
 }
 
+// checkPromotions judges a membership the instant the first node applies
+// it: a node that was a learner and is now a voter must
+// have held the log up to within the promotion lag of the promoting
+// entry. What it holds is read from its own journal by the simulator,
+// not from the leader's opinion of its progress. A learner promoted while
+// still replaying grows the quorum with a node that cannot yet vote for
+// anything current (DESIGN hazard 10).
+func (c *raftCluster) checkPromotions(ms consensus.Membership) {
+	lag := c.cfg.PromoteLag
+	if lag == 0 {
+		lag = 8 // consensus's default
+	}
+	for _, m := range ms.Learners {
+		c.wasLearner[m.ID] = true
+	}
+	for _, m := range ms.Voters {
+		if !c.wasLearner[m.ID] || c.promoted[m.ID] {
+			continue
+		}
+		c.promoted[m.ID] = true
+		c.run.Did("promotions", 1)
+		n := c.byID[m.ID]
+		cn := c.node(n)
+		if cn == nil {
+			continue // down: what it held is not judged
+		}
+		// The promoting entry is at ms.Index; the leader saw the learner
+		// within lag of its last entry just before it, and the learner
+		// has only gained since.
+		if last := cn.LastIndex(); last+lag+1 < ms.Index {
+			c.run.Fail("promotion", "%s became a voter at index %d holding the log only to %d: promoted more than %d entries behind",
+				n.Name(), ms.Index, last, lag)
+		}
+	}
+}
+
 // checkEvents reads the watch events a node applied since the last look
 // and holds them to the lease rules: applied time never goes back, and an
 // Expired event only reports a lease whose deadline had passed.
@@ -414,7 +536,7 @@ func (c *raftCluster) checkEvents(n *sim.Node, cn *consensus.Node) {
 	if cur.inc != n.Incarnation() {
 		// A restarted node replays from its snapshot: watch it afresh.
 		cur = eventCursor{inc: n.Incarnation()}
-		c.tenures[n.Name()] = map[string]tenure{}
+		c.streams[n.Name()] = checker.NewLeaseStream(n.Name())
 	}
 	for {
 		evs, err := cn.Events(cur.version, 256)
@@ -424,29 +546,14 @@ func (c *raftCluster) checkEvents(n *sim.Node, cn *consensus.Node) {
 			// what it still holds; the gap is not judged, and what we knew
 			// of its leases is stale.
 			cur.version = cn.Revision()
-			c.tenures[n.Name()] = map[string]tenure{}
+			c.streams[n.Name()].Skip()
 			break
 		}
 		if len(evs) == 0 {
 			break
 		}
 		for _, ev := range evs {
-			if ev.AtMs < cur.atMs {
-				c.run.Fail("lease-safety", "%s: applied time went back from %d to %d ms at index %d", n.Name(), cur.atMs, ev.AtMs, ev.Index)
-			}
-			cur.atMs = max(cur.atMs, ev.AtMs)
-			if ev.Space == kv.SpaceLease {
-				c.leases.checkEvent(c.run, n.Name(), c.tenures[n.Name()], ev)
-			}
-			if ev.Space == kv.SpaceLease && ev.Kind == kv.EventExpired && ev.DeadlineMs > ev.AtMs {
-				c.run.Fail("lease-safety", "%s: lease %s of %s expired at %d ms, before its deadline %d", n.Name(), ev.Key, ev.Holder, ev.AtMs, ev.DeadlineMs)
-			}
-			// A lapse is reported as Expired, never Deleted: a lease
-			// past its deadline expires before anything else applies, so
-			// a Deleted (a release) always finds the lease still valid.
-			if ev.Space == kv.SpaceLease && ev.Kind == kv.EventDeleted && ev.DeadlineMs <= ev.AtMs {
-				c.run.Fail("lease-safety", "%s: lease %s of %s reported Deleted at %d ms, after its deadline %d: a lapse is Expired", n.Name(), ev.Key, ev.Holder, ev.AtMs, ev.DeadlineMs)
-			}
+			c.streams[n.Name()].Event(c.run, ev, c.leaseCalls)
 			cur.version = ev.Version
 		}
 	}
@@ -464,16 +571,7 @@ func memberNames(ms []consensus.Member) []string {
 
 // checkLinearizable runs porcupine over the KV history.
 func (c *raftCluster) checkLinearizable() {
-	for _, res := range linearizability.CheckKV(c.hist, 20*time.Second) {
-		switch res.Verdict {
-		case porcupine.Illegal:
-			c.run.Fail("kv-linearizability", "key %s: %d operations are not linearizable:%s", res.Key, res.Ops, res.Describe)
-		case porcupine.Unknown:
-			// porcupine's timeout is wall-clock: say so, but never let it
-			// decide a verdict (it would differ between machines).
-			c.run.Logf("kv-linearizability: key %s: check timed out (%d ops); not judged", res.Key, res.Ops)
-		}
-	}
+	c.run.TimeCheck("kv-linearizability", func() { checker.KVLinearizable(c.run, c.hist, c.run.CheckTimeout) })
 }
 
 // checkLiveness runs after the calm phase has lasted settle: some node
@@ -535,63 +633,6 @@ func (c *raftCluster) checkLiveness(members []*sim.Node, settle time.Duration, d
 	})
 }
 
-// leaseLedger is the lease checker's memory. Clients record which tenure
-// (token) each holder knew it held and which tenures each holder asked to
-// release; every node's watch stream is replayed against the rules:
-//
-//   - no grant to one holder while another holder's tenure is valid (not
-//     released, not expired, deadline not passed) in applied time;
-//   - a tenure ends by Deleted only if its holder asked to release it
-//     (any outcome: a release whose answer was lost still counts);
-//   - applied time never goes back; Expired only reports a passed
-//     deadline, Deleted only a tenure still valid.
-type leaseLedger struct {
-	token    map[string]uint64          // holder -> token of its last known grant
-	releases map[string]map[uint64]bool // holder -> tokens it asked to release (0: a grant it never learned of)
-}
-
-type tenure struct {
-	holder     string
-	token      uint64
-	deadlineMs int64
-	valid      bool
-}
-
-func newLeaseLedger() *leaseLedger {
-	return &leaseLedger{token: map[string]uint64{}, releases: map[string]map[uint64]bool{}}
-}
-
-func (l *leaseLedger) granted(holder string, res kv.Result) { l.token[holder] = res.Lease.Token }
-
-func (l *leaseLedger) releasing(holder string) {
-	if l.releases[holder] == nil {
-		l.releases[holder] = map[uint64]bool{}
-	}
-	l.releases[holder][l.token[holder]] = true
-	l.releases[holder][0] = true
-}
-
-// checkEvent judges one lease event from one node's stream, in order.
-func (l *leaseLedger) checkEvent(run *Run, node string, tenures map[string]tenure, ev kv.Event) {
-	t := tenures[ev.Key]
-	switch ev.Kind {
-	case kv.EventPut:
-		if t.valid && t.holder != ev.Holder && t.deadlineMs > ev.AtMs {
-			run.Fail("lease-safety", "%s: lease %q granted to %s (token %d) at %d ms while %s (token %d) held it until %d ms",
-				node, ev.Key, ev.Holder, ev.Token, ev.AtMs, t.holder, t.token, t.deadlineMs)
-		}
-		tenures[ev.Key] = tenure{holder: ev.Holder, token: ev.Token, deadlineMs: ev.DeadlineMs, valid: true}
-	case kv.EventDeleted:
-		if asked := l.releases[ev.Holder]; !asked[ev.Token] && !asked[0] {
-			run.Fail("lease-safety", "%s: lease %q of %s (token %d) was released at %d ms, but %s never asked to release it",
-				node, ev.Key, ev.Holder, ev.Token, ev.AtMs, ev.Holder)
-		}
-		delete(tenures, ev.Key)
-	case kv.EventExpired:
-		delete(tenures, ev.Key)
-	}
-}
-
 // statusLines describes every node's raft state, for a failure message.
 func (c *raftCluster) statusLines() string {
 	var out string
@@ -604,3 +645,18 @@ func (c *raftCluster) statusLines() string {
 	}
 	return out
 }
+
+// crashRecord is the simulator's record of the cluster's crashes, for the
+// durability checker.
+type crashRecord struct{ c *raftCluster }
+
+func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
+	from, to := r.c.byID[id].DownSpans()
+	out := make([]checker.DownWindow, len(from))
+	for i := range from {
+		out[i] = checker.DownWindow{From: from[i], To: to[i]}
+	}
+	return out
+}
+
+func (r crashRecord) Name(id dial.NodeID) string { return r.c.byID[id].Name() }

@@ -26,10 +26,11 @@ func init() {
 		Duration: 30 * time.Second,
 		Richness: 10,
 		Bugs: []Bug{
-			{Name: "value-guard", Summary: "transactions compare values instead of versions (A → B → A passes)", CaughtWithin: 50},
-			{Name: "release-any", Summary: "any holder may release a lease", CaughtWithin: 50},
+			{Name: "value-guard", Summary: "transactions compare values instead of versions (A → B → A passes)", Window: 50, MinCaught: 25},
+			{Name: "release-any", Summary: "any holder may release a lease", Window: 50, MinCaught: 30},
 		},
-		Run: runRaftPartitions,
+		Floors: []Floor{{"kv-ops-ok", 30}, {"lease-grants", 5}, {"faults", 3}},
+		Run:    runRaftPartitions,
 	})
 	Register(Scenario{
 		Name:     "lease-clock-jump",
@@ -37,9 +38,10 @@ func init() {
 		Duration: 30 * time.Second,
 		Richness: 5,
 		Bugs: []Bug{
-			{Name: "no-clock-clamp", Summary: "apply trusts a command's AtMs as is: applied time can go back", CaughtWithin: 50},
+			{Name: "no-clock-clamp", Summary: "apply trusts a command's AtMs as is: applied time can go back", Window: 50, MinCaught: 40},
 		},
-		Run: runLeaseClockJump,
+		Floors: []Floor{{"kv-ops-ok", 80}, {"lease-grants", 15}, {"leader-steps-back", 3}},
+		Run:    runLeaseClockJump,
 	})
 	Register(Scenario{
 		Name:     "journal-crash",
@@ -47,16 +49,21 @@ func init() {
 		Duration: 30 * time.Second,
 		Richness: 5,
 		Bugs: []Bug{
-			{Name: bugJournalTrustTail, Summary: "journal replay accepts a torn record", CaughtWithin: 50},
+			{Name: bugJournalTrustTail, Summary: "journal replay accepts a torn record", Window: 100, MinCaught: 12},
 		},
-		Run: runJournalCrash,
+		Floors: []Floor{{"kv-ops-ok", 30}, {"power-cuts", 1}},
+		Run:    runJournalCrash,
 	})
 	Register(Scenario{
 		Name:     "learner-join",
 		Summary:  "nodes join as learners under load and are promoted once caught up; founders are removed",
 		Duration: 40 * time.Second,
 		Richness: 5,
-		Run:      runLearnerJoin,
+		Bugs: []Bug{
+			{Name: bugPromoteEarly, Summary: "a learner is promoted to voter as soon as it joins, before it has caught up", Window: 30, MinCaught: 10},
+		},
+		Floors: []Floor{{"kv-ops-ok", 60}, {"promotions", 2}},
+		Run:    runLearnerJoin,
 	})
 }
 
@@ -82,20 +89,26 @@ func clusterKnobs(run *Run, voters int) (netsim.Config, sim.DiskConfig, *rand.Ra
 }
 
 // raftKnobs draws what every consensus scenario draws: the cluster's knobs
-// and its KV and lease client counts.
-func raftKnobs(run *Run, voters int) (netsim.Config, sim.DiskConfig, int, int) {
+// and its KV and lease client counts. Both counts are drawn, so that the
+// streams stay aligned, but the lease count is printed only by a scenario
+// that runs lease clients (withLeases).
+func raftKnobs(run *Run, voters int, withLeases bool) (netsim.Config, sim.DiskConfig, int, int) {
 	netCfg, disk, knobs := clusterKnobs(run, voters)
 	kvClients := 2 + knobs.IntN(5)
 	leaseClients := 2 + knobs.IntN(3)
 	run.Knob("kv_clients", kvClients)
-	run.Knob("lease_clients", leaseClients)
+	if withLeases {
+		run.Knob("lease_clients", leaseClients)
+	} else {
+		leaseClients = 0
+	}
 	return netCfg, disk, kvClients, leaseClients
 }
 
 func runRaftPartitions(run *Run) error {
 	k := run.Kernel
 	voters := 3 + 2*k.Stream("knobs/size").IntN(2)
-	netCfg, disk, kvClients, leaseClients := raftKnobs(run, voters)
+	netCfg, disk, kvClients, leaseClients := raftKnobs(run, voters, true)
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	calm := run.Duration * 6 / 10
 	ttl := 2 * time.Second
@@ -132,10 +145,23 @@ func (c *raftCluster) finish(chaos *Chaos) {
 		}
 	}
 	c.checkLinearizable()
+	c.checkLeases()
 	ok, refused, unknown := c.hist.Count()
-	faults := "none"
+	if c.kvClients > 0 {
+		c.run.Did("kv-ops-ok", ok)
+	}
+	if c.leaseClients > 0 {
+		c.run.Did("lease-grants", c.grants())
+	}
+	if chaos != nil {
+		c.run.Did("faults", chaos.Partitions+chaos.Crashes+chaos.Steps+chaos.Drifts)
+	}
+	faults := c.faults
 	if chaos != nil {
 		faults = chaos.String()
+	}
+	if faults == "" {
+		faults = "none"
 	}
 	kvOps := ""
 	if c.hist.Len() > 0 {
@@ -151,7 +177,7 @@ func (c *raftCluster) finish(chaos *Chaos) {
 func runLeaseClockJump(run *Run) error {
 	k := run.Kernel
 	const voters = 3
-	netCfg, disk, kvClients, leaseClients := raftKnobs(run, voters)
+	netCfg, disk, kvClients, leaseClients := raftKnobs(run, voters, true)
 	ttl := time.Duration(500+k.Stream("knobs/ttl").IntN(1500)) * time.Millisecond
 	jumpEvery := sim.Between(k.Stream("knobs/jump"), time.Second, 4*time.Second)
 	calm := run.Duration * 7 / 10
@@ -175,6 +201,7 @@ func runLeaseClockJump(run *Run) error {
 				back := ttl + sim.Between(r, ttl/2, 3*ttl)
 				k.Logf("fault clock step %s -%v (leader)", n.Name(), back)
 				n.Clock().Step(-back)
+				run.Did("leader-steps-back", 1)
 				break
 			}
 		}
@@ -198,7 +225,7 @@ func runLeaseClockJump(run *Run) error {
 func runJournalCrash(run *Run) error {
 	k := run.Kernel
 	voters := 3 + 2*k.Stream("knobs/size").IntN(2)
-	netCfg, disk, kvClients, _ := raftKnobs(run, voters)
+	netCfg, disk, kvClients, _ := raftKnobs(run, voters, false)
 	disk.TornWriteProb = 1
 	snapEvery := uint64(10 + k.Stream("knobs/snap").IntN(40))
 	cutEvery := sim.Between(k.Stream("knobs/cut"), 200*time.Millisecond, 2*time.Second)
@@ -253,6 +280,12 @@ func runJournalCrash(run *Run) error {
 	if err := k.RunUntil(run.Duration); err != nil {
 		return err
 	}
+	cuts := 0
+	for _, n := range c.nodes {
+		cuts += int(n.Disk().PowerCuts)
+	}
+	run.Did("power-cuts", cuts)
+	c.faults = fmt.Sprintf("power-cuts=%d", cuts)
 	c.finish(nil)
 	return nil
 }
@@ -261,12 +294,17 @@ func runJournalCrash(run *Run) error {
 // leader promotes each once it has caught up; then a founder is removed.
 func runLearnerJoin(run *Run) error {
 	k := run.Kernel
-	netCfg, disk, kvClients, _ := raftKnobs(run, 3)
+	netCfg, disk, kvClients, _ := raftKnobs(run, 3, false)
 	r := k.Stream("faults")
 	joinAt := sim.Between(r, 2*time.Second, 6*time.Second)
 	removeAt := joinAt + sim.Between(r, 6*time.Second, 10*time.Second)
 	calm := run.Duration * 6 / 10
+	// A joining node is cut off from everyone for a while as it is
+	// added, so it is well behind when it first could be promoted: the
+	// leader must wait for it to catch up.
+	behind := sim.Between(k.Stream("knobs/behind"), 300*time.Millisecond, 1500*time.Millisecond)
 	run.Knob("join_at", joinAt)
+	run.Knob("joiner_cut_off", behind)
 	run.Knob("remove_at", removeAt)
 	run.Knob("calm_at", calm)
 
@@ -292,8 +330,18 @@ func runLearnerJoin(run *Run) error {
 			}
 		})
 	}
-	k.At(joinAt, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[3]) })
-	k.At(joinAt+time.Second, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[4]) })
+	cutOff := func(n *sim.Node) {
+		for _, id := range k.Nodes() {
+			if id != n.ID() {
+				c.nw.Block(id, n.ID())
+				c.nw.Block(n.ID(), id)
+			}
+		}
+		k.Logf("fault cut %s off for %v as it joins", n.Name(), behind)
+		k.After(behind, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { c.nw.Heal() })
+	}
+	k.At(joinAt, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[3]); cutOff(c.nodes[3]) })
+	k.At(joinAt+time.Second+behind, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[4]); cutOff(c.nodes[4]) })
 	removed := c.nodes[0]
 	var remove func()
 	remove = func() {

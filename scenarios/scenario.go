@@ -23,6 +23,12 @@ type Scenario struct {
 	// -scenario runs the richest one that exists.
 	Richness int
 	Bugs     []Bug
+	// Floors are the least work a run must do to be judged at all: a run
+	// whose clients did too little (answered nothing, granted no lease,
+	// met no fault) proves nothing, and fails the "workload" checker, the
+	// way a VOPR run whose requests were never answered fails. Every
+	// scenario states at least one.
+	Floors []Floor
 	// Run draws the run's knobs (reporting each with r.Knob before any
 	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
 	// and reports what its checkers find with r.Fail.
@@ -34,9 +40,21 @@ type Scenario struct {
 type Bug struct {
 	Name    string
 	Summary string
-	// CaughtWithin is the number of consecutive seeds, from 1, within
-	// which the scenario must catch the bug; a test holds it to that.
-	CaughtWithin int
+	// Window and MinCaught pin the catch rate: with the bug switched on,
+	// at least MinCaught of seeds 1..Window must fail. An undecided run
+	// is not a catch. A checker that decays from catching a bug in a
+	// fifth of seeds to one in fifty fails here long before it stops
+	// catching it at all. `simrun -catch-rates` measures every bug
+	// against its pin (CI runs it); catchrates.txt keeps the last
+	// measurement, which `simrun -list` prints.
+	Window, MinCaught int
+}
+
+// Floor is one kind of work a run must do at least Least of. The run
+// reports what it did with Run.Did under the same name.
+type Floor struct {
+	Work  string
+	Least int
 }
 
 var registry = map[string]Scenario{}
@@ -48,6 +66,19 @@ func Register(s Scenario) {
 	}
 	if _, dup := registry[s.Name]; dup {
 		panic(fmt.Sprintf("scenarios: %q registered twice", s.Name))
+	}
+	if len(s.Floors) == 0 {
+		panic(fmt.Sprintf("scenarios: %q states no work floor", s.Name))
+	}
+	for _, f := range s.Floors {
+		if f.Work == "" || f.Least < 1 {
+			panic(fmt.Sprintf("scenarios: %q has an empty work floor %+v", s.Name, f))
+		}
+	}
+	for _, b := range s.Bugs {
+		if b.Window < 1 || b.MinCaught < 1 || b.MinCaught > b.Window {
+			panic(fmt.Sprintf("scenarios: %q bug %q needs 1 <= MinCaught <= Window, has %d of %d", s.Name, b.Name, b.MinCaught, b.Window))
+		}
 	}
 	registry[s.Name] = s
 }
@@ -105,7 +136,18 @@ type Options struct {
 	Bugs     []string      // planted bugs to switch on; each must be the scenario's
 	Out      io.Writer     // knobs and checker findings; nil: discard
 	Trace    io.Writer     // a line per event, for people; nil: off
+	// CheckTimeout bounds each porcupine check in wall time (0: the
+	// default, DefaultCheckTimeout). A check that runs out of it is
+	// undecided, never passed.
+	CheckTimeout time.Duration
+	// ClientsOff starts no client workload: faults and checkers run, and
+	// the work floors must then fail the run. For tests of the floors.
+	ClientsOff bool
 }
+
+// DefaultCheckTimeout is how long one porcupine check (one flow, one key)
+// may search before it is called undecided.
+const DefaultCheckTimeout = 20 * time.Second
 
 // Finding is one checker failure.
 type Finding struct {
@@ -122,27 +164,56 @@ type Result struct {
 	Bugs     []string
 	Findings []Finding // at most maxFindings; Failures counts them all
 	Failures int
-	Trace    uint64
-	Events   uint64
-	Virtual  time.Duration
-	Wall     time.Duration
+	// Undecided lists the checks that could not decide (a porcupine
+	// search that ran out of time, a run too short for a check to
+	// apply). Such a run is not a pass.
+	Undecided []Finding
+	Trace     uint64
+	Events    uint64
+	Virtual   time.Duration
+	Wall      time.Duration
+	// SlowestCheck is the wall time of the run's slowest porcupine
+	// check, and SlowestCheckName what it checked. Like Wall, it is
+	// reported and never part of the trace.
+	SlowestCheck     time.Duration
+	SlowestCheckName string
 }
 
-// OK reports whether every checker passed.
-func (r Result) OK() bool { return r.Failures == 0 }
+// The three verdicts. Only VerdictOK is a pass.
+const (
+	VerdictOK        = "ok"
+	VerdictFail      = "FAIL"
+	VerdictUndecided = "undecided"
+)
 
-// Verdict is "ok" or "FAIL".
+// OK reports whether the run passed: no checker failed and every check
+// decided.
+func (r Result) OK() bool { return r.Failures == 0 && len(r.Undecided) == 0 }
+
+// Failed reports whether a checker failed.
+func (r Result) Failed() bool { return r.Failures > 0 }
+
+// Verdict is VerdictOK, VerdictFail or VerdictUndecided. A failure
+// outranks an undecided check: what was judged and failed is known.
 func (r Result) Verdict() string {
-	if r.OK() {
-		return "ok"
+	switch {
+	case r.Failures > 0:
+		return VerdictFail
+	case len(r.Undecided) > 0:
+		return VerdictUndecided
 	}
-	return "FAIL"
+	return VerdictOK
 }
 
 // Checkers names the checkers that failed, sorted.
-func (r Result) Checkers() []string {
+func (r Result) Checkers() []string { return checkerNames(r.Findings) }
+
+// UndecidedCheckers names the checkers that could not decide, sorted.
+func (r Result) UndecidedCheckers() []string { return checkerNames(r.Undecided) }
+
+func checkerNames(fs []Finding) []string {
 	seen := map[string]bool{}
-	for _, f := range r.Findings {
+	for _, f := range fs {
 		seen[f.Checker] = true
 	}
 	out := make([]string, 0, len(seen))
@@ -163,8 +234,14 @@ func (r Result) Summary() string {
 	}
 	fmt.Fprintf(&b, " verdict=%s trace=%016x events=%d virtual=%v wall=%v",
 		r.Verdict(), r.Trace, r.Events, r.Virtual, r.Wall.Round(time.Millisecond))
-	if !r.OK() {
+	if r.SlowestCheck > 0 {
+		fmt.Fprintf(&b, " slowest-check=%v", r.SlowestCheck.Round(time.Millisecond))
+	}
+	if r.Failures > 0 {
 		fmt.Fprintf(&b, " failures=%d checkers=%s", r.Failures, strings.Join(r.Checkers(), ","))
+	}
+	if len(r.Undecided) > 0 {
+		fmt.Fprintf(&b, " undecided=%d undecided-checkers=%s", len(r.Undecided), strings.Join(r.UndecidedCheckers(), ","))
 	}
 	return b.String()
 }
@@ -177,9 +254,18 @@ type Run struct {
 	Kernel   *sim.Kernel
 	Seed     uint64
 	Duration time.Duration
-	out      io.Writer
-	bugs     map[string]bool
-	result   *Result
+	// Shortened is set when the caller cut the run below the scenario's
+	// own duration (-duration): checks that need the whole run cannot
+	// judge it, so such a run is at best undecided.
+	Shortened bool
+	// CheckTimeout bounds each porcupine check (see Options).
+	CheckTimeout time.Duration
+	// ClientsOff: start no client workload (see Options).
+	ClientsOff bool
+	work       map[string]int
+	out        io.Writer
+	bugs       map[string]bool
+	result     *Result
 }
 
 // Bug reports whether the named planted bug is switched on.
@@ -209,6 +295,66 @@ func (r *Run) Fail(checker, format string, args ...any) {
 	r.Kernel.Mix(b[:])
 }
 
+// Undecided records a check that could not decide: its search ran out of
+// time, or the run gave it nothing it could judge. The run's verdict is
+// then at best undecided. Nothing of it reaches the trace hash: a timeout
+// is wall-clock, and a seed must replay to the same trace on any machine.
+func (r *Run) Undecided(checker, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.Kernel.Logf("CHECK UNDECIDED %s: %s", checker, msg)
+	if len(r.result.Undecided) < maxFindings {
+		f := Finding{Checker: checker, Message: msg}
+		r.result.Undecided = append(r.result.Undecided, f)
+		fmt.Fprintf(r.out, "UNDECIDED %s\n", f)
+	}
+}
+
+// TimeCheck runs one wall-clock-bounded check and keeps the slowest one's
+// time for the summary.
+func (r *Run) TimeCheck(name string, check func()) {
+	start := time.Now() // reported, never used by the run
+	check()
+	if took := time.Since(start); took > r.result.SlowestCheck {
+		r.result.SlowestCheck, r.result.SlowestCheckName = took, name
+	}
+}
+
+// Did reports n more of one kind of work the run did, for its floors
+// (Scenario.Floors) and its "work:" line.
+func (r *Run) Did(work string, n int) {
+	if r.work == nil {
+		r.work = map[string]int{}
+	}
+	r.work[work] += n
+}
+
+// judgeWork prints what the run did and holds it to the scenario's
+// floors. A shortened run below a floor is undecided: it had less time
+// than the floor was set for.
+func (r *Run) judgeWork(floors []Floor) {
+	names := make([]string, 0, len(r.work))
+	for name := range r.work {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s=%d", name, r.work[name])
+	}
+	fmt.Fprintf(r.out, "work: %s\n", strings.Join(parts, " "))
+	for _, f := range floors {
+		got := r.work[f.Work]
+		if got >= f.Least {
+			continue
+		}
+		if r.Shortened {
+			r.Undecided("workload", "%s=%d, under the %d the whole run must do", f.Work, got, f.Least)
+		} else {
+			r.Fail("workload", "%s=%d, under the %d a meaningful run must do", f.Work, got, f.Least)
+		}
+	}
+}
+
 // Logf prints a line to the run's output (not the trace hash).
 func (r *Run) Logf(format string, args ...any) {
 	fmt.Fprintf(r.out, format+"\n", args...)
@@ -232,6 +378,9 @@ func Execute(name string, opts Options) (Result, error) {
 	if opts.Duration == 0 {
 		opts.Duration = s.Duration
 	}
+	if opts.CheckTimeout <= 0 {
+		opts.CheckTimeout = DefaultCheckTimeout
+	}
 	if opts.Duration < 0 {
 		return Result{}, fmt.Errorf("duration %v is negative", opts.Duration)
 	}
@@ -245,10 +394,15 @@ func Execute(name string, opts Options) (Result, error) {
 	k.SetTrace(opts.Trace)
 	restore := k.InstallCryptoRand()
 	defer restore()
-	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, out: out, bugs: bugs, result: res}
+	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, Shortened: opts.Duration < s.Duration,
+		CheckTimeout: opts.CheckTimeout, ClientsOff: opts.ClientsOff, out: out, bugs: bugs, result: res}
 	start := time.Now() // wall time is reported, never used by the run
 	if err := s.Run(run); err != nil {
 		run.Fail("run", "%v", err)
+	}
+	run.judgeWork(s.Floors)
+	if run.Shortened && res.Failures == 0 {
+		run.Undecided("run", "shortened to %v of the scenario's %v: the checks that judge the whole run (liveness, convergence, work done) could not", opts.Duration, s.Duration)
 	}
 	res.Wall = time.Since(start)
 	res.Trace = k.Trace()

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"sort"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -24,6 +25,29 @@ type Clock struct {
 	ppm      int64         // drift in parts per million; > -1e6
 	monoBase time.Duration // monotonic reading at trueBase
 	trueBase time.Duration // kernel time of the last drift change
+	// history is the clock's record for checkers: from each entry's true
+	// instant on (until the next), the offset is offset + (t-at)*ppm/1e6.
+	history []clockPiece
+}
+
+// clockPiece is one stretch of a clock's history.
+type clockPiece struct {
+	at, offset time.Duration
+	ppm        int64
+}
+
+func (p clockPiece) offsetAt(t time.Duration) time.Duration {
+	return p.offset + time.Duration(int64(t-p.at)*p.ppm/1_000_000)
+}
+
+// record notes the clock's offset and rate from now on.
+func (c *Clock) record() {
+	p := clockPiece{at: c.n.k.now, offset: c.Offset(), ppm: c.ppm}
+	if n := len(c.history); n > 0 && c.history[n-1].at == p.at {
+		c.history[n-1] = p
+		return
+	}
+	c.history = append(c.history, p)
 }
 
 var _ clock.Clock = (*Clock)(nil)
@@ -57,7 +81,10 @@ type simTimer struct{ h Handle }
 func (t simTimer) Stop() bool { return t.h.Cancel() }
 
 // Step moves the wall reading by delta (negative: backwards).
-func (c *Clock) Step(delta time.Duration) { c.offset += delta }
+func (c *Clock) Step(delta time.Duration) {
+	c.offset += delta
+	c.record()
+}
 
 // SetDrift changes the clock's rate from now on.
 func (c *Clock) SetDrift(ppm int64) {
@@ -67,6 +94,7 @@ func (c *Clock) SetDrift(ppm int64) {
 	c.monoBase = c.mono()
 	c.trueBase = c.n.k.now
 	c.ppm = ppm
+	c.record()
 }
 
 // Offset is the wall reading minus true time (skew plus drift so far).
@@ -74,3 +102,31 @@ func (c *Clock) Offset() time.Duration { return c.Now().Sub(Epoch.Add(c.n.k.now)
 
 // Drift is the current drift in parts per million.
 func (c *Clock) Drift() int64 { return c.ppm }
+
+// OffsetAt is the offset the clock had at true instant t (t <= now), from
+// its record: what the simulator knows, not what the node reads.
+func (c *Clock) OffsetAt(t time.Duration) time.Duration {
+	i := sort.Search(len(c.history), func(i int) bool { return c.history[i].at > t }) - 1
+	if i < 0 {
+		return 0 // before any step or drift: no offset
+	}
+	return c.history[i].offsetAt(t)
+}
+
+// OffsetRange is the least and the largest offset the clock had at any
+// instant of [from, to]. A step makes both its old and new values count.
+func (c *Clock) OffsetRange(from, to time.Duration) (lo, hi time.Duration) {
+	lo, hi = c.OffsetAt(from), c.OffsetAt(from)
+	see := func(o time.Duration) { lo, hi = min(lo, o), max(hi, o) }
+	see(c.OffsetAt(to))
+	for i, p := range c.history {
+		if p.at <= from || p.at > to {
+			continue
+		}
+		if i > 0 {
+			see(c.history[i-1].offsetAt(p.at)) // just before the change
+		}
+		see(p.offset)
+	}
+	return lo, hi
+}

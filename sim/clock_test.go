@@ -59,3 +59,23 @@ func TestTimerStop(t *testing.T) {
 	require.NoError(t, k.RunUntil(2*time.Minute))
 	require.False(t, tm2.Stop(), "Stop after the timer ran reports false")
 }
+
+func TestClockRecordsItsOffsets(t *testing.T) {
+	k := New(1)
+	c := idleNode(k, "n1").Clock()
+	c.Step(100 * time.Millisecond)
+	c.SetDrift(1000) // 1ms per second
+	k.At(2*time.Second, EvFault, 0, func() { c.Step(-500 * time.Millisecond) })
+	k.At(3*time.Second, EvFault, 0, func() { c.SetDrift(0) })
+	require.NoError(t, k.RunUntil(4*time.Second))
+
+	require.Equal(t, 100*time.Millisecond, c.OffsetAt(0))
+	require.Equal(t, 101*time.Millisecond, c.OffsetAt(time.Second))
+	require.Equal(t, 102*time.Millisecond-500*time.Millisecond, c.OffsetAt(2*time.Second))
+	require.Equal(t, c.Offset(), c.OffsetAt(4*time.Second), "the record agrees with the clock")
+	lo, hi := c.OffsetRange(time.Second, 2500*time.Millisecond)
+	require.Equal(t, 102*time.Millisecond, hi, "just before the step back")
+	require.Equal(t, -398*time.Millisecond, lo, "just after it")
+	lo, hi = c.OffsetRange(3500*time.Millisecond, 4*time.Second)
+	require.Equal(t, lo, hi, "no drift after 3s: the offset holds")
+}

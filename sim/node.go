@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -53,7 +54,12 @@ type Node struct {
 	handler dial.Handler
 
 	Starts, Crashes int
+	// downs is the node's crash record: when each crash happened and when
+	// the node came back (zero while it is still down).
+	downs []downSpan
 }
+
+type downSpan struct{ from, to time.Duration }
 
 // AddNode adds a machine named name to the run; it is not started. Its id is
 // dial.IDFromName(name). Each node's streams are named after it, so adding a
@@ -100,6 +106,9 @@ func (n *Node) Start() {
 	n.inc++
 	n.up = true
 	n.Starts++
+	if k := len(n.downs); k > 0 && n.downs[k-1].to == 0 {
+		n.downs[k-1].to = n.k.now
+	}
 	env := &Env{
 		ID:          n.id,
 		Name:        n.name,
@@ -123,9 +132,39 @@ func (n *Node) Crash() {
 	n.inc++
 	n.up = false
 	n.Crashes++
+	n.downs = append(n.downs, downSpan{from: n.k.now})
 	n.handler = nil
 	n.disk.crash()
 	n.k.Logf("%s crash", n.name)
+}
+
+// DownSpans returns the node's crash record: each span from a crash to the
+// restart that followed it (to now, while it is still down).
+func (n *Node) DownSpans() (from, to []time.Duration) {
+	for _, d := range n.downs {
+		end := d.to
+		if end == 0 {
+			end = n.k.now
+		}
+		from, to = append(from, d.from), append(to, end)
+	}
+	return from, to
+}
+
+// CrashedDuring reports whether the node crashed, or was down, at any
+// instant of [from, to], and the first such instant: the simulator's own
+// record, for checkers that forgive what a crash may take.
+func (n *Node) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
+	for _, d := range n.downs {
+		end := d.to
+		if end == 0 {
+			end = n.k.now
+		}
+		if d.from <= to && end >= from {
+			return true, max(d.from, from)
+		}
+	}
+	return false, 0
 }
 
 // Receive hands a frame to the node if the incarnation it was sent to is

@@ -8,8 +8,10 @@
 //	simrun -scenario NAME -bug BUG -seeds 1..50   a planted bug must be caught
 //	simrun -list                            scenarios and their planted bugs
 //
-// Exit status: 0 when every run passed, 1 when a checker failed (or a seed
-// replayed differently), 2 on a usage error.
+// Exit status: 0 when every run passed; 1 when a checker failed, a seed
+// replayed differently or a worker crashed; 2 on a usage error; 3 when
+// nothing failed but some check could not decide (a porcupine search that
+// ran out of time, a run too short to judge): undecided is not a pass.
 package main
 
 import (
@@ -41,7 +43,20 @@ type config struct {
 	list        bool
 	verbose     bool
 	quiet       bool
+	catchRates  bool
+	writeRates  string // with catchRates: rewrite this file with what was measured
+	scenarioSet bool   // -scenario was given
+	// checkTimeout bounds each porcupine check (0: the default).
+	checkTimeout time.Duration
 }
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitFail      = 1
+	exitUsage     = 2
+	exitUndecided = 3
+)
 
 // usageError is a bad command line: exit 2 with the message.
 type usageError struct{ msg string }
@@ -59,9 +74,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 0, "virtual time to run (0: the scenario's own)")
 	bug := fs.String("bug", "", "switch on planted bugs, comma-separated (see -list)")
 	fs.BoolVar(&c.determinism, "check-determinism", false, "run each seed twice, in separate processes, and fail if a trace differs")
-	fs.BoolVar(&c.list, "list", false, "list scenarios and their planted bugs")
+	fs.BoolVar(&c.list, "list", false, "list scenarios, their work floors and planted bugs")
+	fs.BoolVar(&c.catchRates, "catch-rates", false, "measure every planted bug (of -scenario, -bug if given) over its pinned window; fail if one is caught less than its pin")
+	fs.StringVar(&c.writeRates, "write", "", "with -catch-rates: record the measured rates in this file (scenarios/catchrates.txt)")
 	fs.BoolVar(&c.verbose, "v", false, "print a line per event (one seed only)")
-	fs.BoolVar(&c.quiet, "quiet", false, "print only the summary line (used by worker processes)")
+	fs.BoolVar(&c.quiet, "quiet", false, "print only the summary line and undecided checks (used by worker processes)")
+	fs.DurationVar(&c.checkTimeout, "check-timeout", 0, "wall time each porcupine check may take before it is undecided (0: the default, 20s)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: simrun [-scenario NAME] [-seed N | -seeds A..B [-j K]] [-check-determinism] [-bug B] [-duration D] [-v] | -list")
 		fs.PrintDefaults()
@@ -69,6 +87,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, usageError{err.Error()}
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "scenario" {
+			c.scenarioSet = true
+		}
+	})
 	if fs.NArg() > 0 {
 		return c, usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))}
 	}
@@ -91,8 +114,17 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if c.duration < 0 {
 		return c, usageError{fmt.Sprintf("-duration %v: must not be negative", c.duration)}
 	}
+	if c.checkTimeout < 0 {
+		return c, usageError{fmt.Sprintf("-check-timeout %v: must not be negative", c.checkTimeout)}
+	}
 	if c.verbose && c.rangeMode {
 		return c, usageError{"-v traces one seed; use -seed, not -seeds"}
+	}
+	if c.catchRates && (c.rangeMode || c.verbose || c.determinism || c.duration != 0) {
+		return c, usageError{"-catch-rates runs each bug's own window at full length; it takes no -seeds, -v, -check-determinism or -duration"}
+	}
+	if c.writeRates != "" && !c.catchRates {
+		return c, usageError{"-write records what -catch-rates measured; use them together"}
 	}
 	if *bug != "" {
 		for _, b := range strings.Split(*bug, ",") {
@@ -156,15 +188,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if !errors.Is(err, flag.ErrHelp) && ue.msg != flag.ErrHelp.Error() {
 				fmt.Fprintln(stderr, "simrun:", ue.msg)
 			}
-			return 2
+			return exitUsage
 		}
 		fmt.Fprintln(stderr, "simrun:", err)
-		return 2
+		return exitUsage
 	}
 	switch {
 	case c.list:
 		list(stdout)
-		return 0
+		return exitOK
+	case c.catchRates:
+		return catchRates(c, stdout, stderr)
 	case c.rangeMode:
 		return sweep(c, stdout, stderr)
 	default:
@@ -180,8 +214,17 @@ func list(w io.Writer) {
 			mark = " (default)"
 		}
 		fmt.Fprintf(w, "%s%s\n    %s; %v virtual\n", s.Name, mark, s.Summary, s.Duration)
+		floors := make([]string, len(s.Floors))
+		for i, f := range s.Floors {
+			floors[i] = fmt.Sprintf("%s>=%d", f.Work, f.Least)
+		}
+		fmt.Fprintf(w, "    work floors: %s\n", strings.Join(floors, " "))
 		for _, b := range s.Bugs {
-			fmt.Fprintf(w, "    bug %s: %s (caught within %d seeds)\n", b.Name, b.Summary, b.CaughtWithin)
+			last := "not measured yet"
+			if m, ok := scenarios.LastMeasured(s.Name, b.Name); ok {
+				last = fmt.Sprintf("last measured %d of %d", m.Caught, m.Window)
+			}
+			fmt.Fprintf(w, "    bug %s: %s (caught in at least %d of seeds 1..%d; %s)\n", b.Name, b.Summary, b.MinCaught, b.Window, last)
 		}
 	}
 }
@@ -198,20 +241,35 @@ func one(c config, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(out, "SEED=%d scenario=%s%s\n", c.seed, c.scenario, bugSuffix(c.bugs))
 	res, err := scenarios.Execute(c.scenario, scenarios.Options{
-		Seed: c.seed, Duration: c.duration, Bugs: c.bugs, Out: out, Trace: trace,
+		Seed: c.seed, Duration: c.duration, Bugs: c.bugs, Out: out, Trace: trace, CheckTimeout: c.checkTimeout,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "simrun:", err)
-		return 2
+		return exitUsage
+	}
+	if c.quiet {
+		// Undecided checks are printed whatever the verbosity: a sweep
+		// shows them, so none passes unseen.
+		for _, f := range res.Undecided {
+			fmt.Fprintf(stdout, "UNDECIDED %s\n", f)
+		}
 	}
 	if !res.OK() && !c.quiet {
 		fmt.Fprintf(stdout, "replay: %s\n", replay(c, c.seed))
 	}
 	fmt.Fprintln(stdout, res.Summary())
-	if !res.OK() {
-		return 1
+	return exitCode(res.Verdict())
+}
+
+// exitCode maps a verdict to simrun's exit status.
+func exitCode(verdict string) int {
+	switch verdict {
+	case scenarios.VerdictOK:
+		return exitOK
+	case scenarios.VerdictUndecided:
+		return exitUndecided
 	}
-	return 0
+	return exitFail
 }
 
 func bugSuffix(bugs []string) string {
@@ -229,6 +287,9 @@ func replay(c config, seed uint64) string {
 	}
 	if c.duration != 0 {
 		cmd += " -duration " + c.duration.String()
+	}
+	if c.checkTimeout != 0 {
+		cmd += " -check-timeout " + c.checkTimeout.String()
 	}
 	return cmd
 }

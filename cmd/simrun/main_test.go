@@ -69,6 +69,13 @@ func TestPlantedBugExits1WithReplay(t *testing.T) {
 	require.Contains(t, lastLine(out), "checkers=convergence")
 }
 
+func TestUndecidedExits3(t *testing.T) {
+	code, out, _ := runCLI("-scenario", "flow-ops", "-seed", "1", "-check-timeout", "1ns", "-quiet")
+	require.Equal(t, exitUndecided, code, out)
+	require.Contains(t, out, "UNDECIDED flow-linearizability: flow ", "printed even under -quiet")
+	require.Contains(t, lastLine(out), "verdict=undecided")
+}
+
 func TestList(t *testing.T) {
 	code, out, _ := runCLI("-list")
 	require.Equal(t, 0, code)
@@ -79,7 +86,7 @@ func TestList(t *testing.T) {
 
 func TestVerboseTracesEvents(t *testing.T) {
 	code, out, _ := runCLI("-seed", "3", "-v", "-duration", "2s")
-	require.Equal(t, 0, code)
+	require.Equal(t, exitUndecided, code, "a shortened run is not judged whole")
 	require.Contains(t, out, "n1 start")
 }
 
@@ -97,7 +104,8 @@ func TestSweepInWorkerProcesses(t *testing.T) {
 	cmd := exec.Command(bin, "-check-determinism", "-seeds", "1..4", "-j", "2")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
-	require.Contains(t, string(out), "runs=8 failed=0 nondeterministic=0 verdict=ok")
+	require.Contains(t, string(out), "runs=8 ok=4 failed=0 undecided=0 nondeterministic=0")
+	require.Contains(t, string(out), "verdict=ok")
 	require.Contains(t, string(out), "progress 8/8")
 
 	cmd = exec.Command(bin, "-scenario", "kernel-selftest", "-bug", "selftest-no-gossip", "-seeds", "1..3", "-j", "2")
@@ -106,4 +114,13 @@ func TestSweepInWorkerProcesses(t *testing.T) {
 	require.Equal(t, 1, cmd.ProcessState.ExitCode())
 	require.Contains(t, string(out), "failing seeds: 1 2 3")
 	require.Contains(t, string(out), "replay: go run ./cmd/simrun -scenario kernel-selftest -seed 2 -bug selftest-no-gossip")
+
+	// An undecided seed is counted as such, printed, and exits 3.
+	cmd = exec.Command(bin, "-scenario", "flow-ops", "-seeds", "1..2", "-j", "2", "-check-timeout", "1ns")
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Equal(t, exitUndecided, cmd.ProcessState.ExitCode(), string(out))
+	require.Contains(t, string(out), "ok=0 failed=0 undecided=2")
+	require.Contains(t, string(out), "UNDECIDED flow-linearizability")
+	require.Contains(t, string(out), "undecided seeds: 1 2")
 }

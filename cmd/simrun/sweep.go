@@ -17,10 +17,13 @@ import (
 // outcome is what one worker process reported for one seed.
 type outcome struct {
 	seed    uint64
-	verdict string // ok, FAIL, or crashed
+	verdict string // ok, FAIL, undecided, or crashed
 	trace   string
 	summary string
-	detail  string // the last lines of a crashed worker's output
+	detail  string // the last lines of a crashed worker's output, or its UNDECIDED lines
+	// slowest is the wall time of the run's slowest porcupine check.
+	slowest time.Duration
+	job     job
 }
 
 // sweep runs a range of seeds, each in its own process: etcd raft's
@@ -30,7 +33,7 @@ func sweep(c config, stdout, stderr io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "simrun: cannot find my own executable:", err)
-		return 2
+		return exitUsage
 	}
 	total := int(c.seedsTo - c.seedsFrom + 1)
 	runsPerSeed := 1
@@ -40,48 +43,37 @@ func sweep(c config, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "SEEDS=%d..%d scenario=%s%s jobs=%d runs=%d\n",
 		c.seedsFrom, c.seedsTo, c.scenario, bugSuffix(c.bugs), c.jobs, total*runsPerSeed)
 
-	type job struct {
-		seed uint64
-		pass int
-	}
-	jobs := make(chan job)
-	results := make(chan outcome)
-	var wg sync.WaitGroup
-	for w := 0; w < c.jobs; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				results <- runWorker(exe, c, j.seed)
-			}
-		}()
-	}
-	go func() {
-		for s := c.seedsFrom; ; s++ {
-			for p := 0; p < runsPerSeed; p++ {
-				jobs <- job{s, p}
-			}
-			if s == c.seedsTo {
-				break
-			}
+	var work []job
+	for s := c.seedsFrom; ; s++ {
+		for p := 0; p < runsPerSeed; p++ {
+			work = append(work, job{scenario: c.scenario, bugs: c.bugs, seed: s})
 		}
-		close(jobs)
-		wg.Wait()
-		close(results)
-	}()
+		if s == c.seedsTo {
+			break
+		}
+	}
+	results := pool(exe, c, work)
 
 	start := time.Now()
 	bySeed := map[uint64][]outcome{}
-	done, failed := 0, 0
+	done, failed, undecided := 0, 0, 0
+	var slowest outcome
 	step := max(1, total*runsPerSeed/20)
 	for r := range results {
 		done++
 		bySeed[r.seed] = append(bySeed[r.seed], r)
-		if r.verdict != "ok" {
+		switch r.verdict {
+		case "ok":
+		case "undecided":
+			undecided++
+		default:
 			failed++
 		}
+		if r.slowest > slowest.slowest {
+			slowest = r
+		}
 		if done%step == 0 || done == total*runsPerSeed {
-			fmt.Fprintf(stderr, "progress %d/%d runs, %d failed, %v\n", done, total*runsPerSeed, failed, time.Since(start).Round(time.Second))
+			fmt.Fprintf(stderr, "progress %d/%d runs, %d failed, %d undecided, %v\n", done, total*runsPerSeed, failed, undecided, time.Since(start).Round(time.Second))
 		}
 	}
 
@@ -90,21 +82,29 @@ func sweep(c config, stdout, stderr io.Writer) int {
 		seeds = append(seeds, s)
 	}
 	sort.Slice(seeds, func(i, j int) bool { return seeds[i] < seeds[j] })
-	var failing, diverged []uint64
+	var failing, unsure, diverged []uint64
 	for _, s := range seeds {
 		rs := bySeed[s]
-		bad := false
-		for _, r := range rs {
-			if r.verdict != "ok" {
-				bad = true
+		// The seed's verdict is its worst run's: crashed or FAIL, then
+		// undecided, then ok.
+		worst := rs[0]
+		for _, r := range rs[1:] {
+			if rank(r.verdict) > rank(worst.verdict) {
+				worst = r
 			}
 		}
-		if bad {
+		switch worst.verdict {
+		case "ok":
+		case "undecided":
+			unsure = append(unsure, s)
+			fmt.Fprintf(stdout, "UNDECIDED seed=%d: %s\n", s, worst.summary)
+		default:
 			failing = append(failing, s)
-			r := rs[0]
-			fmt.Fprintf(stdout, "FAIL seed=%d: %s\n", s, r.summary)
-			if r.detail != "" {
-				fmt.Fprintf(stdout, "%s\n", indent(r.detail))
+			fmt.Fprintf(stdout, "FAIL seed=%d: %s\n", s, worst.summary)
+		}
+		if worst.verdict != "ok" {
+			if worst.detail != "" {
+				fmt.Fprintf(stdout, "%s\n", indent(worst.detail))
 			}
 			fmt.Fprintf(stdout, "  replay: %s\n", replay(c, s))
 		}
@@ -114,28 +114,87 @@ func sweep(c config, stdout, stderr io.Writer) int {
 		}
 	}
 	verdict := "ok"
-	if len(failing) > 0 || len(diverged) > 0 {
+	switch {
+	case len(failing) > 0 || len(diverged) > 0:
 		verdict = "FAIL"
+	case len(unsure) > 0:
+		verdict = "undecided"
 	}
-	fmt.Fprintf(stdout, "seeds=%d..%d scenario=%s%s runs=%d failed=%d nondeterministic=%d verdict=%s wall=%v\n",
-		c.seedsFrom, c.seedsTo, c.scenario, bugSuffix(c.bugs), done, len(failing), len(diverged), verdict, time.Since(start).Round(time.Millisecond))
+	slow := "none"
+	if slowest.slowest > 0 {
+		slow = fmt.Sprintf("%v(seed %d)", slowest.slowest.Round(time.Millisecond), slowest.seed)
+	}
+	fmt.Fprintf(stdout, "seeds=%d..%d scenario=%s%s runs=%d ok=%d failed=%d undecided=%d nondeterministic=%d slowest-check=%s verdict=%s wall=%v\n",
+		c.seedsFrom, c.seedsTo, c.scenario, bugSuffix(c.bugs), done, len(seeds)-len(failing)-len(unsure), len(failing), len(unsure), len(diverged),
+		slow, verdict, time.Since(start).Round(time.Millisecond))
 	if len(failing) > 0 {
 		fmt.Fprintf(stdout, "failing seeds: %s\n", joinSeeds(failing))
 	}
-	if verdict != "ok" {
+	if len(unsure) > 0 {
+		fmt.Fprintf(stdout, "undecided seeds: %s\n", joinSeeds(unsure))
+	}
+	return exitCode(verdict)
+}
+
+// rank orders verdicts from best to worst.
+func rank(verdict string) int {
+	switch verdict {
+	case "ok":
+		return 0
+	case "undecided":
 		return 1
 	}
-	return 0
+	return 2
+}
+
+// job is one run for a worker process.
+type job struct {
+	scenario string
+	bugs     []string
+	seed     uint64
+}
+
+// pool runs each job of work (a seed may appear more than once) in its
+// own worker process, c.jobs at a time, and streams the outcomes in the
+// order they finish.
+func pool(exe string, c config, work []job) <-chan outcome {
+	jobs := make(chan job)
+	results := make(chan outcome)
+	var wg sync.WaitGroup
+	for w := 0; w < c.jobs; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				o := runWorker(exe, c, j)
+				o.job = j
+				results <- o
+			}
+		}()
+	}
+	go func() {
+		for _, j := range work {
+			jobs <- j
+		}
+		close(jobs)
+		wg.Wait()
+		close(results)
+	}()
+	return results
 }
 
 // runWorker runs one seed in a child process and reads its summary line.
-func runWorker(exe string, c config, seed uint64) outcome {
-	args := []string{"-quiet", "-seed", fmt.Sprint(seed), "-scenario", c.scenario}
-	if len(c.bugs) > 0 {
-		args = append(args, "-bug", strings.Join(c.bugs, ","))
+func runWorker(exe string, c config, j job) outcome {
+	seed := j.seed
+	args := []string{"-quiet", "-seed", fmt.Sprint(seed), "-scenario", j.scenario}
+	if len(j.bugs) > 0 {
+		args = append(args, "-bug", strings.Join(j.bugs, ","))
 	}
 	if c.duration != 0 {
 		args = append(args, "-duration", c.duration.String())
+	}
+	if c.checkTimeout != 0 {
+		args = append(args, "-check-timeout", c.checkTimeout.String())
 	}
 	cmd := exec.Command(exe, args...)
 	var out bytes.Buffer
@@ -144,20 +203,27 @@ func runWorker(exe string, c config, seed uint64) outcome {
 	err := cmd.Run()
 	o := outcome{seed: seed}
 	var last string
+	var unsure []string
 	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "seed=") {
-			last = sc.Text()
+		switch line := sc.Text(); {
+		case strings.HasPrefix(line, "seed="):
+			last = line
+		case strings.HasPrefix(line, "UNDECIDED "):
+			unsure = append(unsure, line)
 		}
 	}
 	o.summary = last
 	o.trace = field(last, "trace")
 	o.verdict = field(last, "verdict")
+	o.slowest, _ = time.ParseDuration(field(last, "slowest-check"))
 	var exit *exec.ExitError
 	switch {
 	case err == nil && o.verdict == "ok":
-	case errors.As(err, &exit) && exit.ExitCode() == 1 && o.verdict == "FAIL":
+	case errors.As(err, &exit) && exit.ExitCode() == exitUndecided && o.verdict == "undecided":
+		o.detail = strings.Join(unsure, "\n")
+	case errors.As(err, &exit) && exit.ExitCode() == exitFail && o.verdict == "FAIL":
 	default:
 		// A panic, a usage error, a kill: the run did not finish.
 		o.verdict = "crashed"

@@ -46,8 +46,18 @@ type Config struct {
 
 	KV      kv.Config
 	Journal journal.Config
+	Bugs    Bugs
 	// JournalName is the journal's file name in the node's FS.
 	JournalName string
+}
+
+// Bugs are planted bugs: each switches one defence off, so the
+// simulator's checkers can be shown to notice. Production leaves it zero.
+type Bugs struct {
+	// PromoteEarly promotes a learner to voter as soon as it joins,
+	// before it has caught up: the quorum grows by a node still
+	// replaying the log.
+	PromoteEarly bool
 }
 
 // ErrBadConfig wraps every configuration refusal.

@@ -144,13 +144,23 @@ func (n *Node) promoteCaughtUpLearners() {
 	var match = map[uint64]uint64{}
 	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
 	for _, id := range learners {
-		if match[id]+n.cfg.PromoteLag >= last {
+		if match[id]+n.cfg.PromoteLag >= last || n.cfg.Bugs.PromoteEarly {
 			n.promoting[id] = n.ticks
 			n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddNode, NodeID: id}, n.member(id), func(error) {})
 			return
 		}
 	}
 }
+
+// OnMembership registers f to be told of every membership change this
+// node applies, as it applies it: the simulator's record of when each
+// membership came into force, for checkers that compute ownership
+// themselves. f must not call back into the node.
+func (n *Node) OnMembership(f func(Membership)) { n.onMembership = f }
+
+// LastIndex is the index of the last entry in this node's log: what it
+// holds, committed or not. Checkers compare it across nodes.
+func (n *Node) LastIndex() uint64 { return n.j.LastIndex() }
 
 // Status is a one-line description of this node's raft state, for traces
 // and checker messages.

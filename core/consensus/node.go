@@ -80,10 +80,13 @@ type Node struct {
 	heard     map[uint64]uint64 // peer -> tick a message from it last arrived
 	lastExp   uint64            // tick of the last expiry proposal
 	promoting map[uint64]uint64 // learner -> tick its promotion was proposed
-	tick      clock.Timer
-	stopped   bool
-	pumping   bool     // inside pump: a nested call returns at once
-	deferred  []func() // callbacks to run after the current Advance
+	// onMembership, if set, is told of every membership change as it is
+	// applied (see OnMembership).
+	onMembership func(Membership)
+	tick         clock.Timer
+	stopped      bool
+	pumping      bool     // inside pump: a nested call returns at once
+	deferred     []func() // callbacks to run after the current Advance
 
 	snapIndex uint64 // index of the journal's snapshot
 	snapWant  uint64 // apply index at which a snapshot was requested
@@ -433,6 +436,9 @@ func (n *Node) apply(e pb.Entry) {
 			}
 		}
 		delete(n.promoting, cc.NodeID)
+		if n.onMembership != nil {
+			n.onMembership(n.Membership())
+		}
 		// A newcomer with an empty log rejects a snapshot whose ConfState
 		// does not name it, so every membership change is followed by a
 		// snapshot that carries the new membership.

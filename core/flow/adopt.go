@@ -88,7 +88,7 @@ func (s *Store) startAdoption(flow string, mode shard.Mode) {
 func (s *Store) askSources(a *adoption, every time.Duration) {
 	for _, id := range a.sources {
 		if !a.answered[id] {
-			_ = s.send(id, msg{Kind: kindAdoptReq, ID: a.id, M: a.m, Flow: a.flow})
+			_ = s.send(id, msg{Kind: FrameAdopt, ID: a.id, M: a.m, Flow: a.flow})
 		}
 	}
 	a.retry = s.env.Clock.AfterFunc(every, func() {
@@ -172,9 +172,6 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 		s.adopted[a.flow] = a.m
 		s.reconciled[a.flow] = true
 		s.Adoptions++
-		if s.onAdopted != nil {
-			s.onAdopted(a.flow, a.m, fromPrev)
-		}
 	}
 	if len(s.sh.Peek(a.flow)) == 0 {
 		// Nothing to keep: a flow nobody has written. Its note is written
@@ -210,7 +207,7 @@ func (s *Store) answerAdoption(from dial.NodeID, m msg) {
 	// asker still at an older one (a restarted, deposed owner whose
 	// journal lags) abandons its adoption.
 	_, mode, _ := s.sh.Meta(m.Flow)
-	_ = s.send(from, msg{Kind: kindAdoptResp, ID: m.ID, M: m.M, Flow: m.Flow, Entries: s.sh.Peek(m.Flow),
+	_ = s.send(from, msg{Kind: FrameAdoptResp, ID: m.ID, M: m.M, Flow: m.Flow, Entries: s.sh.Peek(m.Flow),
 		Served: served, Their: max(s.mIdx, s.fencedAt[m.Flow]), Mode: mode})
 }
 

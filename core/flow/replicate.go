@@ -22,7 +22,7 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 	}
 	for _, to := range s.ring.Placement(ring.ClassFlow, flow).Successors() {
 		s.Pushed++
-		_ = s.send(to, msg{Kind: kindPush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
+		_ = s.send(to, msg{Kind: FramePush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
 	}
 }
 
@@ -112,7 +112,7 @@ func (s *Store) antiEntropy() {
 		sums, _ := s.digests(flows, owner, s.env.ID)
 		// Sent even when empty: the owner may hold flows this replica
 		// has never seen.
-		_ = s.send(owner, msg{Kind: kindAEReq, M: s.mIdx, Digests: sums})
+		_ = s.send(owner, msg{Kind: FrameAE, M: s.mIdx, Digests: sums})
 	}
 }
 
@@ -153,6 +153,6 @@ func (s *Store) answerAntiEntropy(from dial.NodeID, m msg) {
 	}
 	s.aeCursor += len(out)
 	if len(out) > 0 {
-		_ = s.send(from, msg{Kind: kindAEResp, M: s.mIdx, Flows: out, Modes: modes})
+		_ = s.send(from, msg{Kind: FrameAEResp, M: s.mIdx, Flows: out, Modes: modes})
 	}
 }

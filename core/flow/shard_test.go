@@ -43,8 +43,8 @@ func adoptNow(t *testing.T, s *Store, clk *clock.Manual, net *sent, f string) {
 // its addressee, with entries.
 func answerAdoptions(s *Store, net *sent, f string, entries map[dial.NodeID]map[string]Value) {
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindAdoptReq && fr.m.Flow == f {
-			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f, Entries: entries[fr.to], Their: fr.m.M}))
+		if fr.m.Kind == FrameAdopt && fr.m.Flow == f {
+			s.HandleFrame(fr.to, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f, Entries: entries[fr.to], Their: fr.m.M}))
 		}
 	}
 }
@@ -104,14 +104,14 @@ func TestDuplicateRequestDuringFsyncAppliesOnce(t *testing.T) {
 	s, clk, net := newDiskStore(t, idA, 1, shard.NewMemory(), Config{})
 	f := ownedBy(t, idA)
 	adoptNow(t, s, clk, net, f)
-	req := frame(msg{Kind: kindOpReq, ID: 7, Session: 1, M: 1, Req: &Request{Flow: f, Op: OpIncr, Key: "n", Delta: 1, Mode: shard.Sync}})
+	req := frame(msg{Kind: FrameOp, ID: 7, Session: 1, M: 1, Req: &Request{Flow: f, Op: OpIncr, Key: "n", Delta: 1, Mode: shard.Sync}})
 	s.HandleFrame(idB, req)
 	s.HandleFrame(idB, req)
 	clk.Advance(0)
 	s.HandleFrame(idB, req)
 	var answers []int64
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindOpResp {
+		if fr.m.Kind == FrameOpResp {
 			answers = append(answers, fr.m.Resp.Int)
 		}
 	}
@@ -139,17 +139,17 @@ func TestRestartedOwnerReadoptsFromEveryCopy(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotAdopted, "a restarted owner re-adopts before it serves")
 	var first dial.NodeID
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindAdoptReq {
+		if fr.m.Kind == FrameAdopt {
 			first = fr.to
-			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: 1, Flow: f, Entries: map[string]Value{"k": lost}, Their: 1}))
+			s.HandleFrame(fr.to, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: 1, Flow: f, Entries: map[string]Value{"k": lost}, Their: 1}))
 			break
 		}
 	}
 	clk.Advance(0)
 	require.False(t, s.Adopted(f), "one copy of two is not enough: the other may hold the newest write")
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindAdoptReq && fr.to != first {
-			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: 1, Flow: f, Their: 1}))
+		if fr.m.Kind == FrameAdopt && fr.to != first {
+			s.HandleFrame(fr.to, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: 1, Flow: f, Their: 1}))
 			break
 		}
 	}
@@ -190,7 +190,7 @@ func TestEvictionOwnerTombstonesReplicaDrops(t *testing.T) {
 	require.Empty(t, resp.All, "evicted whole")
 	tombs := 0
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindPush && fr.m.Flow == fs[0] {
+		if fr.m.Kind == FramePush && fr.m.Flow == fs[0] {
 			for _, v := range fr.m.Entries {
 				require.True(t, v.Tomb)
 				tombs++
@@ -265,12 +265,12 @@ func TestBadCopiesFromPeersAreDropped(t *testing.T) {
 	s, _, _ := newDiskStore(t, idA, 1, shard.NewMemory(), Config{})
 	v := Value{Data: []byte("x"), Tuple: Tuple{MIdx: 1, V: 1, Origin: idB}, ExpiresAtMs: 1_800_000_000_000}
 	for _, m := range []msg{
-		{Kind: kindPush, M: 1, Flow: "", Entries: map[string]Value{"clock": v}},
-		{Kind: kindPush, M: 1, Flow: "f", Entries: map[string]Value{"": v}},
-		{Kind: kindPush, M: 1, Flow: "f", Entries: map[string]Value{"k": v}, Mode: shard.Mode(7)},
-		{Kind: kindPush, M: 1, Flow: "f", Entries: map[string]Value{"k": {Data: make([]byte, 17<<10), Tuple: v.Tuple}}},
-		{Kind: kindAEResp, M: 1, Flows: map[string]map[string]Value{"g": {"k": v}, "": {"k": v}}},
-		{Kind: kindAdoptResp, M: 1, Flow: "f", Entries: map[string]Value{"k": {Tomb: true, Data: []byte("x")}}},
+		{Kind: FramePush, M: 1, Flow: "", Entries: map[string]Value{"clock": v}},
+		{Kind: FramePush, M: 1, Flow: "f", Entries: map[string]Value{"": v}},
+		{Kind: FramePush, M: 1, Flow: "f", Entries: map[string]Value{"k": v}, Mode: shard.Mode(7)},
+		{Kind: FramePush, M: 1, Flow: "f", Entries: map[string]Value{"k": {Data: make([]byte, 17<<10), Tuple: v.Tuple}}},
+		{Kind: FrameAEResp, M: 1, Flows: map[string]map[string]Value{"g": {"k": v}, "": {"k": v}}},
+		{Kind: FrameAdoptResp, M: 1, Flow: "f", Entries: map[string]Value{"k": {Tomb: true, Data: []byte("x")}}},
 	} {
 		s.HandleFrame(idB, frame(m))
 	}
@@ -315,14 +315,14 @@ func TestAdoptionAnswersFromARestartedOrFencedNode(t *testing.T) {
 		{Flow: f, Key: "k", Value: valueCodec{}.Encode(v)},
 	}, true))
 	s, _, net := newDiskStore(t, idA, 2, mem, Config{})
-	s.HandleFrame(idB, frame(msg{Kind: kindAdoptReq, ID: 1, M: 1, Flow: f}))
+	s.HandleFrame(idB, frame(msg{Kind: FrameAdopt, ID: 1, M: 1, Flow: f}))
 	ans := net.frames[len(net.frames)-1].m
-	require.Equal(t, kindAdoptResp, ans.Kind)
+	require.Equal(t, FrameAdoptResp, ans.Kind)
 	require.Zero(t, ans.Served, "not reconciled since the restart: no authority")
 	require.Equal(t, "v", string(ans.Entries["k"].Data), "but its copy, all the same")
 
-	s.HandleFrame(idB, frame(msg{Kind: kindAdoptReq, ID: 2, M: 5, Flow: f})) // a newer owner fences it
-	s.HandleFrame(idC, frame(msg{Kind: kindAdoptReq, ID: 3, M: 1, Flow: f})) // an asker at the old membership
+	s.HandleFrame(idB, frame(msg{Kind: FrameAdopt, ID: 2, M: 5, Flow: f})) // a newer owner fences it
+	s.HandleFrame(idC, frame(msg{Kind: FrameAdopt, ID: 3, M: 1, Flow: f})) // an asker at the old membership
 	ans = net.frames[len(net.frames)-1].m
 	require.Equal(t, uint64(5), ans.Their, "the fence is passed on, so the old asker abandons")
 }

@@ -96,7 +96,6 @@ type Store struct {
 	aeTimer    clock.Timer
 	aeCursor   int // where the next anti-entropy answer starts in its list
 	stopped    bool
-	onAdopted  func(flow string, mIdx uint64, fromPrevOwner bool)
 	nowForTest func() time.Time
 
 	// Counters, for scenarios and benchmarks.
@@ -156,10 +155,6 @@ func New(cfg Config, env Env) (*Store, error) {
 	s.armAntiEntropy()
 	return s, nil
 }
-
-// OnAdopted registers a hook told of every completed adoption; checkers
-// use it to find the handoffs where the design accepts loss.
-func (s *Store) OnAdopted(f func(flow string, mIdx uint64, fromPrevOwner bool)) { s.onAdopted = f }
 
 // Stop cancels the store's timers and fails the calls in flight.
 func (s *Store) Stop() {
@@ -267,7 +262,7 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 		id := s.nextID
 		c.to = owner
 		s.calls[id] = c
-		err := s.send(owner, msg{Kind: kindOpReq, ID: id, Session: s.session, M: s.mIdx, Req: &req})
+		err := s.send(owner, msg{Kind: FrameOp, ID: id, Session: s.session, M: s.mIdx, Req: &req})
 		if err == nil {
 			return
 		}

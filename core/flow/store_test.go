@@ -92,8 +92,8 @@ func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
 	require.True(t, Known(err))
 	// Answer the adoption from both other nodes: nothing to adopt.
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindAdoptReq {
-			s.HandleFrame(fr.to, frame(msg{Kind: kindAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f}))
+		if fr.m.Kind == FrameAdopt {
+			s.HandleFrame(fr.to, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f}))
 		}
 	}
 	// No previous owner that served the flow answered (a fresh store
@@ -109,7 +109,7 @@ func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
 	require.Equal(t, Tuple{MIdx: 1, V: 1<<32 + 1, Origin: idA}, v.Tuple, "writes count above the boot epoch")
 	pushes := 0
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindPush {
+		if fr.m.Kind == FramePush {
 			pushes++
 		}
 	}
@@ -195,8 +195,8 @@ func TestAdoptionRequestFencesAStaleOwner(t *testing.T) {
 	s, _, net, _ := newTestStore(t, idA, Config{})
 	f := ownedBy(t, idA)
 	s.adopted[f] = 1
-	s.HandleFrame(idB, frame(msg{Kind: kindAdoptReq, ID: 9, M: 5, Flow: f}))
-	require.Equal(t, kindAdoptResp, net.frames[len(net.frames)-1].m.Kind)
+	s.HandleFrame(idB, frame(msg{Kind: FrameAdopt, ID: 9, M: 5, Flow: f}))
+	require.Equal(t, FrameAdoptResp, net.frames[len(net.frames)-1].m.Kind)
 	_, err, _ := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("x")})
 	require.ErrorIs(t, err, ErrFenced, "an owner asked by a newer owner serves the flow no more")
 }
@@ -205,13 +205,13 @@ func TestDuplicateRequestAppliesOnce(t *testing.T) {
 	s, _, net, _ := newTestStore(t, idA, Config{})
 	f := ownedBy(t, idA)
 	s.adopted[f] = 1
-	req := frame(msg{Kind: kindOpReq, ID: 3, Session: 77, M: 1, Req: &Request{Flow: f, Op: OpIncr, Key: "n", Delta: 1}})
+	req := frame(msg{Kind: FrameOp, ID: 3, Session: 77, M: 1, Req: &Request{Flow: f, Op: OpIncr, Key: "n", Delta: 1}})
 	s.HandleFrame(idB, req)
 	s.HandleFrame(idB, req)
 	require.Equal(t, "1", string(s.Copy(f)["n"].Data))
 	var answers int
 	for _, fr := range net.frames {
-		if fr.m.Kind == kindOpResp {
+		if fr.m.Kind == FrameOpResp {
 			answers++
 			require.Equal(t, int64(1), fr.m.Resp.Int)
 		}

@@ -14,16 +14,43 @@ import (
 // store.
 const FramePrefix = 2
 
-// Message kinds.
+// Frame kinds: what a flow frame carries.
 const (
-	kindOpReq     = "op"      // a request for the owner
-	kindOpResp    = "op-resp" // the owner's answer
-	kindPush      = "push"    // an owner's new values, to a successor
-	kindAEReq     = "ae"      // a replica's per-partition digests, to an owner
-	kindAEResp    = "ae-resp" // the owner's copies of the partitions that differ
-	kindAdoptReq  = "adopt"   // a new owner asks for every copy of a flow
-	kindAdoptResp = "adopt-resp"
+	FrameOp        = "op"         // a request for the owner
+	FrameOpResp    = "op-resp"    // the owner's answer
+	FramePush      = "push"       // an owner's new values, to a successor
+	FrameAE        = "ae"         // a replica's per-partition digests, to an owner
+	FrameAEResp    = "ae-resp"    // the owner's copies of the partitions that differ
+	FrameAdopt     = "adopt"      // a new owner asks for every copy of a flow
+	FrameAdoptResp = "adopt-resp" // a copy's answer to an adoption
 )
+
+// FrameInfo is what a flow frame says of itself.
+type FrameInfo struct {
+	Kind string // one of the Frame* kinds
+	Flow string // the flow it is about, for push, adopt and adopt-resp
+	M    uint64 // the membership index it was sent at (op, adopt, adopt-resp)
+	// Served is an adoption answer's claim of the latest m_idx at which
+	// its sender served the flow.
+	Served uint64
+	// Session and ID name a request (op) and its answer (op-resp).
+	Session, ID uint64
+}
+
+// DecodeFrame decodes a flow frame as the store does, for the simulator's
+// use: a scenario that drops only one kind of frame, or a checker that
+// reads the network's record of which frames arrived. It never trusts a
+// frame more than the store would.
+func DecodeFrame(frame []byte) (FrameInfo, error) {
+	var m msg
+	if len(frame) == 0 || frame[0] != FramePrefix {
+		return FrameInfo{}, errors.New("flow: not a flow frame")
+	}
+	if err := json.Unmarshal(frame[1:], &m); err != nil {
+		return FrameInfo{}, fmt.Errorf("flow: bad frame: %w", err)
+	}
+	return FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID}, nil
+}
 
 // msg is every flow frame. It travels as JSON: the encoding is
 // deterministic (struct fields in order, map keys sorted), which the
@@ -144,7 +171,7 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 	}
 	s.refresh()
 	switch m.Kind {
-	case kindOpReq:
+	case FrameOp:
 		if m.Req == nil || s.cfg.check(*m.Req) != nil {
 			s.BadFrames++
 			return
@@ -164,13 +191,13 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		id := m.ID
 		s.serve(m.M, *m.Req, func(resp Response, err error) {
 			delete(s.inflight, key)
-			out := msg{Kind: kindOpResp, ID: id, Session: key.session, Resp: &resp, Err: encodeErr(err)}
+			out := msg{Kind: FrameOpResp, ID: id, Session: key.session, Resp: &resp, Err: encodeErr(err)}
 			s.remember(key, out)
 			// A lost answer leaves the caller with an unknown outcome;
 			// its deadline fires. Nothing to do about a send error.
 			_ = s.send(from, out)
 		})
-	case kindOpResp:
+	case FrameOpResp:
 		c := s.calls[m.ID]
 		if c == nil || m.Session != s.session || c.to != from {
 			// Timed out already (the caller was told "unknown"), or an
@@ -183,15 +210,15 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 			resp = *m.Resp
 		}
 		s.settle(c, resp, decodeErr(m.Err))
-	case kindPush:
+	case FramePush:
 		if !s.validCopy(m.Flow, m.Entries, m.Mode) {
 			s.BadFrames++
 			return
 		}
 		s.merge(m.Flow, m.Entries, m.Mode)
-	case kindAEReq:
+	case FrameAE:
 		s.answerAntiEntropy(from, m)
-	case kindAEResp:
+	case FrameAEResp:
 		for _, f := range sortedKeys(m.Flows) {
 			if !s.validCopy(f, m.Flows[f], m.Modes[f]) {
 				s.BadFrames++
@@ -201,9 +228,9 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		for _, f := range sortedKeys(m.Flows) {
 			s.merge(f, m.Flows[f], repairMode(m.Modes[f]))
 		}
-	case kindAdoptReq:
+	case FrameAdopt:
 		s.answerAdoption(from, m)
-	case kindAdoptResp:
+	case FrameAdoptResp:
 		if !s.validCopy(m.Flow, m.Entries, m.Mode) {
 			s.BadFrames++
 			return

@@ -1,0 +1,258 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Durability and TTL checkers over versioned flows: flows whose every
+// write sets every key to the write's version (a set-all), so a read
+// tells which version it saw, or that the flow was absent.
+
+// WriteOutcome is what the writer learned of a write.
+type WriteOutcome uint8
+
+// Write outcomes.
+const (
+	WriteOK      WriteOutcome = iota + 1 // acknowledged: applied
+	WriteRefused                         // refused before it applied
+	WriteUnknown                         // no answer that says
+)
+
+// VersionWrite is one write of a versioned flow; its version is its
+// position in the flow's Writes plus one.
+type VersionWrite struct {
+	Call, Return time.Duration // Return is zero while unanswered
+	Outcome      WriteOutcome
+}
+
+// VersionRead is one read of a versioned flow that answered: the version
+// it saw, 0 for an absent flow.
+type VersionRead struct {
+	Node         string
+	Call, Return time.Duration
+	Version      int
+}
+
+// VersionedFlow is one flow's history.
+type VersionedFlow struct {
+	Name      string
+	Mode      shard.Mode
+	Placement []dial.NodeID // owner and successors; the flow's only copies
+	Writes    []VersionWrite
+	Reads     []VersionRead
+}
+
+// DownWindow is a span in which a node was down: from its crash to its
+// restart (or the end of the run).
+type DownWindow struct{ From, To time.Duration }
+
+// CrashRecord is the simulator's record of the nodes' crashes.
+type CrashRecord interface {
+	Downs(node dial.NodeID) []DownWindow
+	Name(node dial.NodeID) string
+}
+
+// downDuring reports whether node was down at any instant of [from, to].
+func downDuring(crashes CrashRecord, node dial.NodeID, from, to time.Duration) bool {
+	for _, w := range crashes.Downs(node) {
+		if w.From <= to && w.To >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// Durability holds every flow's reads to its mode's promise: a read sees
+// only a version that was written and not refused (checker durability),
+// and misses no version that was acknowledged, or seen by an earlier
+// read, before it began, unless the crash record allows that loss:
+//
+//   - sync: never; every disk in the simulator survives its crashes.
+//   - async: only if, for some instant a at which the write may have been
+//     applied, every copy was down at some point within window after a:
+//     it crashed with the write in memory only, or was down when the
+//     write was pushed to it. window is how long an async write may sit
+//     in a copy's memory only (commit delay, fsync interval, the push's
+//     flight).
+//   - none: only if every copy has been down at some point since the
+//     write.
+func Durability(rep Reporter, flows []*VersionedFlow, crashes CrashRecord, window time.Duration) {
+	for _, f := range flows {
+		durabilityOf(rep, f, crashes, window)
+	}
+}
+
+func durabilityOf(rep Reporter, f *VersionedFlow, crashes CrashRecord, window time.Duration) {
+	// established[v-1]: when version v was known applied: its write's
+	// acknowledgement, or the end of the first read that saw it.
+	established := make([]time.Duration, len(f.Writes))
+	for i, w := range f.Writes {
+		established[i] = -1
+		if w.Outcome == WriteOK {
+			established[i] = w.Return
+		}
+	}
+	for _, rd := range f.Reads {
+		if rd.Version == 0 {
+			continue
+		}
+		if rd.Version > len(f.Writes) {
+			rep.Fail("durability", "flow %s (%s): the read through %s at %v saw version %d, which was never written", f.Name, f.Mode, rd.Node, rd.Call, rd.Version)
+			return
+		}
+		w := f.Writes[rd.Version-1]
+		if w.Outcome == WriteRefused || w.Call > rd.Return {
+			what := "not yet made"
+			if w.Outcome == WriteRefused {
+				what = "refused"
+			}
+			rep.Fail("durability", "flow %s (%s): the read through %s at %v saw version %d, whose write was %s", f.Name, f.Mode, rd.Node, rd.Call, rd.Version, what)
+			return
+		}
+		if e := &established[rd.Version-1]; *e < 0 || rd.Return < *e {
+			*e = rd.Return
+		}
+	}
+	// Versions by when they were established, so each read finds the
+	// newest version established before it began.
+	order := make([]int, 0, len(f.Writes))
+	for i := range f.Writes {
+		if established[i] >= 0 {
+			order = append(order, i)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return established[order[a]] < established[order[b]] })
+	newest := make([]int, len(order)) // newest[j]: the highest version among order[:j+1]
+	for j, i := range order {
+		newest[j] = i + 1
+		if j > 0 {
+			newest[j] = max(newest[j], newest[j-1])
+		}
+	}
+	for _, rd := range f.Reads {
+		j := sort.Search(len(order), func(j int) bool { return established[order[j]] >= rd.Call }) - 1
+		if j < 0 || newest[j] <= rd.Version {
+			continue
+		}
+		for v := rd.Version + 1; v <= newest[j]; v++ {
+			e := established[v-1]
+			if e < 0 || e >= rd.Call {
+				continue
+			}
+			// A version first seen by a read was applied before that
+			// read answered, and before its own write's answer.
+			applied := e
+			if w := f.Writes[v-1]; w.Return > 0 {
+				applied = min(applied, w.Return)
+			}
+			if !lossAllowed(f, crashes, window, f.Writes[v-1].Call, applied, rd.Call) {
+				rep.Fail("durability", "flow %s (%s, placement %s): version %d, written at %v and known applied at %v, is lost: the read through %s at %v saw version %d, and no crash schedule the %s promise allows explains it (downtime: %s)",
+					f.Name, f.Mode, names(crashes, f.Placement), v, f.Writes[v-1].Call, e, rd.Node, rd.Call, rd.Version, f.Mode, downtime(crashes, f.Placement))
+				return
+			}
+		}
+	}
+}
+
+// lossAllowed is each mode's promise, as the crash record allows a write
+// (called at call, applied by applied at the latest) to be missing from a
+// read that began at readAt.
+func lossAllowed(f *VersionedFlow, crashes CrashRecord, window, call, applied, readAt time.Duration) bool {
+	all := func(from, to time.Duration) bool {
+		for _, id := range f.Placement {
+			if !downDuring(crashes, id, from, to) {
+				return false
+			}
+		}
+		return true
+	}
+	switch f.Mode {
+	case shard.Sync:
+		return false
+	case shard.None:
+		return all(call, readAt)
+	}
+	// The instants a for which a copy was down within [a, a+window] form
+	// intervals [from-window, to]; where those of every copy meet, they
+	// meet at the left end of one of them, or at call.
+	cands := []time.Duration{call}
+	for _, id := range f.Placement {
+		for _, w := range crashes.Downs(id) {
+			if a := w.From - window; a > call && a <= applied {
+				cands = append(cands, a)
+			}
+		}
+	}
+	for _, a := range cands {
+		if all(a, min(a+window, readAt)) {
+			return true
+		}
+	}
+	return false
+}
+
+func names(crashes CrashRecord, ids []dial.NodeID) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = crashes.Name(id)
+	}
+	return strings.Join(out, ",")
+}
+
+func downtime(crashes CrashRecord, ids []dial.NodeID) string {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, " %s:", crashes.Name(id))
+		for _, w := range crashes.Downs(id) {
+			fmt.Fprintf(&b, "[%v,%v]", w.From, w.To)
+		}
+	}
+	return b.String()
+}
+
+// ExpiryNeverUndone holds TTL flows to: a read sees only versions that
+// were written and not refused, and once a read has found a flow absent
+// (expired, or evicted by its owner), no later read sees a version
+// acknowledged before that read began (checker ttl).
+func ExpiryNeverUndone(rep Reporter, flows []*VersionedFlow) {
+	for _, f := range flows {
+		expiryOf(rep, f)
+	}
+}
+
+func expiryOf(rep Reporter, f *VersionedFlow) {
+	for _, rd := range f.Reads {
+		if rd.Version == 0 {
+			continue
+		}
+		if rd.Version > len(f.Writes) {
+			rep.Fail("ttl", "flow %s: the read through %s at %v saw version %d, which was never written", f.Name, rd.Node, rd.Call, rd.Version)
+			return
+		}
+		if w := f.Writes[rd.Version-1]; w.Outcome == WriteRefused || w.Call > rd.Return {
+			rep.Fail("ttl", "flow %s: the read through %s at %v saw version %d, which was refused or not yet written", f.Name, rd.Node, rd.Call, rd.Version)
+			return
+		}
+	}
+	for _, gone := range f.Reads {
+		if gone.Version != 0 {
+			continue
+		}
+		for _, rd := range f.Reads {
+			if rd.Version == 0 || rd.Call <= gone.Return {
+				continue
+			}
+			if w := f.Writes[rd.Version-1]; w.Outcome == WriteOK && w.Return < gone.Call {
+				rep.Fail("ttl", "flow %s was absent to the read through %s at %v, yet version %d, acknowledged at %v before it, is back in the read through %s at %v",
+					f.Name, gone.Node, gone.Call, rd.Version, w.Return, rd.Node, rd.Call)
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package checker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/dial"
+)
+
+type downs map[dial.NodeID][]DownWindow
+
+func (d downs) Downs(id dial.NodeID) []DownWindow { return d[id] }
+func (downs) Name(id dial.NodeID) string          { return id.String() }
+
+// twoWrites is a flow on copies a, b whose version 1 was acknowledged at
+// 1s and version 2 at 3s, read back as version 1 at 5s: version 2 is lost.
+func twoWrites(mode shard.Mode) *VersionedFlow {
+	return &VersionedFlow{
+		Name: "f", Mode: mode, Placement: []dial.NodeID{1, 2},
+		Writes: []VersionWrite{
+			{Call: 500 * time.Millisecond, Return: time.Second, Outcome: WriteOK},
+			{Call: 2500 * time.Millisecond, Return: 3 * time.Second, Outcome: WriteOK},
+		},
+		Reads: []VersionRead{{Node: "n1", Call: 5 * time.Second, Return: 5*time.Second + time.Millisecond, Version: 1}},
+	}
+}
+
+func TestDurability(t *testing.T) {
+	window := 60 * time.Millisecond
+	// Passes: the read sees the newest acknowledged version.
+	ok := twoWrites(shard.Sync)
+	ok.Reads[0].Version = 2
+	var rec Record
+	Durability(&rec, []*VersionedFlow{ok}, downs{}, window)
+	require.True(t, rec.OK(), "%v", rec.Failures)
+
+	// Fails: sync loses nothing, whatever crashed.
+	allDown := downs{1: {{From: 3 * time.Second, To: 4 * time.Second}}, 2: {{From: 3 * time.Second, To: 4 * time.Second}}}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Sync)}, allDown, window)
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "durability: flow f (sync, placement")
+	require.Contains(t, rec.Failures[0], "version 2, written at 2.5s and known applied at 3s, is lost")
+
+	// async: lost only if every copy was down within the window after the
+	// write applied.
+	rec = Record{}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, allDown, window)
+	require.True(t, rec.OK(), "both copies crashed with the write in memory: %v", rec.Failures)
+	oneLate := downs{1: {{From: 3 * time.Second, To: 4 * time.Second}}, 2: {{From: 3200 * time.Millisecond, To: 4 * time.Second}}}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, oneLate, window)
+	require.Len(t, rec.Failures, 1, "the second copy crashed 200ms later: it had the write on disk")
+
+	// none: lost only if every copy was down at some point since.
+	rec = Record{}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.None)}, oneLate, window)
+	require.True(t, rec.OK(), "%v", rec.Failures)
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.None)}, downs{1: {{From: 3 * time.Second, To: 4 * time.Second}}}, window)
+	require.Len(t, rec.Failures, 1)
+
+	// A read of a version that was refused is a failure in every mode.
+	rec = Record{}
+	refused := twoWrites(shard.None)
+	refused.Writes[1].Outcome = WriteRefused
+	refused.Reads[0].Version = 2
+	Durability(&rec, []*VersionedFlow{refused}, allDown, window)
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "whose write was refused")
+}
+
+func TestExpiryNeverUndone(t *testing.T) {
+	f := &VersionedFlow{
+		Name:   "f",
+		Writes: []VersionWrite{{Call: 0, Return: time.Second, Outcome: WriteOK}, {Call: 5 * time.Second, Return: 6 * time.Second, Outcome: WriteOK}},
+		Reads: []VersionRead{
+			{Node: "n1", Call: 2 * time.Second, Return: 2 * time.Second, Version: 1},
+			{Node: "n1", Call: 3 * time.Second, Return: 3 * time.Second, Version: 0}, // expired
+			{Node: "n2", Call: 7 * time.Second, Return: 7 * time.Second, Version: 2}, // a new write: fine
+		},
+	}
+	var rec Record
+	ExpiryNeverUndone(&rec, []*VersionedFlow{f})
+	require.True(t, rec.OK(), "%v", rec.Failures)
+
+	f.Reads = append(f.Reads, VersionRead{Node: "n3", Call: 8 * time.Second, Return: 8 * time.Second, Version: 1})
+	ExpiryNeverUndone(&rec, []*VersionedFlow{f})
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "ttl: flow f was absent to the read through n1 at 3s, yet version 1, acknowledged at 1s before it, is back")
+}
