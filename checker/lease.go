@@ -188,6 +188,12 @@ func (s *LeaseStream) Event(rep Reporter, ev kv.Event, calls []LeaseCall) {
 			rep.Fail("lease-stream", "%s: lease %q granted to %s (token %d) at %d ms while %s (token %d) held it until %d ms",
 				s.Node, ev.Key, ev.Holder, ev.Token, ev.AtMs, t.holder, t.token, t.deadlineMs)
 		}
+		// A tenure lapses at its deadline: a renewal applied at it or
+		// after it renews a lease that has already expired.
+		if held && t.holder == ev.Holder && t.token == ev.Token && ev.AtMs >= t.deadlineMs {
+			rep.Fail("lease-stream", "%s: lease %q of %s (token %d) renewed at %d ms, at or after its deadline %d ms",
+				s.Node, ev.Key, ev.Holder, ev.Token, ev.AtMs, t.deadlineMs)
+		}
 		s.tenures[ev.Key] = tenure{holder: ev.Holder, token: ev.Token, deadlineMs: ev.DeadlineMs}
 	case kv.EventDeleted:
 		// A lapse is reported as Expired, never Deleted: a lease past

@@ -38,9 +38,10 @@ const (
 	FlowIncr                     // key += Delta as a decimal int64, absent counting as 0
 	FlowGetAll                   // the whole flow
 	FlowClear                    // remove every key of the flow
+	FlowSetAll                   // set every key of Entries, in one step
 )
 
-var flowOpNames = [...]string{"invalid", "get", "set", "delete", "cas", "incr", "get-all", "clear"}
+var flowOpNames = [...]string{"invalid", "get", "set", "delete", "cas", "incr", "get-all", "clear", "set-all"}
 
 func (o FlowOp) String() string {
 	if int(o) < len(flowOpNames) {
@@ -49,7 +50,7 @@ func (o FlowOp) String() string {
 	return fmt.Sprintf("flow-op(%d)", uint8(o))
 }
 
-func (o FlowOp) valid() bool { return o >= FlowGet && o <= FlowClear }
+func (o FlowOp) valid() bool { return o >= FlowGet && o <= FlowSetAll }
 
 // reads says the operation changes nothing, so an answer that never came
 // tells the checker nothing and the operation can be left out.
@@ -63,6 +64,9 @@ type FlowInput struct {
 	Expect       string // FlowCas: the value guarded on, unless ExpectAbsent
 	ExpectAbsent bool   // FlowCas: the guard is "key absent"
 	Delta        int64  // FlowIncr
+	// Entries is FlowSetAll's keys and values, as EncodeFlowAll writes a
+	// flow (a string, so inputs stay comparable).
+	Entries string
 }
 
 // FlowOutput is an operation's answer. A write whose answer never came (or
@@ -290,6 +294,19 @@ func flowStep(s flowState, in FlowInput, out FlowOutput) []any {
 		return maybe(s.with(in.Key, flowValue{}))
 	case FlowClear:
 		return maybe(emptyFlow)
+	case FlowSetAll:
+		set, err := decodeFlow(in.Entries, false)
+		if err != nil {
+			return nil
+		}
+		m := make(map[string]flowValue, len(s.m)+len(set))
+		for k, v := range s.m { //fenceline:unordered copying into a map
+			m[k] = v
+		}
+		for k, v := range set { //fenceline:unordered copying into a map
+			m[k] = v
+		}
+		return maybe(encodeFlowState(m, s.Open))
 	case FlowCas:
 		written := s.with(in.Key, flowValue{Present: true, Value: in.Value})
 		cur, known := s.lookup(in.Key)
@@ -434,6 +451,8 @@ func describeFlowOp(input, output any) string {
 		call, res = "get-all()", describeFlowAll(out.All)
 	case FlowClear:
 		call, res = "clear()", "ok"
+	case FlowSetAll:
+		call, res = "set-all("+describeFlowAll(in.Entries)+")", "ok"
 	default:
 		call, res = in.Op.String(), fmt.Sprintf("%+v", out)
 	}
@@ -536,6 +555,11 @@ func CheckFlowsSplit(h *History, timeout time.Duration, cuts map[string][]time.D
 		}
 		if !in.Op.valid() {
 			panic(fmt.Sprintf("linearizability: op %d on flow %q: %v", op.ID, op.Key, in.Op))
+		}
+		if in.Op == FlowSetAll {
+			if err := checkFlowAll(in.Entries); err != nil {
+				panic(fmt.Sprintf("linearizability: op %d on flow %q: Entries %q is not EncodeFlowAll's: %v", op.ID, op.Key, in.Entries, err))
+			}
 		}
 		if op.Outcome == Unknown {
 			if in.Op.reads() {
@@ -649,13 +673,41 @@ func checkFlow(flow string, ops []Op, cuts []int64, timeout time.Duration) FlowR
 			if len(segs) > 1 {
 				r.Describe = fmt.Sprintf("\n  segment %d of %d, %s:", i+1, len(segs), describeSegment(seg))
 			}
-			r.Describe += describeOpsWith(describeFlowOp, seg.ops)
+			ops, last := shortestIllegalPrefix(flowModelFrom(init), seg.ops, timeout)
+			if last != nil {
+				r.Describe += fmt.Sprintf("\n  it first fails when %s is called at %v; the %d operations called by then:",
+					describeFlowOp(last.Input, last.Output), time.Duration(last.Call), len(ops))
+			}
+			r.Describe += describeOpsWith(describeFlowOp, ops)
 			return r
 		case porcupine.Unknown:
 			r.Verdict = porcupine.Unknown
 		}
 	}
 	return r
+}
+
+// shortestIllegalPrefix narrows an illegal history to its shortest
+// illegal prefix in call order: the operations called up to the one whose
+// call makes it fail, and that one. A history whose prefix is legal stays
+// legal as operations called later are left out, so the search halves.
+// It returns the whole history and nil if a check runs out of time.
+func shortestIllegalPrefix(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) ([]porcupine.Operation, *porcupine.Operation) {
+	sorted := append([]porcupine.Operation(nil), ops...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+	lo, hi := 1, len(sorted) // the shortest illegal prefix has length in [lo, hi]
+	for lo < hi {
+		mid := (lo + hi) / 2
+		switch porcupine.CheckOperationsTimeout(model, sorted[:mid], timeout) {
+		case porcupine.Illegal:
+			hi = mid
+		case porcupine.Ok:
+			lo = mid + 1
+		default:
+			return ops, nil
+		}
+	}
+	return sorted[:hi], &sorted[hi-1]
 }
 
 func describeSegment(seg flowSegment) string {

@@ -497,3 +497,21 @@ func TestFlowSplitCutsAreSortedAndDeduped(t *testing.T) {
 	res = r.checkSplit(t, []time.Duration{20})
 	require.Equal(t, porcupine.Illegal, res.Verdict, "one cut forgives one handoff")
 }
+
+func TestFlowSetAll(t *testing.T) {
+	h := NewHistory(0)
+	set := h.Call(0, "f", FlowInput{Op: FlowSet, Key: "z", Value: "keep"}, 1)
+	h.Return(set, FlowOutput{}, 2)
+	all := h.Call(0, "f", FlowInput{Op: FlowSetAll, Entries: EncodeFlowAll(map[string]string{"a": "1", "b": ""})}, 3)
+	h.Return(all, FlowOutput{Succeeded: true}, 4)
+	g := h.Call(1, "f", FlowInput{Op: FlowGetAll}, 5)
+	h.Return(g, FlowOutput{All: EncodeFlowAll(map[string]string{"a": "1", "b": "", "z": "keep"})}, 6)
+	res := CheckFlows(h, 5*time.Second)
+	require.Equal(t, porcupine.Ok, res[0].Verdict, "set-all sets its keys and leaves the others")
+
+	// A get-all that sees half of a set-all is not linearizable.
+	torn := h.Call(1, "f", FlowInput{Op: FlowGetAll}, 7)
+	h.Return(torn, FlowOutput{All: EncodeFlowAll(map[string]string{"a": "1", "z": "keep"})}, 8)
+	res = CheckFlows(h, 5*time.Second)
+	require.Equal(t, porcupine.Illegal, res[0].Verdict)
+}

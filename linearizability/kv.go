@@ -24,7 +24,8 @@ type KVOp uint8
 const (
 	KVPut KVOp = iota + 1
 	KVGet
-	KVCas // a txn: guard VersionIs(key, Expect), then Put(key, Value); Expect 0 means "absent"
+	KVCas    // a txn: guard VersionIs(key, Expect), then Put(key, Value); Expect 0 means "absent"
+	KVDelete // remove key
 )
 
 // KVInput is an operation's input.
@@ -39,7 +40,7 @@ type KVInput struct {
 // not have taken effect.
 type KVOutput struct {
 	Unknown   bool
-	Found     bool   // KVGet
+	Found     bool   // KVGet; KVDelete: the key was there to delete
 	Value     string // KVGet
 	Version   uint64 // KVGet: the value's version; KVPut, KVCas: the write's
 	Succeeded bool   // KVCas
@@ -81,6 +82,19 @@ func kvStep(s kvState, in KVInput, out KVOutput) []any {
 			return nil
 		}
 		return []any{s}
+	case KVDelete:
+		switch {
+		case out.Unknown:
+			return []any{s, kvState{}}
+		case !out.Found:
+			if s.Present {
+				return nil // it was there, and a delete found nothing
+			}
+			return []any{s}
+		case !s.Present || (s.Version != 0 && out.Version <= s.Version):
+			return nil // deleted what was not there, or went back in versions
+		}
+		return []any{kvState{}}
 	case KVCas:
 		// VersionIs(key, 0) holds exactly when the key is absent (no
 		// present key has version 0). Otherwise the guard holds if the
@@ -137,6 +151,8 @@ var KVModel = porcupine.NondeterministicModel{
 			return fmt.Sprintf("put(%s) -> %s", in.Value, res)
 		case KVGet:
 			return fmt.Sprintf("get() -> %s", res)
+		case KVDelete:
+			return fmt.Sprintf("delete() -> %s", res)
 		default:
 			return fmt.Sprintf("cas(v%d, %s) -> %s", in.Expect, in.Value, res)
 		}

@@ -108,3 +108,40 @@ func TestKVCasOnVersionZeroMeansAbsent(t *testing.T) {
 	h.Return(d, KVOutput{Succeeded: true, Version: 4}, 4)
 	require.Equal(t, porcupine.Illegal, verdict(t, h), "create-if-absent over a present key")
 }
+
+func TestKVDelete(t *testing.T) {
+	h := NewHistory(0)
+	a := h.Call(0, "k", KVInput{Op: KVPut, Value: ""}, 1) // the empty value is a value
+	h.Return(a, KVOutput{Version: 5}, 2)
+	g := h.Call(1, "k", KVInput{Op: KVGet}, 3)
+	h.Return(g, KVOutput{Found: true, Value: "", Version: 5}, 4)
+	d := h.Call(0, "k", KVInput{Op: KVDelete}, 5)
+	h.Return(d, KVOutput{Found: true, Version: 6}, 6)
+	g2 := h.Call(1, "k", KVInput{Op: KVGet}, 7)
+	h.Return(g2, KVOutput{Found: false}, 8)
+	d2 := h.Call(0, "k", KVInput{Op: KVDelete}, 9)
+	h.Return(d2, KVOutput{Found: false}, 10) // nothing left to delete
+	require.Equal(t, porcupine.Ok, verdict(t, h))
+
+	// A read after the delete that still sees the value is not.
+	stale := h.Call(1, "k", KVInput{Op: KVGet}, 11)
+	h.Return(stale, KVOutput{Found: true, Value: "", Version: 5}, 12)
+	require.Equal(t, porcupine.Illegal, verdict(t, h))
+
+	// Nor is a delete that finds a key nobody wrote.
+	h2 := NewHistory(0)
+	bad := h2.Call(0, "k", KVInput{Op: KVDelete}, 1)
+	h2.Return(bad, KVOutput{Found: true, Version: 3}, 2)
+	require.Equal(t, porcupine.Illegal, verdict(t, h2))
+
+	// A delete whose answer never came may or may not have happened.
+	h3 := NewHistory(0)
+	p := h3.Call(0, "k", KVInput{Op: KVPut, Value: "a"}, 1)
+	h3.Return(p, KVOutput{Version: 5}, 2)
+	h3.Call(0, "k", KVInput{Op: KVDelete}, 3)
+	r := h3.Call(1, "k", KVInput{Op: KVGet}, 4)
+	h3.Return(r, KVOutput{Found: false}, 5)
+	r2 := h3.Call(1, "k", KVInput{Op: KVGet}, 6)
+	h3.Return(r2, KVOutput{Found: false}, 7)
+	require.Equal(t, porcupine.Ok, verdict(t, h3))
+}

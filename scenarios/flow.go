@@ -3,11 +3,14 @@ package scenarios
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fenceline/fenceline/checker"
+	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
@@ -44,6 +47,9 @@ type flowHarness struct {
 	opFrames map[*byte]int
 	applied  map[int]checker.FlowService
 	services []checker.FlowService
+	// contacts are the raft frames the network delivered, for the D-17
+	// checker.
+	contacts []checker.Contact
 	// lostHandovers are the adoption frames the network lost; handovers
 	// the adoption answers it delivered.
 	lostHandovers []lostFrame
@@ -67,6 +73,7 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 	h := &flowHarness{raftCluster: c, flowHist: linearizability.NewHistory(0), callOp: -1,
 		opFrames: map[*byte]int{}, applied: map[int]checker.FlowService{}}
 	cfg2 := cfg
+	c.timing.applyFlow(&cfg2)
 	c.flowCfg = &cfg2
 	h.deadline = cfg2.Deadline
 	if h.deadline == 0 {
@@ -82,6 +89,12 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 
 // watch reads the network's record for the flow checkers.
 func (h *flowHarness) watch(s netsim.Sending) {
+	if len(s.Frame) > 0 && s.Frame[0] != flow.FramePrefix && s.Fate == netsim.Delivered {
+		if info, err := consensus.DecodeFrame(s.Frame); err == nil {
+			h.contacts = append(h.contacts, checker.Contact{To: s.To, From: s.From, At: h.k.Now(), FromLeader: info.FromLeader(), Ack: info.ToLeader()})
+		}
+		return
+	}
 	if len(s.Frame) == 0 || s.Frame[0] != flow.FramePrefix {
 		return
 	}
@@ -228,8 +241,17 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 	switch pick := r.IntN(100); {
 	case pick < 30:
 		req, in = flow.Request{Op: flow.OpGet}, linearizability.FlowInput{Op: linearizability.FlowGet}
-	case pick < 55:
+	case pick < 48:
 		req, in = flow.Request{Op: flow.OpSet, Value: []byte(val)}, linearizability.FlowInput{Op: linearizability.FlowSet, Value: val}
+	case pick < 55:
+		// A scenario transition: several keys in one step.
+		entries, model := map[string][]byte{}, map[string]string{}
+		for _, k := range flowKeys[:1+r.IntN(len(flowKeys))] {
+			v := kvValues[r.IntN(len(kvValues))]
+			entries[k], model[k] = []byte(v), v
+		}
+		req = flow.Request{Op: flow.OpSetAll, Entries: entries}
+		in = linearizability.FlowInput{Op: linearizability.FlowSetAll, Entries: linearizability.EncodeFlowAll(model)}
 	case pick < 65:
 		absent := r.IntN(2) == 0
 		exp := kvValues[r.IntN(len(kvValues))]
@@ -249,7 +271,7 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 		req, in = flow.Request{Op: flow.OpClear}, linearizability.FlowInput{Op: linearizability.FlowClear}
 	}
 	req.Flow = f
-	if req.Op != flow.OpGetAll && req.Op != flow.OpClear {
+	if req.Op != flow.OpGetAll && req.Op != flow.OpClear && req.Op != flow.OpSetAll {
 		req.Key, in.Key = key, key
 	}
 	op := h.flowHist.Call(client, f, in, h.k.Now())
@@ -348,6 +370,14 @@ func (h *flowHarness) callFlowOp(n *sim.Node, client, tag uint64, op int, req fl
 		}
 	})
 	return until, forwarded
+}
+
+// checkD17 holds every owner-side service to the isolated-owner rule,
+// from the network's record. The window is the isolation window, two
+// ticks for the rule's granularity, and 0.1% for the clocks' drift.
+func (h *flowHarness) checkD17() {
+	window := time.Duration(float64(time.Duration(h.timing.election+2)*h.timing.tick) * 1.001)
+	checker.D17(h.run, h.services, h.contacts, h.memberships, window, func(id dial.NodeID) string { return h.byID[id].Name() })
 }
 
 // checkFlowLinearizable runs porcupine over every flow, split at the
@@ -458,6 +488,25 @@ func (h *flowHarness) report() {
 		ok, refused, unknown, served, shed, adoptions, len(h.cuts))
 	for _, c := range h.cuts {
 		h.k.Logf("accepted loss: flow %s at %v: %s", c.Flow, c.At, c.Reason)
+	}
+	// Who served each flow when, in runs, for reading a failure in -v.
+	byFlow := map[string][]checker.FlowService{}
+	for _, s := range h.services {
+		byFlow[s.Flow] = append(byFlow[s.Flow], s)
+	}
+	for _, f := range sortedKeys(byFlow) {
+		ss := byFlow[f]
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].At < ss[j].At })
+		var runs []string
+		for i := 0; i < len(ss); {
+			j := i
+			for j+1 < len(ss) && ss[j+1].Node == ss[i].Node {
+				j++
+			}
+			runs = append(runs, fmt.Sprintf("%s[%v..%v]x%d", h.byID[ss[i].Node].Name(), ss[i].At, ss[j].At, j-i+1))
+			i = j + 1
+		}
+		h.k.Logf("served %s: %s", f, strings.Join(runs, " "))
 	}
 	h.run.Did("flow-ops-ok", ok)
 	h.run.Did("calls-shed", int(shed))

@@ -27,7 +27,7 @@ func init() {
 		Bugs: []Bug{
 			{Name: "local-fallback", Summary: "a request the owner cannot be sent is served from the local copy", Window: 50, MinCaught: 30},
 		},
-		Floors: []Floor{{"flow-ops-ok", 60}, {"faults", 4}},
+		Floors: []Floor{{"flow-ops-ok", 10}, {"faults", 4}},
 		Run:    runFlowOps,
 	})
 	Register(Scenario{
@@ -36,12 +36,12 @@ func init() {
 		Duration: 40 * time.Second,
 		Richness: 15,
 		Bugs: []Bug{
-			{Name: "no-adoption", Summary: "a new owner serves before adopting", Window: 50, MinCaught: 40},
-			{Name: "no-fence", Summary: "the owner skips its membership-index checks", Window: 50, MinCaught: 18},
-			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 50, MinCaught: 30},
-			{Name: "no-adopt-wait", Summary: "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", Window: 50, MinCaught: 12},
+			{Name: "no-adoption", Summary: "a new owner serves before adopting", Window: 30, MinCaught: 24},
+			{Name: "no-fence", Summary: "the owner skips its membership-index checks", Window: 30, MinCaught: 8},
+			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 30, MinCaught: 24},
+			{Name: "no-adopt-wait", Summary: "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", Window: 30, MinCaught: 7},
 		},
-		Floors: []Floor{{"flow-ops-ok", 80}, {"promotions", 1}},
+		Floors: []Floor{{"flow-ops-ok", 50}, {"promotions", 1}},
 		Run:    runOwnerHandoff,
 	})
 	Register(Scenario{
@@ -49,8 +49,11 @@ func init() {
 		Summary:  "the leader and flow owners cut off, in every combination, with clients on both sides",
 		Duration: 40 * time.Second,
 		Richness: 15,
-		Floors:   []Floor{{"flow-ops-ok", 20}, {"cuts", 3}},
-		Run:      runIsolatedOwner,
+		Bugs: []Bug{
+			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 30, MinCaught: 20},
+		},
+		Floors: []Floor{{"flow-ops-ok", 15}, {"cuts", 3}},
+		Run:    runIsolatedOwner,
 	})
 	Register(Scenario{
 		Name:     "replica-repair",
@@ -60,7 +63,7 @@ func init() {
 		Bugs: []Bug{
 			{Name: "no-anti-entropy", Summary: "replicas never pull", Window: 50, MinCaught: 40},
 		},
-		Floors: []Floor{{"flow-ops-ok", 25}, {"pushes-dropped", 10}},
+		Floors: []Floor{{"flow-ops-ok", 20}, {"pushes-dropped", 10}},
 		Run:    runReplicaRepair,
 	})
 	Register(Scenario{
@@ -68,7 +71,7 @@ func init() {
 		Summary:  "a slow owner and more concurrent stateful calls than permits: calls are shed at once, none outlives the deadline",
 		Duration: 20 * time.Second,
 		Richness: 10,
-		Floors:   []Floor{{"flow-ops-ok", 50}, {"calls-shed", 100}},
+		Floors:   []Floor{{"flow-ops-ok", 20}, {"calls-shed", 1000}},
 		Run:      runBridgeSaturation,
 	})
 }
@@ -89,10 +92,10 @@ func flowBugs(run *Run) flow.Bugs {
 // flowSetup draws what every flow scenario draws and builds the cluster.
 func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []string, []string, time.Duration) {
 	k := run.Kernel
-	netCfg, disk, _ := clusterKnobs(run, voters)
+	calm := run.Duration * 55 / 100
+	netCfg, disk, _ := clusterKnobs(run, voters, calm)
 	cold := 5 + k.Stream("knobs/flows").IntN(40)
 	perNode := 1 + k.Stream("knobs/clients").IntN(3)
-	calm := run.Duration * 55 / 100
 	run.Knob("cold_flows", cold)
 	run.Knob("clients_per_node", perNode)
 	run.Knob("calm_at", calm)
@@ -114,6 +117,7 @@ func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []st
 func (h *flowHarness) finishFlows(members []*sim.Node, chaos *Chaos) {
 	h.finish(chaos)
 	h.checkFlowLinearizable()
+	h.checkD17()
 	h.checkBridge()
 	h.checkConvergence(members)
 	h.report()

@@ -49,6 +49,8 @@ type raftCluster struct {
 	digestBy   map[uint64]string
 	votersAt   map[uint64]string
 	eventsSeen map[string]eventCursor
+	// votes is every vote a node granted, as the network saw it sent.
+	votes []checker.VoteGrant
 	// memberships is the record of every committed membership and the
 	// instant the first node applied it.
 	memberships []checker.MembershipChange
@@ -66,6 +68,8 @@ type raftCluster struct {
 	// The client workloads started (with ClientsOff, the ones that would
 	// have been): their work is reported for the floors.
 	kvClients, leaseClients int
+	// timing is the protocol timings the run drew.
+	timing timing
 }
 
 type eventCursor struct {
@@ -89,6 +93,7 @@ func raftBugs(run *Run) (kv.Bugs, journal.Bugs) {
 const (
 	bugJournalTrustTail = "journal-trust-tail"
 	bugPromoteEarly     = "promote-early"
+	bugNoVoteSync       = "no-vote-sync"
 )
 
 func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config, disk sim.DiskConfig) *raftCluster {
@@ -111,9 +116,19 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		promoted:       map[dial.NodeID]bool{},
 		clientDeadline: 3 * time.Second,
 	}
+	c.nw.Watch(func(s netsim.Sending) {
+		if s.Fate != netsim.Sent || len(s.Frame) == 0 || s.Frame[0] != 1 {
+			return
+		}
+		if info, err := consensus.DecodeFrame(s.Frame); err == nil && info.Kind == consensus.FrameVoteResp && !info.Reject {
+			c.votes = append(c.votes, checker.VoteGrant{Voter: info.From, Candidate: info.To, Term: info.Term, At: c.k.Now()})
+		}
+	})
 	kb, jb := raftBugs(run)
 	c.cfg = consensus.Config{KV: kv.Config{Bugs: kb}, Journal: journal.Config{Bugs: jb},
-		Bugs: consensus.Bugs{PromoteEarly: run.Bug(bugPromoteEarly)}}
+		Bugs: consensus.Bugs{PromoteEarly: run.Bug(bugPromoteEarly), NoVoteSync: run.Bug(bugNoVoteSync)}}
+	c.timing = drawTiming(run)
+	c.timing.applyConsensus(&c.cfg)
 	var boot []consensus.Member
 	var founding []dial.NodeID
 	for _, name := range names[:founders] {
@@ -124,6 +139,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 	k.OnNodePanic(func(n *sim.Node, v any) {
 		run.Fail("node-panic", "%s: %v", n.Name(), v)
 	})
+	supervise(run)
 	for i, name := range names {
 		name := name
 		founder := i < founders
@@ -136,6 +152,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 			if c.flowCfg != nil {
 				nd, err := node.Open(node.Config{Consensus: cfg, Flow: *c.flowCfg}, node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
 				if err != nil {
+					err = haltOnIO(err)
 					run.Fail("boot", "%s: %v", name, err)
 					delete(c.live, name)
 					delete(c.flows, name)
@@ -147,6 +164,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 			}
 			cn, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
 			if err != nil {
+				err = haltOnIO(err)
 				run.Fail("boot", "%s: %v", name, err)
 				delete(c.live, name)
 				return dial.HandlerFunc(func(dial.NodeID, []byte) {})
@@ -215,7 +233,9 @@ type kvClient struct {
 }
 
 var kvKeys = []string{"k1", "k2", "k3"}
-var kvValues = []string{"a", "b", "c"}
+
+// kvValues are the values clients write; the empty one is a value too.
+var kvValues = []string{"a", "b", "c", ""}
 
 func (c *raftCluster) startKVClients(count int, until time.Duration) {
 	c.kvClients += count
@@ -264,8 +284,29 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 		}
 		refuse(err.Error())
 	}
-	switch pick := r.IntN(10); {
-	case pick < 4:
+	switch pick := r.IntN(20); {
+	case pick >= 17:
+		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVDelete}, now)
+		ok := c.call(n, func(cn *consensus.Node) {
+			cn.Propose(kv.Delete(key), func(res kv.Result, err error) {
+				switch {
+				case err != nil:
+					unknownOrRefused(err)
+				case res.Err != nil:
+					refuse(res.Err.Error())
+				default:
+					if a.once() {
+						c.hist.Return(op, linearizability.KVOutput{Found: res.Found, Version: res.Version}, c.k.Now())
+						delete(cl.lastSeen, key)
+						next()
+					}
+				}
+			})
+		})
+		if !ok {
+			refuse("node down")
+		}
+	case pick < 7:
 		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVPut, Value: value}, now)
 		ok := c.call(n, func(cn *consensus.Node) {
 			cn.Propose(kv.Put(key, []byte(value)), func(res kv.Result, err error) {
@@ -286,7 +327,7 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 		if !ok {
 			refuse("node down")
 		}
-	case pick < 8:
+	case pick < 13:
 		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVGet}, now)
 		ok := c.call(n, func(cn *consensus.Node) {
 			cn.Read(key, func(e kv.Entry, found bool, err error) {
@@ -313,6 +354,9 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVCas, Expect: seen.Version, Value: value}, now)
 		guard := kv.VersionIs(key, seen.Version)
 		guard.Value = seen.Value // what the value-guard bug compares instead
+		if seen.Version == 0 && r.IntN(2) == 0 {
+			guard = kv.Absent(key) // the other way to say "absent"
+		}
 		ok := c.call(n, func(cn *consensus.Node) {
 			cn.Propose(kv.Txn([]kv.Guard{guard}, []kv.Op{kv.Put(key, []byte(value))}, nil), func(res kv.Result, err error) {
 				switch {
@@ -353,25 +397,33 @@ func (c *raftCluster) startLeaseClients(count int, ttl time.Duration, until time
 	for i := 0; i < count; i++ {
 		holder := fmt.Sprintf("h%d", i+1)
 		c.k.At(sim.Between(r, 0, 200*time.Millisecond), sim.EvClient, xxhash.Sum64String(holder), func() {
-			c.leaseStep(holder, r, ttl, until)
+			c.leaseStep(holder, r, ttl, until, nil)
 		})
 	}
 }
 
 const leaseName = "scheduler"
 
-func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl, until time.Duration) {
+// leaseStep makes one lease call. With boundary set, it is a renewal
+// through that node, made exactly a TTL after the call that last granted
+// the lease through it: the node stamps it with the tenure's deadline, to
+// the millisecond unless a clock moved, and it must find the lease lapsed.
+func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl, until time.Duration, boundary *sim.Node) {
 	if c.k.Now() >= until {
 		return
 	}
 	next := func(d time.Duration) {
-		c.k.After(d, sim.EvClient, xxhash.Sum64String(holder), func() { c.leaseStep(holder, r, ttl, until) })
+		c.k.After(d, sim.EvClient, xxhash.Sum64String(holder), func() { c.leaseStep(holder, r, ttl, until, nil) })
 	}
 	n := c.nodes[r.IntN(len(c.nodes))]
 	ttlMs := ttl.Milliseconds()
 	var op kv.Op
 	kind := checker.LeaseRelease
 	switch pick := r.IntN(10); {
+	case boundary != nil:
+		n = boundary
+		op, kind = kv.LeaseRenew(leaseName, holder, ttlMs), checker.LeaseRenew
+		c.run.Did("boundary-renewals", 1)
 	case pick < 5:
 		op, kind = kv.LeaseAcquire(leaseName, holder, ttlMs), checker.LeaseAcquire
 	case pick < 8:
@@ -397,6 +449,12 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			if err == nil && res.Err == nil && kind != checker.LeaseRelease {
 				lc.Granted, lc.Token = true, res.Lease.Token
 				checker.LeaseAnswer(c.run, *lc, res.Lease)
+				if r.IntN(4) == 0 {
+					// Probe the deadline itself, not somewhere before it.
+					at := lc.Call + ttl
+					c.k.At(at, sim.EvClient, xxhash.Sum64String(holder), func() { c.leaseStep(holder, r, ttl, until, n) })
+					return
+				}
 			}
 			next(time.Duration(r.IntN(int(pace) + 1)))
 		})

@@ -177,6 +177,8 @@ type Result struct {
 	// reported and never part of the trace.
 	SlowestCheck     time.Duration
 	SlowestCheckName string
+	// Work is what the run did, by the names its floors use.
+	Work map[string]int
 }
 
 // The three verdicts. Only VerdictOK is a pass.
@@ -236,6 +238,9 @@ func (r Result) Summary() string {
 		r.Verdict(), r.Trace, r.Events, r.Virtual, r.Wall.Round(time.Millisecond))
 	if r.SlowestCheck > 0 {
 		fmt.Fprintf(&b, " slowest-check=%v", r.SlowestCheck.Round(time.Millisecond))
+	}
+	if len(r.Work) > 0 {
+		fmt.Fprintf(&b, " work=%s", formatWork(r.Work, ":", ","))
 	}
 	if r.Failures > 0 {
 		fmt.Fprintf(&b, " failures=%d checkers=%s", r.Failures, strings.Join(r.Checkers(), ","))
@@ -328,20 +333,26 @@ func (r *Run) Did(work string, n int) {
 	r.work[work] += n
 }
 
-// judgeWork prints what the run did and holds it to the scenario's
-// floors. A shortened run below a floor is undecided: it had less time
-// than the floor was set for.
-func (r *Run) judgeWork(floors []Floor) {
-	names := make([]string, 0, len(r.work))
-	for name := range r.work {
+// formatWork lists work counts in name order, as name<eq>n<sep>...
+func formatWork(work map[string]int, eq, sep string) string {
+	names := make([]string, 0, len(work))
+	for name := range work {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, name := range names {
-		parts[i] = fmt.Sprintf("%s=%d", name, r.work[name])
+		parts[i] = name + eq + fmt.Sprint(work[name])
 	}
-	fmt.Fprintf(r.out, "work: %s\n", strings.Join(parts, " "))
+	return strings.Join(parts, sep)
+}
+
+// judgeWork prints what the run did and holds it to the scenario's
+// floors. A shortened run below a floor is undecided: it had less time
+// than the floor was set for.
+func (r *Run) judgeWork(floors []Floor) {
+	r.result.Work = r.work
+	fmt.Fprintf(r.out, "work: %s\n", formatWork(r.work, "=", " "))
 	for _, f := range floors {
 		got := r.work[f.Work]
 		if got >= f.Least {

@@ -9,10 +9,12 @@ import (
 	"github.com/fenceline/fenceline/dial"
 )
 
-func idleNode(k *Kernel, name string) *Node {
+func idleNode(k *Kernel, name string) *Node { return idleNodeCfg(k, name, DefaultDiskConfig) }
+
+func idleNodeCfg(k *Kernel, name string, disk DiskConfig) *Node {
 	n := k.AddNode(name, func(*Env) dial.Handler {
 		return dial.HandlerFunc(func(dial.NodeID, []byte) {})
-	}, nopNet{}, DefaultDiskConfig)
+	}, nopNet{}, disk)
 	n.Start()
 	return n
 }

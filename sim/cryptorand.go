@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/fenceline/fenceline/core/halt"
+
 	cryptorand "crypto/rand"
 	"io"
 	"math/rand/v2"
@@ -68,6 +70,17 @@ func (k *Kernel) call(n *Node, f func()) {
 				n.Crash()
 				return
 			}
+			if h, ok := r.(halt.Halt); ok {
+				// The node stopped itself, as it must after a storage
+				// failure: fail-stop, not a bug.
+				k.Logf("%s halted: %v", n.name, h.Reason)
+				n.Crash()
+				n.Halts++
+				if k.onHalt != nil {
+					k.onHalt(n, h.Reason)
+				}
+				return
+			}
 			if k.onPanic == nil {
 				panic(r)
 			}
@@ -78,6 +91,13 @@ func (k *Kernel) call(n *Node, f func()) {
 		}
 	}()
 	f()
+	if n.up && n.disk.failedSync == n.inc {
+		// The node saw an fsync fail and carried on.
+		n.disk.failedSync = 0
+		if k.onCarriedOn != nil {
+			k.onCarriedOn(n)
+		}
+	}
 }
 
 var _ io.Reader = (*randSwitch)(nil)

@@ -13,10 +13,25 @@ import (
 
 // DiskConfig is the fault model of one node's disk.
 type DiskConfig struct {
-	// TornWriteProb is the chance that a crash keeps a prefix of a file's
-	// unsynced bytes (possibly ending mid-write) instead of none of them.
-	// A reader that trusts length prefixes without checksums fails here.
+	// TornWriteProb is the chance that a crash keeps some of a file's
+	// unsynced bytes instead of none of them: half the time a prefix
+	// (possibly ending mid-write), half the time a random subset of its
+	// journal.BlockSize blocks, the lost ones reading as zeros where the
+	// file grew past them, as a file system that writes blocks back out
+	// of order leaves it. A reader that trusts length prefixes without
+	// checksums fails here.
 	TornWriteProb float64
+	// SyncFailProb is the chance that an fsync fails. A failed fsync
+	// drops what it was to make durable (the file reads as of its last
+	// good Sync), as a kernel may after an I/O error: a node that sees one
+	// must stop (core/halt), never retry and carry on.
+	SyncFailProb float64
+	// WriteFailProb is the chance that a write fails with an I/O error,
+	// writing nothing.
+	WriteFailProb float64
+	// FaultsUntil, when not zero, is when fsync and write failures stop:
+	// a scenario's calm phase has none.
+	FaultsUntil time.Duration
 	// SyncLatencyMin and SyncLatencyMax bound how long an asynchronous
 	// fsync (SyncAsync) takes to complete, in virtual time.
 	SyncLatencyMin, SyncLatencyMax time.Duration
@@ -36,6 +51,9 @@ var DefaultDiskConfig = DiskConfig{
 // Disk errors.
 var (
 	ErrNoSpace = errors.New("sim: disk full")
+	// ErrIO is an injected I/O error (DiskConfig.SyncFailProb,
+	// WriteFailProb).
+	ErrIO = errors.New("sim: I/O error")
 	// ErrStaleHandle is returned by a file opened before a crash. Nothing
 	// should see it: a crashed node's code never runs again.
 	ErrStaleHandle = errors.New("sim: file handle from before a crash")
@@ -65,9 +83,12 @@ type Disk struct {
 
 	// cutAfter counts down mutating operations to a power cut; 0: none.
 	cutAfter int
+	// failedSync is the incarnation of the node that saw a failed fsync,
+	// 0 if none: the kernel holds that incarnation to stopping.
+	failedSync uint64
 
 	// Counters, for checkers and the benchmark.
-	Syncs, Writes, Torn, PowerCuts uint64
+	Syncs, Writes, Torn, Holes, PowerCuts, SyncFailures, WriteFailures uint64
 }
 
 // powerCut is the panic value a disk raises to crash its node mid-call;
@@ -89,6 +110,9 @@ func (d *Disk) CutPowerAfter(n int) {
 
 // CancelPowerCut disarms a pending CutPowerAfter.
 func (d *Disk) CancelPowerCut() { d.cutAfter = 0 }
+
+// PowerCutArmed reports whether a CutPowerAfter is pending.
+func (d *Disk) PowerCutArmed() bool { return d.cutAfter > 0 }
 
 // mutate is called before every mutating operation.
 func (d *Disk) mutate() {
@@ -220,10 +244,14 @@ func (d *Disk) crash() {
 		seen[ino] = true
 		kept := ino.synced
 		if ino.grown && len(ino.data) > len(ino.synced) && Chance(d.rng, d.cfg.TornWriteProb) {
-			extra := d.rng.IntN(len(ino.data) - len(ino.synced) + 1)
-			kept = ino.data[:len(ino.synced)+extra]
-			if extra > 0 {
-				d.Torn++
+			if d.rng.IntN(2) == 0 {
+				extra := d.rng.IntN(len(ino.data) - len(ino.synced) + 1)
+				kept = ino.data[:len(ino.synced)+extra]
+				if extra > 0 {
+					d.Torn++
+				}
+			} else {
+				kept = d.keepBlocks(ino)
 			}
 		}
 		ino.data = append([]byte(nil), kept...)
@@ -234,6 +262,37 @@ func (d *Disk) crash() {
 	for _, name := range names {
 		d.dir[name] = d.durable[name]
 	}
+}
+
+// faulty reports whether the disk still injects I/O errors.
+func (d *Disk) faulty() bool { return d.cfg.FaultsUntil == 0 || d.n.k.now < d.cfg.FaultsUntil }
+
+// keepBlocks tears a file's unsynced bytes block by block: each block the
+// unsynced bytes touch survives whole or not at all, with one chance per
+// crash; the file ends where the last surviving block ends, and a lost
+// block before that reads as zeros (the synced bytes it shares with the
+// synced part survive).
+func (d *Disk) keepBlocks(ino *inode) []byte {
+	const bs = journal.BlockSize
+	s, e := len(ino.synced), len(ino.data)
+	keep := 0.1 + 0.8*d.rng.Float64()
+	out := append([]byte(nil), ino.synced...)
+	lost := false
+	for b := s / bs * bs; b < e; b += bs {
+		from, to := max(b, s), min(b+bs, e)
+		if !Chance(d.rng, keep) {
+			lost = true
+			continue
+		}
+		if len(out) < from {
+			out = append(out, make([]byte, from-len(out))...) // the holes before this block
+			d.Holes++
+		}
+		out = append(out, ino.data[from:to]...)
+		d.Torn++
+	}
+	_ = lost
+	return out
 }
 
 type simFile struct {
@@ -261,6 +320,10 @@ func (f *simFile) Write(p []byte) (int, error) {
 	f.d.mutate()
 	if f.d.cfg.MaxBytes > 0 && f.d.used()+int64(len(p)) > f.d.cfg.MaxBytes {
 		return 0, fmt.Errorf("%w: writing %d bytes to %s", ErrNoSpace, len(p), f.name)
+	}
+	if f.d.cfg.WriteFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.WriteFailProb) {
+		f.d.WriteFailures++
+		return 0, fmt.Errorf("%w: writing %d bytes to %s", ErrIO, len(p), f.name)
 	}
 	f.d.Writes++
 	f.ino.data = append(f.ino.data, p...)
@@ -311,6 +374,16 @@ func (f *simFile) Sync() error {
 	}
 	f.d.mutate()
 	f.d.Syncs++
+	if f.d.cfg.SyncFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.SyncFailProb) {
+		// The kernel dropped the dirty pages it could not write: the
+		// file is as of its last good sync, and the node must stop.
+		f.d.SyncFailures++
+		f.d.failedSync = f.d.n.inc
+		f.ino.data = append([]byte(nil), f.ino.synced...)
+		f.ino.synced = f.ino.data[:len(f.ino.data):len(f.ino.data)]
+		f.ino.grown = true
+		return fmt.Errorf("%w: fsync of %s", ErrIO, f.name)
+	}
 	f.ino.synced = f.ino.data[:len(f.ino.data):len(f.ino.data)]
 	f.ino.grown = true
 	return nil

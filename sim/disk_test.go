@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenceline/fenceline/core/halt"
 	"github.com/fenceline/fenceline/core/journal"
 )
 
@@ -224,4 +225,83 @@ func TestOnNodePanicCrashesTheNodeAndReports(t *testing.T) {
 	require.True(t, n.Do(func() { panic("boom") }))
 	require.Equal(t, "boom", got)
 	require.False(t, n.Up())
+}
+
+// A crash may keep any subset of the unsynced tail's blocks: each kept
+// block is whole, a lost one before the last kept one reads as zeros, and
+// the synced bytes always survive.
+func TestCrashTearsBlockByBlock(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.TornWriteProb = 1
+	const bs = journal.BlockSize
+	holes := 0
+	for seed := uint64(0); seed < 64; seed++ {
+		k := New(seed)
+		n := k.AddNode("a", nil, nopNet{}, cfg)
+		d := n.Disk()
+		f, _ := d.Create("log")
+		require.NoError(t, d.SyncDir())
+		_, _ = f.Write(make([]byte, 100))
+		require.NoError(t, f.Sync())
+		tail := make([]byte, 5*bs)
+		for i := range tail {
+			tail[i] = byte(1 + (100+i)/bs) // the block number, never zero
+		}
+		_, _ = f.Write(tail)
+		d.crash()
+		got := read(t, d, "log")
+		require.GreaterOrEqual(t, len(got), 100, "synced bytes survive")
+		sawZero := false
+		for b := 0; b*bs < len(got); b++ {
+			from, to := max(b*bs, 100), min((b+1)*bs, len(got))
+			if from >= to {
+				continue
+			}
+			block := got[from:to]
+			if block[0] == 0 {
+				require.Equal(t, make([]byte, len(block)), block, "a lost block reads as zeros")
+				sawZero = true
+				continue
+			}
+			require.Equal(t, tail[from-100:to-100], block, "a kept block is whole")
+			if sawZero {
+				holes++
+			}
+		}
+	}
+	require.Positive(t, holes, "some crash must keep a block after losing one")
+}
+
+// A failed fsync drops what it covered, and the kernel hears of a node
+// that carries on after one; a node that halts is crashed, as fail-stop
+// asks.
+func TestFailedSyncAndFailStop(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.SyncFailProb = 1
+	k := New(1)
+	var carried, halted []string
+	k.OnCarriedOn(func(n *Node) { carried = append(carried, n.Name()) })
+	k.OnHalt(func(n *Node, err error) { halted = append(halted, n.Name()+": "+err.Error()) })
+	a := idleNodeCfg(k, "a", cfg)
+	b := idleNodeCfg(k, "b", cfg)
+
+	var f journal.File
+	a.Do(func() {
+		f, _ = a.Disk().Create("log")
+		_, _ = f.Write([]byte("lost"))
+		require.ErrorIs(t, f.Sync(), ErrIO)
+	})
+	require.Equal(t, []string{"a"}, carried, "a went on after its fsync failed")
+	require.Empty(t, read(t, a.Disk(), "log"), "the failed fsync dropped the bytes")
+
+	b.Do(func() {
+		g, _ := b.Disk().Create("log")
+		if err := g.Sync(); err != nil {
+			halt.Stop(err)
+		}
+	})
+	require.False(t, b.Up(), "a node that halts is down")
+	require.Len(t, halted, 1)
+	require.Contains(t, halted[0], "b: ")
+	require.Equal(t, []string{"a"}, carried, "b stopped: nothing to report")
 }

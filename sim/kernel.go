@@ -66,7 +66,11 @@ type Kernel struct {
 
 	tracef  func(format string, args ...any) // nil unless a verbose trace is wanted
 	onPanic func(n *Node, v any)             // nil: a node's panic ends the run
-	rand    *randSwitch
+	// onHalt hears of a node that stopped itself (core/halt); onCarriedOn
+	// of one that saw an fsync fail and did not.
+	onHalt      func(n *Node, reason error)
+	onCarriedOn func(n *Node)
+	rand        *randSwitch
 }
 
 // Epoch is the wall reading every node clock starts from (before its
@@ -128,6 +132,15 @@ func (k *Kernel) SetTrace(w io.Writer) {
 // ending the run. Scenarios turn a node's panic into a checker failure
 // this way, so a sweep names it and goes on.
 func (k *Kernel) OnNodePanic(f func(n *Node, v any)) { k.onPanic = f }
+
+// OnHalt makes f hear of every node that stops itself (core/halt): the
+// kernel has crashed it, as fail-stop asks; a scenario restarts it, as a
+// supervisor would.
+func (k *Kernel) OnHalt(f func(n *Node, reason error)) { k.onHalt = f }
+
+// OnCarriedOn makes f hear of every node that saw an fsync fail and did
+// not stop within the step that saw it: the fail-stop rule broken.
+func (k *Kernel) OnCarriedOn(f func(n *Node)) { k.onCarriedOn = f }
 
 // Logf writes a line to the verbose trace, if one is on. It does not touch
 // the hash: what is logged must already be in the events.

@@ -53,7 +53,7 @@ type Node struct {
 	up      bool
 	handler dial.Handler
 
-	Starts, Crashes int
+	Starts, Crashes, Halts int
 	// downs is the node's crash record: when each crash happened and when
 	// the node came back (zero while it is still down).
 	downs []downSpan

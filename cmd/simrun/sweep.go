@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,18 @@ type outcome struct {
 	// slowest is the wall time of the run's slowest porcupine check.
 	slowest time.Duration
 	job     job
+}
+
+// work reads the summary's work=name:n,... field.
+func (o outcome) work() map[string]int {
+	out := map[string]int{}
+	for _, kv := range strings.Split(field(o.summary, "work"), ",") {
+		name, n, ok := strings.Cut(kv, ":")
+		if v, err := strconv.Atoi(n); ok && err == nil {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 // sweep runs a range of seeds, each in its own process: etcd raft's
@@ -58,6 +71,9 @@ func sweep(c config, stdout, stderr io.Writer) int {
 	bySeed := map[uint64][]outcome{}
 	done, failed, undecided := 0, 0, 0
 	var slowest outcome
+	// least is the smallest count of each kind of work over the sweep,
+	// and the seed that did it: what a scenario's floors are set against.
+	least := map[string][2]int{}
 	step := max(1, total*runsPerSeed/20)
 	for r := range results {
 		done++
@@ -71,6 +87,11 @@ func sweep(c config, stdout, stderr io.Writer) int {
 		}
 		if r.slowest > slowest.slowest {
 			slowest = r
+		}
+		for name, n := range r.work() { //fenceline:unordered a minimum per name
+			if l, ok := least[name]; !ok || n < l[0] {
+				least[name] = [2]int{n, int(r.seed)}
+			}
 		}
 		if done%step == 0 || done == total*runsPerSeed {
 			fmt.Fprintf(stderr, "progress %d/%d runs, %d failed, %d undecided, %v\n", done, total*runsPerSeed, failed, undecided, time.Since(start).Round(time.Second))
@@ -132,6 +153,18 @@ func sweep(c config, stdout, stderr io.Writer) int {
 	}
 	if len(unsure) > 0 {
 		fmt.Fprintf(stdout, "undecided seeds: %s\n", joinSeeds(unsure))
+	}
+	if len(least) > 0 {
+		names := make([]string, 0, len(least))
+		for name := range least {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, name := range names {
+			parts[i] = fmt.Sprintf("%s=%d(seed %d)", name, least[name][0], least[name][1])
+		}
+		fmt.Fprintf(stdout, "least work: %s\n", strings.Join(parts, " "))
 	}
 	return exitCode(verdict)
 }

@@ -58,6 +58,10 @@ type Bugs struct {
 	// before it has caught up: the quorum grows by a node still
 	// replaying the log.
 	PromoteEarly bool
+	// NoVoteSync ("no-vote-sync") writes a hard state that changes
+	// nothing but the term and vote without syncing it, though raft says
+	// it must: a crash then forgets a vote already sent.
+	NoVoteSync bool
 }
 
 // ErrBadConfig wraps every configuration refusal.

@@ -89,20 +89,35 @@ func readMember(b []byte) (Member, []byte, error) {
 }
 
 // snapshotState is what a raft snapshot carries besides the ConfState: the
-// index of the membership entry in force, the names and addresses of every
-// member, and the KV state. A newcomer restores all three from it.
+// index of the membership entry in force and of the one before it with its
+// voters, the names and addresses of every member, and the KV state. A
+// newcomer restores all of it; a restarted node too, so that it still
+// knows the membership before the one in force, and whom an adoption must
+// ask (a restarted new owner that forgot it adopted without asking the
+// previous owner, though it was reachable: the simulator found it).
 type snapshotState struct {
-	mIdx    uint64
-	members map[dial.NodeID]Member
-	dedupe  *dedupe
-	kv      []byte
+	mIdx       uint64
+	prevMIdx   uint64 // 0: not known
+	prevVoters []uint64
+	members    map[dial.NodeID]Member
+	dedupe     *dedupe
+	kv         []byte
 }
 
-const snapshotVersion = 1
+// Snapshot encodings: version 1 lacks the previous membership.
+const (
+	snapshotV1      = 1
+	snapshotVersion = 2
+)
 
 func (s snapshotState) encode() []byte {
 	b := []byte{snapshotVersion}
 	b = binary.AppendUvarint(b, s.mIdx)
+	b = binary.AppendUvarint(b, s.prevMIdx)
+	b = binary.AppendUvarint(b, uint64(len(s.prevVoters)))
+	for _, v := range s.prevVoters {
+		b = binary.AppendUvarint(b, v)
+	}
 	ids := make([]dial.NodeID, 0, len(s.members))
 	for id := range s.members {
 		ids = append(ids, id)
@@ -117,9 +132,10 @@ func (s snapshotState) encode() []byte {
 }
 
 func decodeSnapshotState(b []byte) (snapshotState, error) {
-	if len(b) == 0 || b[0] != snapshotVersion {
+	if len(b) == 0 || (b[0] != snapshotVersion && b[0] != snapshotV1) {
 		return snapshotState{}, fmt.Errorf("consensus: snapshot of unknown version")
 	}
+	version := b[0]
 	b = b[1:]
 	s := snapshotState{members: map[dial.NodeID]Member{}}
 	var k int
@@ -127,6 +143,24 @@ func decodeSnapshotState(b []byte) (snapshotState, error) {
 		return snapshotState{}, errEnvelope
 	}
 	b = b[k:]
+	if version >= 2 {
+		if s.prevMIdx, k = binary.Uvarint(b); k <= 0 {
+			return snapshotState{}, errEnvelope
+		}
+		b = b[k:]
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return snapshotState{}, errEnvelope
+		}
+		b = b[k:]
+		for i := uint64(0); i < n; i++ {
+			v, k := binary.Uvarint(b)
+			if k <= 0 {
+				return snapshotState{}, errEnvelope
+			}
+			s.prevVoters, b = append(s.prevVoters, v), b[k:]
+		}
+	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return snapshotState{}, errEnvelope

@@ -74,8 +74,8 @@ type Membership struct {
 	Voters   []Member // sorted by id; the ring is built from these
 	Learners []Member // sorted by id
 	// PrevIndex and PrevVoters are the membership entry applied just
-	// before Index, if this node applied the two in order; PrevIndex is 0
-	// when it does not know (Index came from a snapshot).
+	// before Index (a snapshot carries them too); PrevIndex is 0 when this
+	// node does not know it (a snapshot written before they were kept).
 	PrevIndex  uint64
 	PrevVoters []dial.NodeID // sorted
 }

@@ -10,6 +10,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/halt"
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/dial"
@@ -208,8 +209,8 @@ func (n *Node) restoreSnapshot(data, confState []byte) error {
 		return err
 	}
 	n.conf, n.members, n.mIdx, n.applied = cs, st.members, st.mIdx, st.dedupe
-	// A snapshot carries the membership in force, not the one before it.
-	n.prevMIdx, n.prevVoters = 0, nil
+	// The membership before the one in force, if the snapshot knew it.
+	n.prevMIdx, n.prevVoters = st.prevMIdx, st.prevVoters
 	return nil
 }
 
@@ -277,7 +278,9 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 		n.BadFrames++
 		return
 	}
-	n.heard[m.From] = n.ticks
+	if contact(m.Type) {
+		n.heard[m.From] = n.ticks
+	}
 	if err := n.rn.Step(m); err != nil {
 		return // e.g. a message from a peer that is not a member
 	}
@@ -285,6 +288,21 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 }
 
 const frameRaft = 1
+
+// contact reports whether a message of type t is what D-17 counts as
+// contact: a leader's entries, heartbeat or snapshot (a follower hears its
+// leader), or a follower's answer to them (a leader hears a voter). A
+// deposed leader's pre-vote, or a candidate's vote request, proves no
+// leadership: counting them let a follower whose leader had stepped down
+// believe itself in touch for another election timeout (the simulator's
+// d17 checker found it).
+func contact(t pb.MessageType) bool {
+	switch t {
+	case pb.MsgApp, pb.MsgHeartbeat, pb.MsgSnap, pb.MsgAppResp, pb.MsgHeartbeatResp:
+		return true
+	}
+	return false
+}
 
 // pump carries out every Ready raft has, in the order raft documents:
 //  1. a snapshot from the leader and the new entries and hard state are
@@ -319,10 +337,14 @@ func (n *Node) pump() {
 			hs = &journal.HardState{Term: rd.Term, Vote: rd.Vote, Commit: rd.Commit}
 		}
 		if hs != nil || len(rd.Entries) > 0 {
-			if err := n.j.Save(hs, toJournal(rd.Entries), rd.MustSync); err != nil {
+			mustSync := rd.MustSync
+			if n.cfg.Bugs.NoVoteSync && len(rd.Entries) == 0 {
+				mustSync = false // the planted bug
+			}
+			if err := n.j.Save(hs, toJournal(rd.Entries), mustSync); err != nil {
 				// The journal cannot promise what raft needs: a node that
 				// goes on would break raft's safety. Stop, as a crash would.
-				panic(fmt.Sprintf("consensus: %s: journal write failed: %v", n.cfg.Name, err))
+				halt.Stopf("consensus: %s: journal write failed: %w", n.cfg.Name, err)
 			}
 		}
 		for _, m := range rd.Messages {
@@ -362,7 +384,7 @@ func (n *Node) installSnapshot(s pb.Snapshot) {
 		err = n.restoreSnapshot(js.Data, js.Meta.ConfState)
 	}
 	if err != nil {
-		panic(fmt.Sprintf("consensus: %s: installing snapshot at %d: %v", n.cfg.Name, s.Metadata.Index, err))
+		halt.Stopf("consensus: %s: installing snapshot at %d: %w", n.cfg.Name, s.Metadata.Index, err)
 	}
 	n.snapIndex = s.Metadata.Index
 }
@@ -468,7 +490,7 @@ func (n *Node) mine(id propID) *pendingProp {
 
 func (n *Node) requestSnapshot(index uint64) {
 	n.snapWant = index
-	n.snapData = snapshotState{mIdx: n.mIdx, members: n.members, dedupe: n.applied, kv: n.kv.Snapshot()}.encode()
+	n.snapData = snapshotState{mIdx: n.mIdx, prevMIdx: n.prevMIdx, prevVoters: n.prevVoters, members: n.members, dedupe: n.applied, kv: n.kv.Snapshot()}.encode()
 }
 
 func (n *Node) maybeSnapshot() {
@@ -484,7 +506,7 @@ func (n *Node) maybeSnapshot() {
 		panic(err)
 	}
 	if err := n.j.Compact(n.snapWant, n.snapData, cs); err != nil {
-		panic(fmt.Sprintf("consensus: %s: compacting at %d: %v", n.cfg.Name, n.snapWant, err))
+		halt.Stopf("consensus: %s: compacting at %d: %w", n.cfg.Name, n.snapWant, err)
 	}
 	n.snapIndex = n.snapWant
 	n.snapWant, n.snapData = 0, nil

@@ -248,8 +248,8 @@ func (s *scanner) next() (*record, error) {
 	length, bodyCRC, headOK := parseRecordHeader(h[:])
 	if !headOK {
 		// The length cannot be trusted, so the record has no known end;
-		// only zeros from here on are a tear.
-		return s.tornIfZeros(s.off, "record header checksum fails")
+		// only zeros from here on, or a hole under the header, are a tear.
+		return s.tornIfZeros(s.off, s.off+recordHeaderSize, "record header checksum fails")
 	}
 	s.end = s.off + recordHeaderSize + int64(length)
 	switch {
@@ -275,7 +275,7 @@ func (s *scanner) next() (*record, error) {
 		if s.end == s.size {
 			return s.tear() // the last write landed with garbage in it
 		}
-		return s.tornIfZeros(s.end, "record body checksum fails")
+		return s.tornIfZeros(s.end, s.end, "record body checksum fails")
 	}
 	rec, err := decodeRecord(body)
 	if err != nil {
@@ -285,11 +285,17 @@ func (s *scanner) next() (*record, error) {
 }
 
 // tornIfZeros tears at s.off if every byte from `from` to the end of the
-// file is zero, and reports corruption otherwise.
-func (s *scanner) tornIfZeros(from int64, why string) (*record, error) {
+// file is zero, or if a hole a crash left (HoleIn) begins within the bad
+// record, [s.off, recEnd); it reports corruption otherwise.
+func (s *scanner) tornIfZeros(from, recEnd int64, why string) (*record, error) {
 	zero, err := s.zerosFrom(from)
 	if err != nil {
 		return nil, err
+	}
+	if !zero {
+		if zero, err = HoleIn(s.f, s.size, s.off, recEnd); err != nil {
+			return nil, fmt.Errorf("journal: read %s: %w", s.name, err)
+		}
 	}
 	if zero {
 		return s.tear()

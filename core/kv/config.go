@@ -123,6 +123,10 @@ type Bugs struct {
 	// ReleaseAny ("release-any") lets any holder release a lease, so a node
 	// back from a partition drops the lease its successor holds.
 	ReleaseAny bool
+	// ExpireLate ("expire-late") expires a lease only once applied time is
+	// past its deadline, not at it: an entry applied exactly at the
+	// deadline still finds the lease held, and a renewal there succeeds.
+	ExpireLate bool
 }
 
 // Names of the planted bugs, as used by Bugs.Enable.
@@ -130,11 +134,12 @@ const (
 	BugNoClockClamp = "no-clock-clamp"
 	BugValueGuard   = "value-guard"
 	BugReleaseAny   = "release-any"
+	BugExpireLate   = "expire-late"
 )
 
 // BugNames returns the names of every planted bug in this package, sorted.
 func BugNames() []string {
-	return []string{BugNoClockClamp, BugReleaseAny, BugValueGuard}
+	return []string{BugExpireLate, BugNoClockClamp, BugReleaseAny, BugValueGuard}
 }
 
 // field returns the switch named name, or nil.
@@ -146,6 +151,8 @@ func (b *Bugs) field(name string) *bool {
 		return &b.ValueGuard
 	case BugReleaseAny:
 		return &b.ReleaseAny
+	case BugExpireLate:
+		return &b.ExpireLate
 	}
 	return nil
 }

@@ -42,8 +42,8 @@ func TestBugSwitches(t *testing.T) {
 	for _, name := range kv.BugNames() {
 		require.NoError(t, b.Enable(name))
 	}
-	require.Equal(t, kv.Bugs{NoClockClamp: true, ValueGuard: true, ReleaseAny: true}, b)
-	require.Equal(t, []string{"no-clock-clamp", "release-any", "value-guard"}, b.Enabled())
+	require.Equal(t, kv.Bugs{NoClockClamp: true, ValueGuard: true, ReleaseAny: true, ExpireLate: true}, b)
+	require.Equal(t, []string{"expire-late", "no-clock-clamp", "release-any", "value-guard"}, b.Enabled())
 	require.ErrorContains(t, b.Enable("no-such-bug"), `unknown bug "no-such-bug"`)
 }
 

@@ -102,7 +102,7 @@ func (s *State) release(name, holder string) (uint64, error) {
 func (s *State) expireLapsed() {
 	for _, name := range sortedKeys(s.leases) {
 		l := s.leases[name]
-		if l.DeadlineMs > s.appliedMs {
+		if l.DeadlineMs > s.appliedMs || (s.cfg.Bugs.ExpireLate && l.DeadlineMs == s.appliedMs) {
 			continue
 		}
 		delete(s.leases, name)

@@ -150,3 +150,19 @@ func TestLeaseTTLBounds(t *testing.T) {
 	require.NoError(t, r.apply(0, kv.LeaseAcquire("x", "n1", 1000)).Err)
 	require.ErrorIs(t, r.apply(0, kv.LeaseAcquire("y", "", 10)).Err, kv.ErrInvalid, "a refusal must be able to name the holder")
 }
+
+// A lease lapses at its deadline: an entry applied exactly then finds it
+// expired, and a renewal there fails. The planted bug expire-late keeps it
+// one millisecond too long.
+func TestLeaseLapsesAtItsDeadline(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		r := newReplica(t, kv.Config{Bugs: kv.Bugs{ExpireLate: late}})
+		require.NoError(t, r.apply(1000, kv.LeaseAcquire("l", "a", 500)).Err)
+		res := r.apply(1500, kv.LeaseRenew("l", "a", 500))
+		if late {
+			require.NoError(t, res.Err, "the bug renews a lease at its deadline")
+		} else {
+			require.ErrorIs(t, res.Err, kv.ErrNotHeld, "at its deadline the lease has lapsed")
+		}
+	}
+}

@@ -176,8 +176,17 @@ func (l *Log) next(br *bufio.Reader, off, size int64) (int64, error) {
 		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, l.name, off, fmt.Sprintf(why, args...))
 	}
 	// tornIfZeros: a real file system may grow a file before its blocks
-	// land, leaving zeros; anything else after a bad record is damage.
-	tornIfZeros := func(from int64, why string) (int64, error) {
+	// land, leaving zeros to the end, or lose some of the unsynced blocks
+	// a crash found (a hole within the bad record, [off, recEnd));
+	// anything else after a bad record is damage.
+	tornIfZeros := func(from, recEnd int64, why string) (int64, error) {
+		hole, err := journal.HoleIn(l.f, size, off, recEnd)
+		if err != nil {
+			return 0, fmt.Errorf("shard: read %s: %w", l.name, err)
+		}
+		if hole {
+			return 0, nil
+		}
 		buf := make([]byte, min(size-from, logChunk))
 		for at := from; at < size; at += int64(len(buf)) {
 			buf = buf[:min(size-at, int64(len(buf)))]
@@ -200,7 +209,7 @@ func (l *Log) next(br *bufio.Reader, off, size int64) (int64, error) {
 	length := binary.LittleEndian.Uint32(h[0:4])
 	if binary.LittleEndian.Uint32(h[8:12]) != crc32.Checksum(h[0:8], logCRC) {
 		// The length cannot be believed, so the record has no known end.
-		return tornIfZeros(off, "record header checksum fails")
+		return tornIfZeros(off, off+logRecHeader, "record header checksum fails")
 	}
 	end := off + logRecHeader + int64(length)
 	switch {
@@ -219,7 +228,7 @@ func (l *Log) next(br *bufio.Reader, off, size int64) (int64, error) {
 		if end == size {
 			return 0, nil // the last write landed with garbage in it
 		}
-		return tornIfZeros(end, "record body checksum fails")
+		return tornIfZeros(end, end, "record body checksum fails")
 	}
 	if err := decodeLogBody(body, l.apply); err != nil {
 		return 0, corrupt("%v", err)

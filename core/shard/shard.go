@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/halt"
 )
 
 // Codec turns a store's values into backend bytes and back, and tells the
@@ -74,6 +75,12 @@ type Bugs struct {
 	// NoExpiryClamp ("no-expiry-clamp"): NowMs is the node's clock as it
 	// is, so a clock stepped back shows entries that had expired again.
 	NoExpiryClamp bool
+	// RetryFailedSync ("retry-failed-sync"): a failed write or fsync is
+	// taken as passing trouble: the writer keeps its waiters and tries
+	// again at its next turn, instead of stopping the node. After a failed
+	// fsync the disk may have dropped what it held, and the retry reports
+	// success for bytes that are gone.
+	RetryFailedSync bool
 }
 
 func (c Config) withDefaults() Config {
@@ -609,7 +616,11 @@ func (s *Shard[V]) flush() {
 		last := n == len(s.pending)
 		sync := last && wantSync
 		if err := s.env.Backend.Write(s.pending[:n], sync); err != nil {
-			s.err = fmt.Errorf("shard: write: %w", err)
+			if s.cfg.Bugs.RetryFailedSync {
+				s.armSync() // try again at the next fsync interval
+				return
+			}
+			s.fail(fmt.Errorf("shard: write: %w", err))
 			break
 		}
 		s.stats.Batches++
@@ -634,7 +645,11 @@ func (s *Shard[V]) flush() {
 		switch {
 		case wantSync && s.unsynced:
 			if err := s.env.Backend.Sync(); err != nil {
-				s.err = fmt.Errorf("shard: sync: %w", err)
+				if s.cfg.Bugs.RetryFailedSync {
+					s.armSync() // try again at the next fsync interval
+					return
+				}
+				s.fail(fmt.Errorf("shard: sync: %w", err))
 				break
 			}
 			s.stats.Fsyncs++
@@ -645,6 +660,18 @@ func (s *Shard[V]) flush() {
 		}
 	}
 	s.answer()
+}
+
+// fail handles a backend failure: the writer stops for good, and so does
+// the node (core/halt). After a failed write or fsync the disk may hold
+// less than the writer was told it holds, and only what a restart reads
+// back can be trusted. A backend that was closed under the writer (an
+// orderly shutdown racing a turn) only stops the writer.
+func (s *Shard[V]) fail(err error) {
+	s.err = err
+	if !errors.Is(err, ErrClosed) {
+		halt.Stop(err)
+	}
 }
 
 // answer runs the waiters the last fsync covered, or all of them with the

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/halt"
 )
 
 // val is the test codec's value: "data|expiresAtMs" or "tomb|expiresAtMs".
@@ -268,6 +269,64 @@ func TestBackendFailureIsStickyAndAnswersWaiters(t *testing.T) {
 	require.Error(t, got)
 	require.Error(t, r.s.Put("f", map[string]val{"k": {data: "w", exp: r.nowMs() + 1}}, nil, Async))
 	require.True(t, errors.Is(r.s.Put("g", nil, nil, Async), ErrClosed))
+}
+
+// failingSync is a backend whose fsyncs fail while fail is set.
+type failingSync struct {
+	*Memory
+	fail bool
+}
+
+var errEIO = errors.New("EIO")
+
+func (f *failingSync) Write(b []Mutation, sync bool) error {
+	if sync && f.fail {
+		return errEIO
+	}
+	return f.Memory.Write(b, sync)
+}
+
+func (f *failingSync) Sync() error {
+	if f.fail {
+		return errEIO
+	}
+	return f.Memory.Sync()
+}
+
+// A failed fsync stops the node (core/halt): the disk may have dropped
+// what it held, so nothing after it can be trusted, and no waiter is told
+// its write is durable.
+func TestFailedSyncHaltsTheNode(t *testing.T) {
+	r := newRig(t, Config{})
+	fs := &failingSync{Memory: r.mem, fail: true}
+	r.s.env.Backend = fs
+	r.put("f", Sync, "k", "v")
+	acked := false
+	r.s.WhenDurable("f", func(err error) { acked = err == nil })
+	defer func() {
+		h, ok := recover().(halt.Halt)
+		require.True(t, ok, "the writer must halt the node")
+		require.ErrorIs(t, h.Reason, errEIO)
+		require.False(t, acked)
+	}()
+	r.clk.Advance(0)
+	t.Fatal("the writer carried on after a failed fsync")
+}
+
+// The planted bug retries instead, and acknowledges once a later fsync
+// passes.
+func TestRetryFailedSyncBugCarriesOn(t *testing.T) {
+	r := newRig(t, Config{Bugs: Bugs{RetryFailedSync: true}})
+	fs := &failingSync{Memory: r.mem, fail: true}
+	r.s.env.Backend = fs
+	r.put("f", Sync, "k", "v")
+	acked := false
+	r.s.WhenDurable("f", func(err error) { acked = err == nil })
+	r.clk.Advance(0)
+	require.False(t, acked)
+	fs.fail = false
+	r.clk.Advance(time.Second)
+	require.True(t, acked, "the bug acknowledges after a retry")
 }
 
 func TestNowNeverGoesBack(t *testing.T) {

@@ -1,0 +1,85 @@
+package checker
+
+import (
+	"sort"
+	"time"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+// Contact is one raft frame the network delivered: to whom, from whom,
+// when, and whether only a leader sends its kind (entries, heartbeat,
+// snapshot) or it answers a leader (Ack).
+type Contact struct {
+	To, From   dial.NodeID
+	At         time.Duration
+	FromLeader bool
+	Ack        bool
+}
+
+// D17 holds every owner-side service to the isolated-owner rule, judged
+// directly from the network's record (checker d17): a node may serve a
+// flow as its owner only if, within window before it, it heard a leader
+// (a heartbeat, entries or a snapshot reached it), or, leading itself, it
+// heard answers from a quorum of the voters then in force. window is the
+// isolation window in true time, with room for the nodes' drift and a
+// tick.
+//
+// It is generous where the network's record cannot tell (any leader will
+// do, not only the one the node followed), so a failure means the node had
+// certainly lost touch: an owner cut off alone, or with a minority that
+// has no leader, that went on serving its side.
+func D17(rep Reporter, services []FlowService, contacts []Contact, ms []MembershipChange, window time.Duration, name func(dial.NodeID) string) {
+	byTo := map[dial.NodeID][]Contact{}
+	for _, c := range contacts {
+		byTo[c.To] = append(byTo[c.To], c)
+	}
+	for _, cs := range byTo {
+		sort.SliceStable(cs, func(i, j int) bool { return cs[i].At < cs[j].At })
+	}
+	sortedMs := append([]MembershipChange(nil), ms...)
+	sort.Slice(sortedMs, func(i, j int) bool { return sortedMs[i].Index < sortedMs[j].Index })
+	reported := map[dial.NodeID]bool{}
+	for _, s := range services {
+		if reported[s.Node] {
+			continue
+		}
+		cs := byTo[s.Node]
+		from := sort.Search(len(cs), func(i int) bool { return cs[i].At >= s.At-window })
+		heard := map[dial.NodeID]bool{}
+		leader := false
+		for _, c := range cs[from:] {
+			if c.At > s.At {
+				break
+			}
+			if c.Ack {
+				heard[c.From] = true
+			}
+			leader = leader || c.FromLeader
+		}
+		if leader || quorumHeard(sortedMs, s.Node, s.At, heard) {
+			continue
+		}
+		reported[s.Node] = true
+		rep.Fail("d17", "%s served flow %s at %v having heard no leader, and no quorum, within the %v before: an isolated owner serving",
+			name(s.Node), s.Flow, s.At, window)
+	}
+}
+
+// quorumHeard reports whether node, counting itself, heard answers from a
+// majority of the voters in force at t.
+func quorumHeard(ms []MembershipChange, node dial.NodeID, t time.Duration, heard map[dial.NodeID]bool) bool {
+	var voters []dial.NodeID
+	for _, m := range ms {
+		if m.At <= t {
+			voters = m.Voters
+		}
+	}
+	n := 0
+	for _, v := range voters {
+		if v == node || heard[v] {
+			n++
+		}
+	}
+	return n > len(voters)/2
+}

@@ -1,0 +1,31 @@
+package checker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+func TestD17(t *testing.T) {
+	name := func(id dial.NodeID) string { return map[dial.NodeID]string{1: "n1", 2: "n2", 3: "n3"}[id] }
+	ms := []MembershipChange{{Index: 1, Voters: []dial.NodeID{1, 2, 3}}}
+	window := 300 * time.Millisecond
+	contacts := []Contact{
+		{To: 2, From: 1, At: 900 * time.Millisecond, FromLeader: true}, // n2 hears its leader
+		{To: 1, From: 3, At: 950 * time.Millisecond, Ack: true},        // n1, leading, hears n3 answer: with itself, a quorum
+		{To: 3, From: 2, At: 990 * time.Millisecond},                   // n3 hears only a vote request
+	}
+	var rec Record
+	D17(&rec, []FlowService{{Flow: "f", Node: 2, At: time.Second}, {Flow: "g", Node: 1, At: time.Second}}, contacts, ms, window, name)
+	require.True(t, rec.OK(), "%v", rec.Failures)
+
+	// n3 heard no leader and no quorum; n2 heard its leader too long ago.
+	D17(&rec, []FlowService{{Flow: "h", Node: 3, At: time.Second}, {Flow: "f", Node: 2, At: 1300 * time.Millisecond}}, contacts, ms, window, name)
+	require.Equal(t, []string{
+		"d17: n3 served flow h at 1s having heard no leader, and no quorum, within the 300ms before: an isolated owner serving",
+		"d17: n2 served flow f at 1.3s having heard no leader, and no quorum, within the 300ms before: an isolated owner serving",
+	}, rec.Failures)
+}

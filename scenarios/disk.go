@@ -1,0 +1,105 @@
+package scenarios
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/core/halt"
+	"github.com/fenceline/fenceline/sim"
+)
+
+// Disk faults every scenario with a disk draws: tears that keep a prefix
+// or a random subset of the unsynced blocks, fsyncs that fail (and drop
+// what they were to make durable), and writes that fail. A node that sees
+// a storage error stops (core/halt); a supervisor restarts it a moment
+// later; one that carries on after a failed fsync fails the fail-stop
+// checker.
+
+// drawDisk draws base's fault rates from the run's "knobs/disk" stream
+// (its own, so other knobs keep their draws) and reports them as a knob.
+// syncFailMax bounds the fsync failure rate: scenarios that fsync often
+// keep it small, so halts stay a fault among others rather than the run.
+// I/O errors stop at calm, where every fault stops.
+func drawDisk(run *Run, base sim.DiskConfig, syncFailMax float64, calm time.Duration) sim.DiskConfig {
+	r := run.Kernel.Stream("knobs/disk")
+	d := base
+	d.TornWriteProb = float64(r.IntN(5)) / 4
+	if r.IntN(2) == 0 {
+		d.SyncFailProb = syncFailMax * float64(1+r.IntN(4)) / 4
+		d.WriteFailProb = d.SyncFailProb / 4
+	}
+	d.FaultsUntil = calm
+	run.Knob("disk", diskKnob(d))
+	return d
+}
+
+func diskKnob(d sim.DiskConfig) string {
+	return fmt.Sprintf("torn=%.2f sync_fail=%.4f write_fail=%.4f until=%v", d.TornWriteProb, d.SyncFailProb, d.WriteFailProb, d.FaultsUntil)
+}
+
+// supervise restarts every node that halts, after a short pause drawn
+// from the "supervisor" stream, as systemd would; and fails the run when
+// a node saw an fsync fail and carried on.
+func supervise(run *Run) {
+	k := run.Kernel
+	r := k.Stream("supervisor")
+	k.OnHalt(func(n *sim.Node, reason error) {
+		run.Did("halts", 1)
+		k.After(sim.Between(r, 100*time.Millisecond, time.Second), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+			if !n.Up() {
+				n.Start()
+			}
+		})
+	})
+	k.OnCarriedOn(func(n *sim.Node) {
+		run.Fail("fail-stop", "%s saw an fsync fail and carried on: the disk may have dropped what it held", n.Name())
+	})
+}
+
+// haltOnIO stops a booting node whose disk failed it: the boot is retried
+// by the supervisor, like any halt. Other boot errors are returned.
+func haltOnIO(err error) error {
+	if errors.Is(err, sim.ErrIO) {
+		halt.Stop(err)
+	}
+	return err
+}
+
+// downOrArmed counts the nodes that are down or carry an armed power cut:
+// a scenario that keeps a quorum up counts a cut about to land as down.
+func downOrArmed(nodes []*sim.Node) int {
+	n := 0
+	for _, node := range nodes {
+		if !node.Up() || node.Disk().PowerCutArmed() {
+			n++
+		}
+	}
+	return n
+}
+
+// restartAfterCut restarts n a drawn pause after an armed power cut has
+// taken it down, looking every 50ms until calm: the cut lands at the
+// node's next few disk operations, whenever those come.
+func restartAfterCut(k *sim.Kernel, r interface{ Int64N(int64) int64 }, n *sim.Node, lo, hi, calm time.Duration) {
+	inc := n.Incarnation()
+	var watch func()
+	watch = func() {
+		if n.Incarnation() != inc {
+			if !n.Up() {
+				k.After(lo+time.Duration(r.Int64N(int64(hi-lo)+1)), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+					if !n.Up() {
+						n.Start()
+					}
+				})
+			}
+			return
+		}
+		if k.Now() < calm {
+			k.After(50*time.Millisecond, sim.EvFault, xxhash.Sum64String("watch "+n.Name()), watch)
+		}
+	}
+	k.After(50*time.Millisecond, sim.EvFault, xxhash.Sum64String("watch "+n.Name()), watch)
+}

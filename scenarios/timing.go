@@ -1,0 +1,67 @@
+package scenarios
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/sim"
+)
+
+// timing is the protocol timings one run draws, within their valid
+// ranges, so that no safety argument rests on one coincidence of fixed
+// constants (AdoptWait against the election timeout, say). Each run
+// prints them as a knob.
+type timing struct {
+	tick                 time.Duration
+	heartbeat, election  int // ticks
+	proposal, expiryTick time.Duration
+	promoteLag           uint64
+	adoptWait, deadline  time.Duration
+	isolation            time.Duration // election ticks × tick: D-17's window
+}
+
+// drawTiming draws the run's timings from its "knobs/timing" stream. The
+// ranges keep what the design assumes (see CONTRIBUTING): an election
+// timeout of at least five heartbeats, and AdoptWait at least twice the
+// isolation window (which also covers the clocks' drift and a membership
+// entry's trip to a reachable previous owner).
+func drawTiming(run *Run) timing {
+	r := run.Kernel.Stream("knobs/timing")
+	t := timing{
+		tick:       sim.Between(r, 5*time.Millisecond, 15*time.Millisecond),
+		heartbeat:  2 + r.IntN(3),
+		proposal:   sim.Between(r, time.Second, 3*time.Second),
+		expiryTick: sim.Between(r, 100*time.Millisecond, 500*time.Millisecond),
+		promoteLag: uint64(4 + r.IntN(13)),
+		deadline:   sim.Between(r, time.Second, 3*time.Second),
+	}
+	t.election = t.heartbeat * (5 + r.IntN(8))
+	t.isolation = time.Duration(t.election) * t.tick
+	t.adoptWait = time.Duration(float64(t.isolation) * (2 + 2*r.Float64()))
+	run.Knob("timing", t)
+	return t
+}
+
+func (t timing) String() string {
+	return fmt.Sprintf("tick=%v heartbeat=%d election=%d (isolation %v) adopt_wait=%v deadline=%v proposal_timeout=%v expiry_tick=%v promote_lag=%d",
+		t.tick, t.heartbeat, t.election, t.isolation, t.adoptWait.Round(time.Millisecond), t.deadline.Round(time.Millisecond),
+		t.proposal.Round(time.Millisecond), t.expiryTick.Round(time.Millisecond), t.promoteLag)
+}
+
+// applyConsensus sets the consensus timings.
+func (t timing) applyConsensus(c *consensus.Config) {
+	c.TickInterval, c.HeartbeatTicks, c.ElectionTicks = t.tick, t.heartbeat, t.election
+	c.ProposalTimeout, c.ExpiryTick, c.PromoteLag = t.proposal, t.expiryTick, t.promoteLag
+}
+
+// applyFlow sets the flow store's timings a scenario left unset.
+func (t timing) applyFlow(c *flow.Config) {
+	if c.AdoptWait == 0 {
+		c.AdoptWait = t.adoptWait
+	}
+	if c.Deadline == 0 {
+		c.Deadline = t.deadline
+	}
+}
