@@ -35,6 +35,19 @@ func init() {
 		Run:    runDurabilityRestart,
 	})
 	Register(Scenario{
+		Name: "ttl-restart",
+		Summary: "short TTLs, clock steps back, and restarts that bring a node back with its clock behind: " +
+			"nothing that expired before a crash is seen again after it",
+		Duration: 30 * time.Second,
+		Richness: 12,
+		Bugs: []Bug{
+			{Name: "no-floor-recovery", Summary: "a restarted shard ignores the clock floor it recorded, so its clamp starts from a clock stepped back", Window: 30, MinCaught: 18},
+			{Name: "no-floor-wait", Summary: "a read that hides an expired entry answers before the clock floor on disk covers the expiry", Window: 50, MinCaught: 10},
+		},
+		Floors: []Floor{{"writes-acked", 10}, {"absent-reads", 2}, {"restarts-behind", 2}},
+		Run:    runTTLRestart,
+	})
+	Register(Scenario{
 		Name: "ttl-evict",
 		Summary: "many more flows than the per-node cap, short TTLs lapsing through partitions and clock steps; " +
 			"no flow is ever partly present, no expiry or eviction is undone",
@@ -52,7 +65,7 @@ func init() {
 // shardBugs reads the FlowShard's planted bugs from the run.
 func shardBugs(run *Run) shard.Bugs {
 	return shard.Bugs{AckBeforeSync: run.Bug("ack-before-sync"), EvictKeys: run.Bug("evict-keys"), NoExpiryClamp: run.Bug("no-expiry-clamp"),
-		RetryFailedSync: run.Bug("retry-failed-sync")}
+		RetryFailedSync: run.Bug("retry-failed-sync"), NoFloorRecovery: run.Bug("no-floor-recovery")}
 }
 
 // flowKeysAll are the keys every write of these scenarios sets together
@@ -345,9 +358,28 @@ type ttlEvict struct {
 	names   []string
 	cap     int
 	maxLive int
+	// afterAbsent, when set, is told of every read that found a flow
+	// absent: ttl-restart aims a restart behind at its owner then.
+	afterAbsent func(name string)
 }
 
-func runTTLEvict(run *Run) error {
+func runTTLEvict(run *Run) error { return runTTL(run, false) }
+
+func runTTLRestart(run *Run) error { return runTTL(run, true) }
+
+// runTTL is ttl-evict and, with restarts, ttl-restart.
+//
+// ttl-evict: many more flows than the cap; partitions, clock steps and
+// drift, no crashes: with no restart and no membership change the owner of
+// every flow stays put, so any read that sees an expired or evicted
+// version again is the store's doing.
+//
+// ttl-restart: no cap to speak of (nothing is evicted), so every absence a
+// read sees is an expiry; short TTLs; and, beside the chaos, restarts aimed
+// at the clock clamp: a node is crashed and comes back with its clock
+// stepped back by more than a TTL, as a VM restored from a snapshot does.
+// An entry that had expired before the crash must stay expired.
+func runTTL(run *Run, restarts bool) error {
 	k := run.Kernel
 	knobs := k.Stream("knobs")
 	voters := 3 + knobs.IntN(3)
@@ -357,11 +389,13 @@ func runTTLEvict(run *Run) error {
 	nflows := 2*capFlows + knobs.IntN(4*capFlows)
 	perNode := 2 + knobs.IntN(4)
 	calm := run.Duration * 80 / 100
-	// Partitions, clock steps and drift, no crashes: with no restart and
-	// no membership change the owner of every flow stays put, so any read
-	// that sees an expired or evicted version again is the store's doing.
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	faults.Crash = 0
+	if restarts {
+		ttl = sim.Between(knobs, 500*time.Millisecond, 2*time.Second)
+		nflows = 10 + knobs.IntN(30)
+		capFlows = 100_000
+	}
 	// Clock steps, back as well as forward, of up to seconds: longer than
 	// a TTL, so an owner stepped back would show what it had let expire
 	// were its clock not clamped.
@@ -370,7 +404,9 @@ func runTTLEvict(run *Run) error {
 	run.Knob("voters", voters)
 	run.Knob("net", netCfg)
 	run.Knob("ttl", ttl)
-	run.Knob("flow_cap", capFlows)
+	if !restarts {
+		run.Knob("flow_cap", capFlows)
+	}
 	run.Knob("flows", nflows)
 	run.Knob("clients_per_node", perNode)
 	run.Knob("faults", faults)
@@ -402,7 +438,11 @@ func runTTLEvict(run *Run) error {
 			client++
 		}
 	}
-	h.k.At(0, sim.EvCheck, xxhash.Sum64String("cap"), t.checkCap)
+	if restarts {
+		t.restartsBehind(ttl, calm)
+	} else {
+		h.k.At(0, sim.EvCheck, xxhash.Sum64String("cap"), t.checkCap)
+	}
 	if err := k.RunUntil(run.Duration); err != nil {
 		return err
 	}
@@ -411,10 +451,70 @@ func runTTLEvict(run *Run) error {
 	for i, name := range t.names {
 		ttlFlows[i] = t.flows[name]
 	}
-	checker.ExpiryNeverUndone(run, ttlFlows)
+	// In ttl-evict an absence may be an eviction, whose tombstones are
+	// async writes a crash of the owner may take back (a halt, after a
+	// disk fault); in ttl-restart every absence is an expiry, which no
+	// crash may undo.
+	var forgive func(string, time.Duration, time.Duration) bool
+	if !restarts {
+		rg := ring.New(ids(h.nodes))
+		forgive = func(f string, from, to time.Duration) bool {
+			owner, _ := rg.Owner(ring.ClassFlow, f)
+			crashed, _ := h.byID[owner].CrashedDuring(from, to)
+			return crashed
+		}
+	}
+	checker.ExpiryNeverUndone(run, ttlFlows, forgive)
 	h.checkBridge()
 	t.report()
 	return nil
+}
+
+// restartsBehind crashes one node at a time, until calm, and restarts it a
+// moment later with its clock stepped back by one to three TTLs: what it
+// had let expire must stay expired, whatever its clock now reads. Half of
+// the crashes are aimed: at the owner of a flow a read has just found
+// absent, the instant after, when the expiry it answered from is newest.
+func (t *ttlEvict) restartsBehind(ttl, calm time.Duration) {
+	h := t.h
+	r := h.k.Stream("faults/restart")
+	rg := ring.New(ids(h.nodes)) // no membership changes here
+	restartBehind := func(n *sim.Node, why string) {
+		if h.k.Now() >= calm || !n.Up() || downOrArmed(h.nodes) >= (len(h.nodes)-1)/2 {
+			return
+		}
+		back := sim.Between(r, ttl, 3*ttl)
+		h.k.Logf("fault crash %s%s; it comes back %v behind", n.Name(), why, back)
+		n.Crash()
+		h.run.Did("restarts-behind", 1)
+		h.k.After(sim.Between(r, 100*time.Millisecond, 500*time.Millisecond), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+			n.Clock().Step(-back)
+			if !n.Up() {
+				n.Start()
+			}
+		})
+	}
+	var episode func()
+	episode = func() {
+		if h.k.Now() >= calm {
+			return
+		}
+		restartBehind(h.nodes[r.IntN(len(h.nodes))], "")
+		h.k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
+	}
+	h.k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
+	aimed := h.k.Now()
+	t.afterAbsent = func(name string) {
+		// At most one aimed crash a second, so the cluster keeps a quorum
+		// and the clients get work done.
+		if h.k.Now() < aimed+time.Second || !sim.Chance(r, 0.5) {
+			return
+		}
+		aimed = h.k.Now()
+		owner, _ := rg.Owner(ring.ClassFlow, name)
+		n := h.byID[owner]
+		h.k.After(0, sim.EvFault, xxhash.Sum64String("aimed "+n.Name()), func() { restartBehind(n, " just after it answered that "+name+" expired") })
+	}
 }
 
 // startClient runs a closed-loop client pinned to n: half its calls write
@@ -429,7 +529,7 @@ func (t *ttlEvict) startClient(client uint64, n *sim.Node, until time.Duration) 
 		return
 	}
 	r := h.k.Stream(fmt.Sprintf("workload/ttl/%d", client))
-	hot := max(1, t.cap/3)
+	hot := max(1, min(t.cap, len(t.names))/3)
 	watching := false
 	var step func()
 	step = func() {
@@ -479,6 +579,9 @@ func (t *ttlEvict) read(client uint64, n *sim.Node, name string, then func(versi
 			return
 		}
 		f.Reads = append(f.Reads, checker.VersionRead{Node: n.Name(), Call: call, Return: h.k.Now(), Version: version})
+		if version == 0 && t.afterAbsent != nil {
+			t.afterAbsent(name)
+		}
 		then(version, true)
 	})
 }
@@ -532,8 +635,12 @@ func (t *ttlEvict) report() {
 		evicted += st.Evicted
 		purged += st.Purged
 	}
-	t.h.run.Logf("ttl-evict: writes=%d reads=%d absent=%d; last incarnations: evicted=%d purged=%d; most live flows on a node=%d (cap %d)",
-		writes, reads, absent, evicted, purged, t.maxLive, t.cap)
+	if t.afterAbsent != nil {
+		t.h.run.Logf("ttl-restart: writes=%d reads=%d absent=%d; last incarnations: purged=%d", writes, reads, absent, purged)
+	} else {
+		t.h.run.Logf("ttl-evict: writes=%d reads=%d absent=%d; last incarnations: evicted=%d purged=%d; most live flows on a node=%d (cap %d)",
+			writes, reads, absent, evicted, purged, t.maxLive, t.cap)
+	}
 	var acked int
 	for _, name := range t.names {
 		for _, w := range t.flows[name].Writes {

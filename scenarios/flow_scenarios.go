@@ -86,6 +86,8 @@ func flowBugs(run *Run) flow.Bugs {
 		NoAntiEntropy: run.Bug("no-anti-entropy"),
 		NoAdoptWait:   run.Bug("no-adopt-wait"),
 		NoReadopt:     run.Bug("no-readopt"),
+		NoFloorWait:   run.Bug("no-floor-wait"),
+		StaleAdoption: run.Bug("stale-adoption"),
 	}
 }
 

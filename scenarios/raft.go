@@ -564,6 +564,7 @@ func (c *raftCluster) checkPromotions(ms consensus.Membership) {
 	}
 	for _, m := range ms.Learners {
 		c.wasLearner[m.ID] = true
+		delete(c.promoted, m.ID) // a node that returns is judged again
 	}
 	for _, m := range ms.Voters {
 		if !c.wasLearner[m.ID] || c.promoted[m.ID] {

@@ -69,6 +69,15 @@ type Bugs struct {
 	// previous owner adopts from the replicas at once, trusting D-17
 	// alone to have stopped the previous owner.
 	NoAdoptWait bool
+	// StaleAdoption ("stale-adoption"): a node keeps its adoption of a
+	// flow when it stops owning it, and takes any adoption, however old,
+	// as leave to serve: when ownership comes back to it, it serves its
+	// old copy without asking the owner it had in between.
+	StaleAdoption bool
+	// NoFloorWait ("no-floor-wait"): a read that hides an expired entry
+	// answers before the clock floor on disk covers the expiry, so a
+	// crash and a clock stepped back can show the entry again.
+	NoFloorWait bool
 	// NoReadopt ("no-readopt"): a restarted owner serves the flows its
 	// disk says it served at this membership without pulling from their
 	// successors, so the async writes its crash lost stay lost.

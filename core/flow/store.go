@@ -217,7 +217,7 @@ func (s *Store) refresh() {
 		if carry && at == oldM && wasOwner && ownerOf(s.ring, f) == s.env.ID {
 			s.adopted[f] = m
 			s.servedAt[f] = m
-		} else {
+		} else if !s.cfg.Bugs.StaleAdoption {
 			delete(s.adopted, f)
 		}
 	}
@@ -239,7 +239,7 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 	}
 	s.refresh()
 	if req.Read == Local && (req.Op == OpGet || req.Op == OpGetAll) {
-		resp, _, err := s.apply(req, true)
+		resp, _, _, err := s.apply(req, true)
 		done(resp, err)
 		return
 	}
@@ -270,7 +270,7 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 		if s.cfg.Bugs.LocalFallback {
 			// The planted bug: degrade to the local copy, the fork the
 			// design exists to prevent.
-			resp, changed, aerr := s.apply(req, false)
+			resp, changed, _, aerr := s.apply(req, false)
 			_ = s.commit(req.Flow, changed, req.Mode)
 			s.settle(c, resp, aerr)
 			return
@@ -310,7 +310,26 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		reply(Response{}, unavailable(err))
 		return
 	}
-	resp, changed, err := s.apply(req, false)
+	resp, changed, hiddenMs, err := s.apply(req, false)
+	if hiddenMs > 0 && !s.cfg.Bugs.NoFloorWait {
+		// The answer hides an entry because it expired: not before the
+		// clock floor on disk covers that expiry, or a crash and a clock
+		// stepped back could show the entry again to a later read.
+		s.sh.WhenFloorDurable(hiddenMs, func(ferr error) {
+			if ferr != nil {
+				reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, ferr)))
+				return
+			}
+			s.finishServe(req, resp, changed, err, reply)
+		})
+		return
+	}
+	s.finishServe(req, resp, changed, err, reply)
+}
+
+// finishServe is serve after apply: commit, push and answer, each in the
+// flow's mode.
+func (s *Store) finishServe(req Request, resp Response, changed map[string]Value, err error, reply func(Response, error)) {
 	if err != nil {
 		if req.Mode == shard.Sync {
 			// Even a refusal (not an integer, too many keys) tells of
@@ -355,31 +374,39 @@ func (s *Store) mayServe(flow string) error {
 		return fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[flow])
 	case !s.cfg.Bugs.NoD17 && s.env.Ctl.IsIsolated():
 		return ErrIsolated
-	case !s.cfg.Bugs.NoAdoption && s.adopted[flow] != s.mIdx:
+	case !s.cfg.Bugs.NoAdoption && s.adopted[flow] != s.mIdx && !(s.cfg.Bugs.StaleAdoption && s.adopted[flow] != 0):
 		return ErrNotAdopted
 	}
 	return nil
 }
 
-// apply runs req against this node's copy. It returns the answer and the
-// keys a write changed, stamped with the next fencing tuple; the caller
-// commits them. With readOnly it refuses to write.
-func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, error) {
+// apply runs req against this node's copy. It returns the answer, the
+// keys a write changed, stamped with the next fencing tuple (the caller
+// commits them), and, for a read, the latest expiry of an entry it hid
+// because it had expired (0 if none). With readOnly it refuses to write.
+func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[string]Value, hiddenMs int64, err error) {
 	f := s.sh.Get(req.Flow)
 	// One instant for the whole operation: a set-all's keys expire
 	// together, and a get-all sees one moment of the flow.
 	nowMs := s.now().UnixMilli()
+	reads := req.Op == OpGet || req.Op == OpGetAll
 	get := func(key string) (Value, bool) {
 		v, ok := f[key]
-		if !ok || v.Tomb || (v.ExpiresAtMs != 0 && nowMs >= v.ExpiresAtMs) {
+		if ok && !v.Tomb && v.ExpiresAtMs != 0 && nowMs >= v.ExpiresAtMs {
+			if reads {
+				hiddenMs = max(hiddenMs, v.ExpiresAtMs)
+			}
+			return v, false
+		}
+		if !ok || v.Tomb {
 			return v, false
 		}
 		return v, true
 	}
 	if readOnly && req.Op.writes() {
-		return Response{}, nil, fmt.Errorf("%w: local reads only", ErrBadRequest)
+		return Response{}, nil, 0, fmt.Errorf("%w: local reads only", ErrBadRequest)
 	}
-	changed := map[string]Value{}
+	changed = map[string]Value{}
 	write := func(key string, data []byte, tomb bool, ttlMs int64) {
 		prev := f[key]
 		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
@@ -405,10 +432,9 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 			}
 		}
 		if added > 0 && len(f)+added > s.cfg.MaxFlowKeys {
-			return Response{}, nil, fmt.Errorf("%w: flow %s has %d keys; %d more is over the most a flow may hold, %d", ErrBadRequest, req.Flow, len(f), added, s.cfg.MaxFlowKeys)
+			return Response{}, nil, 0, fmt.Errorf("%w: flow %s has %d keys; %d more is over the most a flow may hold, %d", ErrBadRequest, req.Flow, len(f), added, s.cfg.MaxFlowKeys)
 		}
 	}
-	var resp Response
 	switch req.Op {
 	case OpGet:
 		v, ok := get(req.Key)
@@ -444,7 +470,7 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 		if v, ok := get(req.Key); ok {
 			n, err := strconv.ParseInt(string(v.Data), 10, 64)
 			if err != nil {
-				return Response{}, nil, fmt.Errorf("%w: %q", ErrNotInteger, v.Data)
+				return Response{}, nil, 0, fmt.Errorf("%w: %q", ErrNotInteger, v.Data)
 			}
 			cur = n
 		}
@@ -463,7 +489,7 @@ func (s *Store) apply(req Request, readOnly bool) (Response, map[string]Value, e
 		}
 		resp.Succeeded = true
 	}
-	return resp, changed, nil
+	return resp, changed, hiddenMs, nil
 }
 
 // commit writes changed keys to the shard in mode, with the flow's

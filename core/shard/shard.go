@@ -75,6 +75,10 @@ type Bugs struct {
 	// NoExpiryClamp ("no-expiry-clamp"): NowMs is the node's clock as it
 	// is, so a clock stepped back shows entries that had expired again.
 	NoExpiryClamp bool
+	// NoFloorRecovery ("no-floor-recovery"): recovery ignores the clock
+	// floor on disk, so a node that comes back with its clock behind
+	// starts its clamp there and shows entries that had expired.
+	NoFloorRecovery bool
 	// RetryFailedSync ("retry-failed-sync"): a failed write or fsync is
 	// taken as passing trouble: the writer keeps its waiters and tries
 	// again at its next turn, instead of stopping the node. After a failed
@@ -174,7 +178,10 @@ type Shard[V any] struct {
 	seq         uint64 // the last persisted Put
 	written     uint64 // every Put up to this is in the backend
 	durable     uint64 // every Put up to this is fsynced
-	waiters     []waiter
+	// durableFloorMs is the clock floor the last fsync made durable: a
+	// restart's clamp starts at least there.
+	durableFloorMs int64
+	waiters        []waiter
 
 	flushT, syncT, purgeT clock.Timer
 	lastMs                int64
@@ -213,8 +220,9 @@ func (f *flowState[V]) dueAt() int64 {
 }
 
 type waiter struct {
-	seq uint64
-	fn  func(error)
+	seq   uint64 // a WhenDurable: the Put it waits for
+	floor int64  // a WhenFloorDurable: the clock floor it waits for (0: none)
+	fn    func(error)
 }
 
 // Open recovers a shard from its backend: every stored flow, minus those
@@ -246,7 +254,9 @@ func (s *Shard[V]) recover() error {
 		prev = &m
 		if m.Flow == clockFlow {
 			if m.Key == clockKey && len(m.Value) == 8 {
-				s.lastMs = int64(binary.LittleEndian.Uint64(m.Value))
+				if !s.cfg.Bugs.NoFloorRecovery {
+					s.lastMs = int64(binary.LittleEndian.Uint64(m.Value))
+				}
 				return nil
 			}
 			return fmt.Errorf("shard: recover: bad clock record %q=%x", m.Key, m.Value)
@@ -276,6 +286,7 @@ func (s *Shard[V]) recover() error {
 	}
 	s.stats.Recovered = len(order)
 	s.floorMs = s.lastMs
+	s.durableFloorMs = s.lastMs
 	// The backend keeps no recency; a flow that lives longer was most
 	// likely written later, so it enters the LRU later.
 	now := s.NowMs()
@@ -463,6 +474,26 @@ func (s *Shard[V]) WhenDurable(flow string, fn func(error)) {
 		return
 	}
 	s.waiters = append(s.waiters, waiter{seq: f.lastSeq, fn: fn})
+	s.pendingSync = true
+	s.armFlush()
+}
+
+// WhenFloorDurable runs fn once the clock floor on disk is at least atMs:
+// at once if it is, else after the fsync that takes it there. A read that
+// hides an entry because it expired at atMs waits for it before it
+// answers: otherwise a crash, and a clock stepped back before the restart,
+// could show the entry again to a later read. Only reads of entries that
+// expired since the last floor reached the disk ever wait.
+func (s *Shard[V]) WhenFloorDurable(atMs int64, fn func(error)) {
+	if atMs <= s.durableFloorMs || s.env.Backend == nil {
+		fn(s.err)
+		return
+	}
+	if s.stopped {
+		fn(ErrClosed)
+		return
+	}
+	s.waiters = append(s.waiters, waiter{floor: atMs, fn: fn})
 	s.pendingSync = true
 	s.armFlush()
 }
@@ -657,6 +688,7 @@ func (s *Shard[V]) flush() {
 		case wantSync:
 			s.unsynced = false
 			s.durable = s.written
+			s.durableFloorMs = s.floorMs
 		}
 	}
 	s.answer()
@@ -682,7 +714,11 @@ func (s *Shard[V]) answer() {
 	}
 	var ready, rest []waiter
 	for _, w := range s.waiters {
-		if s.err != nil || w.seq <= s.durable || s.env.Backend == nil {
+		done := w.seq <= s.durable
+		if w.floor > 0 {
+			done = w.floor <= s.durableFloorMs
+		}
+		if s.err != nil || done || s.env.Backend == nil {
 			ready = append(ready, w)
 		} else {
 			rest = append(rest, w)

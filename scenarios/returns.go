@@ -1,0 +1,177 @@
+package scenarios
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/sim"
+)
+
+// ownership-returns moves ownership back as well as forward, which a
+// cluster that only ever grows and sheds founders never does: a node is
+// added and removed again, so its flows go back to their earlier owners;
+// added once more, with its old disk; a founder is removed and comes back,
+// also with its old disk; and a founder is cut off while two membership
+// changes commit, so it catches up on both at once (often from a
+// snapshot) while it owns flows. Every flow op is checked as in flow-ops;
+// the record-based loss checker forgives only where a handover could not
+// happen.
+
+func init() {
+	Register(Scenario{
+		Name:     "ownership-returns",
+		Summary:  "a node added, removed and added again; a founder removed and re-added with its old disk; a founder cut off across two membership changes",
+		Duration: 60 * time.Second,
+		Richness: 15,
+		Bugs: []Bug{
+			{Name: "stale-adoption", Summary: "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", Window: 60, MinCaught: 3},
+		},
+		Floors: []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
+		Run:    runOwnershipReturns,
+	})
+}
+
+func runOwnershipReturns(run *Run) error {
+	k := run.Kernel
+	const voters, extra = 4, 1
+	cfg := flow.Config{}
+	h, hot, all, calm := flowSetup(run, voters, extra, cfg)
+	r := k.Stream("faults")
+	for _, n := range h.nodes[:voters] {
+		n.Start()
+	}
+	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
+	h.startChecks(100 * time.Millisecond)
+
+	spare := h.nodes[voters]
+	founder := h.nodes[r.IntN(voters)]
+	var lagger *sim.Node
+	for lagger == nil || lagger == founder {
+		lagger = h.nodes[r.IntN(voters)]
+	}
+	pause := func() time.Duration { return sim.Between(r, 1500*time.Millisecond, 3*time.Second) }
+	run.Knob("returns", fmt.Sprintf("spare %s; founder %s removed and re-added; %s cut off across two changes", spare.Name(), founder.Name(), lagger.Name()))
+
+	voter := func(n *sim.Node) bool {
+		for _, m := range h.membership().Voters {
+			if m.ID == n.ID() {
+				return true
+			}
+		}
+		return false
+	}
+	member := func(n *sim.Node) bool { return h.isMember(n.ID()) }
+	// via is a live voter other than the ones named.
+	via := func(not ...*sim.Node) *sim.Node {
+		for _, i := range r.Perm(len(h.nodes)) {
+			n := h.nodes[i]
+			ok := n.Up() && voter(n)
+			for _, x := range not {
+				ok = ok && n != x
+			}
+			if ok {
+				return n
+			}
+		}
+		return nil
+	}
+	// add makes n a voter (a learner first; the leader promotes it) and
+	// then runs next; remove takes it out and shuts it down. Each retries
+	// until the membership shows it, and gives up at calm.
+	var add, remove func(n *sim.Node, next func())
+	add = func(n *sim.Node, next func()) {
+		if k.Now() >= calm {
+			return
+		}
+		if !n.Up() {
+			n.Start() // with whatever its disk kept from before
+		}
+		if !member(n) {
+			if v := via(n); v != nil {
+				h.call(v, func(cn *consensus.Node) {
+					cn.AddLearner(consensus.NewMember(n.Name(), n.Name()+":7000"), func(error) {})
+				})
+			}
+		}
+		k.After(time.Second, sim.EvClient, xxhash.Sum64String("add "+n.Name()), func() {
+			if voter(n) {
+				k.Logf("%s is a voter again", n.Name())
+				run.Did("membership-changes", 1)
+				k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next)
+				return
+			}
+			add(n, next)
+		})
+	}
+	remove = func(n *sim.Node, next func()) {
+		if k.Now() >= calm {
+			return
+		}
+		if v := via(n); v != nil {
+			h.call(v, func(cn *consensus.Node) { cn.RemoveMember(n.ID(), func(error) {}) })
+		}
+		k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove "+n.Name()), func() {
+			if !member(n) {
+				k.Logf("%s removed", n.Name())
+				run.Did("membership-changes", 1)
+				n.Crash() // a removed node is shut down; its disk stays
+				k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next)
+				return
+			}
+			remove(n, next)
+		})
+	}
+	isolate := func(n *sim.Node) {
+		var rest []dial.NodeID
+		for _, o := range h.nodes {
+			if o != n {
+				rest = append(rest, o.ID())
+			}
+		}
+		k.Logf("fault cut %s off", n.Name())
+		h.nw.Split(k.Nodes(), []dial.NodeID{n.ID()}, rest)
+	}
+	done := func() {}
+	// The script: spare in, out, in again; the lagger cut off while the
+	// spare goes out and in once more; a founder out and back.
+	k.At(sim.Between(r, 2*time.Second, 4*time.Second), sim.EvClient, xxhash.Sum64String("script"), func() {
+		add(spare, func() {
+			remove(spare, func() {
+				add(spare, func() {
+					isolate(lagger)
+					remove(spare, func() {
+						add(spare, func() {
+							h.nw.Heal()
+							k.Logf("fault heal: %s catches up on two membership changes", lagger.Name())
+							remove(founder, func() { add(founder, done) })
+						})
+					})
+				})
+			})
+		})
+	})
+	var members []*sim.Node
+	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
+		h.nw.Heal()
+		for _, n := range h.nodes {
+			if member(n) {
+				if !n.Up() {
+					n.Start()
+				}
+				members = append(members, n)
+			}
+		}
+		h.checkLiveness(members, 5*time.Second, nil)
+		h.checkFlowsServed(members, hot, 3*time.Second)
+	})
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	h.finishFlows(members, nil)
+	return nil
+}
