@@ -50,7 +50,9 @@ type FaultRecord interface {
 	// [from, to].
 	HandoverLost(flow string, a, b dial.NodeID, from, to time.Duration) bool
 	// HandedOver reports whether a copy of flow that a sent after from
-	// (an adoption answer) reached b by to.
+	// (an adoption answer) reached b by to, and early enough that b's
+	// adoption had to take it in: an adoption may complete without an
+	// answer once AdoptWait has passed since it began.
 	HandedOver(flow string, a, b dial.NodeID, from, to time.Duration) bool
 	// Name is a node's name, for the reasons given.
 	Name(node dial.NodeID) string

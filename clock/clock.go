@@ -14,10 +14,17 @@ import "time"
 // clock, as Go timers do on a real machine: a step of the wall reading does
 // not move a pending timer, drift does.
 //
+// Mono is the monotonic reading, from an arbitrary origin: no step of the
+// wall reading moves it; drift does. It is what a node measures elapsed
+// time with when it must not count on its timers firing on time: a loop
+// blocked in an fsync runs a timer late, and a ticker that has fallen
+// behind drops ticks, so counting ticks measures less time than passed.
+//
 // Callbacks run on the node's own loop, one at a time, never concurrently
 // with any other code of that node.
 type Clock interface {
 	Now() time.Time
+	Mono() time.Duration
 	AfterFunc(d time.Duration, f func()) Timer
 }
 

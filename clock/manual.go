@@ -10,6 +10,7 @@ import (
 // clock or starts a goroutine. It is not safe for concurrent use.
 type Manual struct {
 	now    time.Time
+	mono   time.Duration // moved by Advance only
 	seq    uint64
 	timers []*manualTimer
 }
@@ -32,6 +33,9 @@ func NewManual(start time.Time) *Manual { return &Manual{now: start} }
 
 // Now returns the clock's reading.
 func (c *Manual) Now() time.Time { return c.now }
+
+// Mono is how far Advance has moved the clock in all.
+func (c *Manual) Mono() time.Duration { return c.mono }
 
 // Set steps the clock's reading to t, forward or back, and runs no timer:
 // a wall-clock step, which moves Now but not pending timers' deadlines.
@@ -70,11 +74,13 @@ func (c *Manual) Advance(d time.Duration) {
 		t := c.timers[0]
 		t.stopped = true
 		if t.at.After(c.now) {
+			c.mono += t.at.Sub(c.now)
 			c.now = t.at
 		}
 		t.f()
 	}
 	if end.After(c.now) {
+		c.mono += end.Sub(c.now)
 		c.now = end
 	}
 }

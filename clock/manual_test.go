@@ -25,3 +25,15 @@ func TestManualRunsTimersInDeadlineOrder(t *testing.T) {
 	c.Advance(0)
 	require.Len(t, got, 3)
 }
+
+func TestManualMonoCountsAdvanceOnly(t *testing.T) {
+	c := NewManual(time.Unix(100, 0))
+	var inTimer time.Duration
+	c.AfterFunc(time.Second, func() { inTimer = c.Mono() })
+	c.Advance(1500 * time.Millisecond)
+	require.Equal(t, time.Second, inTimer, "a timer reads the monotonic clock at its deadline")
+	c.Set(time.Unix(10, 0)) // a wall step does not move it
+	require.Equal(t, 1500*time.Millisecond, c.Mono())
+	c.Advance(time.Second)
+	require.Equal(t, 2500*time.Millisecond, c.Mono())
+}

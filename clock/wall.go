@@ -7,7 +7,8 @@ import "time"
 // handed to post, which must queue them onto the node's loop. This keeps the
 // one rule of core/ (nothing runs concurrently with the node) in real mode.
 type Wall struct {
-	post func(func())
+	post   func(func())
+	origin time.Time // carries Go's monotonic reading
 }
 
 // NewWall returns a wall clock that delivers timer callbacks through post.
@@ -18,11 +19,14 @@ func NewWall(post func(func())) *Wall {
 	if post == nil {
 		panic("clock: NewWall needs a post function")
 	}
-	return &Wall{post: post}
+	return &Wall{post: post, origin: time.Now()}
 }
 
 // Now reads the wall clock.
 func (w *Wall) Now() time.Time { return time.Now() }
+
+// Mono is the time since NewWall on Go's monotonic clock.
+func (w *Wall) Mono() time.Duration { return time.Since(w.origin) }
 
 // AfterFunc arranges for f to run on the node's loop after d.
 func (w *Wall) AfterFunc(d time.Duration, f func()) Timer {

@@ -186,9 +186,9 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	// that was dropped on the wire from one that is still on its way.
 	if nw.blocked[l] || sim.Chance(nw.rng, nw.cfg.Loss) || (nw.drop != nil && nw.drop(from, to, frame)) {
 		nw.Dropped++
-		sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Sent}
+		sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Copies: 1, Fate: Sent}
 		nw.watched(sent)
-		sent.Fate = Lost
+		sent.Copies, sent.Fate = 0, Lost
 		nw.watched(sent)
 		return nil
 	}
@@ -235,7 +235,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 			}
 		})
 	}
-	sent.ArriveBy = arriveBy
+	sent.ArriveBy, sent.Copies = arriveBy, copies
 	nw.watched(sent)
 	return nil
 }
@@ -261,6 +261,7 @@ type Sending struct {
 	Frame    []byte // the caller's bytes; read, never keep or change
 	At       time.Duration
 	ArriveBy time.Duration
+	Copies   int // how many copies will be Delivered or Lost (Sent only)
 	Fate     Fate
 }
 

@@ -32,12 +32,21 @@ func drawDisk(run *Run, base sim.DiskConfig, syncFailMax float64, calm time.Dura
 		d.WriteFailProb = d.SyncFailProb / 4
 	}
 	d.FaultsUntil = calm
+	// How long an fsync keeps a node busy: a fast NVMe disk, the
+	// default, or a slow volume (a spinning disk, a throttled cloud
+	// disk), where a loop blocked in fsyncs runs its timers late.
+	switch r.IntN(3) {
+	case 0:
+		d.SyncLatencyMin, d.SyncLatencyMax = 50*time.Microsecond, time.Millisecond
+	case 2:
+		d.SyncLatencyMin, d.SyncLatencyMax = 2*time.Millisecond, 25*time.Millisecond
+	}
 	run.Knob("disk", diskKnob(d))
 	return d
 }
 
 func diskKnob(d sim.DiskConfig) string {
-	return fmt.Sprintf("torn=%.2f sync_fail=%.4f write_fail=%.4f until=%v", d.TornWriteProb, d.SyncFailProb, d.WriteFailProb, d.FaultsUntil)
+	return fmt.Sprintf("torn=%.2f sync_fail=%.4f write_fail=%.4f until=%v fsync=%v..%v", d.TornWriteProb, d.SyncFailProb, d.WriteFailProb, d.FaultsUntil, d.SyncLatencyMin, d.SyncLatencyMax)
 }
 
 // supervise restarts every node that halts, after a short pause drawn

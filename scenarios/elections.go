@@ -28,7 +28,7 @@ func init() {
 		Duration: 30 * time.Second,
 		Richness: 10,
 		Bugs: []Bug{
-			{Name: bugNoVoteSync, Summary: "a hard state that changes only the term and vote is written without an fsync", Window: 60, MinCaught: 8},
+			{Name: bugNoVoteSync, Summary: "a hard state that changes only the term and vote is written without an fsync", Window: 60, MinCaught: 5},
 		},
 		Floors: []Floor{{"kv-ops-ok", 15}, {"votes", 4}, {"crashes-after-vote", 1}},
 		Run:    runElectionCrash,

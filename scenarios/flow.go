@@ -40,11 +40,17 @@ type flowHarness struct {
 	callOp    int
 	arriveBy  time.Duration
 	forwarded bool
+	// takenAt is when the node took the last client call: its local
+	// time, later than the call while it is busy in fsyncs.
+	takenAt time.Duration
+	// waited is, per history op, how long its answer waited for the
+	// answering node's fsyncs (checker.Bridge).
+	waited map[int]time.Duration
 	// opFrames maps a request frame in flight (by its first byte's
 	// address: the network hands watchers the sender's own slice) to its
 	// history op; applied records, per op, the node that first received
 	// it and when: where and when an owner applies a request.
-	opFrames map[*byte]int
+	opFrames map[*byte]opFrame
 	applied  map[int]checker.FlowService
 	services []checker.FlowService
 	// contacts are the raft frames the network delivered, for the D-17
@@ -54,6 +60,7 @@ type flowHarness struct {
 	// the adoption answers it delivered.
 	lostHandovers []lostFrame
 	handovers     []handover
+	firstAsk      map[adoptionKey]time.Duration
 	cuts          []checker.FlowCut
 }
 
@@ -63,15 +70,27 @@ type lostFrame struct {
 	at       time.Duration
 }
 
+// handover is an adoption answer the network delivered; asked is when
+// the adopter first sent an ask of that adoption to anyone (the
+// network's record of the adoption's start, at the latest).
 type handover struct {
-	flow            string
-	from, to        dial.NodeID
-	sent, delivered time.Duration
+	flow                   string
+	from, to               dial.NodeID
+	sent, delivered, asked time.Duration
+}
+
+// adoptionKey names one adoption: its adopter (and the adopter's
+// incarnation: ids start over on a restart), flow and id.
+type adoptionKey struct {
+	by   dial.NodeID
+	inc  uint64
+	flow string
+	id   uint64
 }
 
 func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 	h := &flowHarness{raftCluster: c, flowHist: linearizability.NewHistory(0), callOp: -1,
-		opFrames: map[*byte]int{}, applied: map[int]checker.FlowService{}}
+		opFrames: map[*byte]opFrame{}, firstAsk: map[adoptionKey]time.Duration{}, waited: map[int]time.Duration{}, applied: map[int]checker.FlowService{}}
 	cfg2 := cfg
 	c.timing.applyFlow(&cfg2)
 	c.flowCfg = &cfg2
@@ -89,9 +108,15 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 
 // watch reads the network's record for the flow checkers.
 func (h *flowHarness) watch(s netsim.Sending) {
+	// A delivered frame is taken by its node when the node is free: at
+	// its local time, after the fsyncs it is still busy in.
+	var taken time.Duration
+	if s.Fate == netsim.Delivered {
+		taken = h.byID[s.To].Local()
+	}
 	if len(s.Frame) > 0 && s.Frame[0] != flow.FramePrefix && s.Fate == netsim.Delivered {
 		if info, err := consensus.DecodeFrame(s.Frame); err == nil {
-			h.contacts = append(h.contacts, checker.Contact{To: s.To, From: s.From, At: h.k.Now(), FromLeader: info.FromLeader(), Ack: info.ToLeader()})
+			h.contacts = append(h.contacts, checker.Contact{To: s.To, From: s.From, At: taken, FromLeader: info.FromLeader(), Ack: info.ToLeader()})
 		}
 		return
 	}
@@ -100,6 +125,11 @@ func (h *flowHarness) watch(s netsim.Sending) {
 	}
 	switch s.Fate {
 	case netsim.Sent:
+		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameAdopt {
+			if key := (adoptionKey{s.From, h.byID[s.From].Incarnation(), info.Flow, info.ID}); h.firstAsk[key] == 0 {
+				h.firstAsk[key] = s.At
+			}
+		}
 		if s.From != h.calling {
 			return
 		}
@@ -107,23 +137,54 @@ func (h *flowHarness) watch(s netsim.Sending) {
 		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameOp {
 			h.forwarded = true
 			if h.callOp >= 0 {
-				h.opFrames[&s.Frame[0]] = h.callOp
+				h.opFrames[&s.Frame[0]] = opFrame{op: h.callOp, copies: s.Copies}
 			}
 		}
 	case netsim.Delivered:
-		if op, ok := h.opFrames[&s.Frame[0]]; ok {
-			delete(h.opFrames, &s.Frame[0])
-			h.applied[op] = checker.FlowService{Flow: h.flowHist.Op(op).Key, Node: s.To, At: h.k.Now()}
+		if of, ok := h.opFrames[&s.Frame[0]]; ok {
+			h.frameFate(s)
+			// Each copy of the request can take effect when it is taken,
+			// which a busy owner does after its arrival.
+			op := h.flowHist.Op(of.op)
+			if op.Bounded && taken > op.Until {
+				h.flowHist.Bound(of.op, taken)
+			}
+			if _, first := h.applied[of.op]; !first && op.Return == 0 {
+				h.applied[of.op] = checker.FlowService{Flow: op.Key, Node: s.To, At: taken}
+			}
 			return
 		}
 		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameAdoptResp {
-			h.handovers = append(h.handovers, handover{flow: info.Flow, from: s.From, to: s.To, sent: s.At, delivered: h.k.Now()})
+			asked, ok := h.firstAsk[adoptionKey{s.To, h.byID[s.To].Incarnation(), info.Flow, info.ID}]
+			if !ok {
+				asked = s.At // an answer to no ask the network carried
+			}
+			h.handovers = append(h.handovers, handover{flow: info.Flow, from: s.From, to: s.To, sent: s.At, delivered: taken, asked: asked})
 		}
 	case netsim.Lost:
+		if _, ok := h.opFrames[&s.Frame[0]]; ok {
+			h.frameFate(s)
+			return
+		}
 		if info, err := flow.DecodeFrame(s.Frame); err == nil && (info.Kind == flow.FrameAdopt || info.Kind == flow.FrameAdoptResp) {
 			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	}
+}
+
+// opFrame is a client's request on its way to an owner: its history op
+// and how many of its copies the network has yet to deliver or lose.
+type opFrame struct{ op, copies int }
+
+// frameFate counts one copy of a request frame delivered or lost, and
+// forgets the frame when none is left in flight.
+func (h *flowHarness) frameFate(s netsim.Sending) {
+	of := h.opFrames[&s.Frame[0]]
+	if of.copies--; of.copies <= 0 {
+		delete(h.opFrames, &s.Frame[0])
+		return
+	}
+	h.opFrames[&s.Frame[0]] = of
 }
 
 // faultRecord is the simulator's record that FlowCuts reads.
@@ -137,9 +198,15 @@ func (r faultRecord) Cut(a, b dial.NodeID, from, to time.Duration) bool {
 	return r.h.nw.CutDuring(a, b, from, to)
 }
 
+// HandedOver counts an answer only if it reached the adopter before the
+// adoption could have completed without it: an adoption may complete once
+// AdoptWait has passed since it began (on the adopter's clock, which may
+// run 0.1% fast), and an answer that comes later may be ignored by design,
+// even if it comes before the adopter first serves the flow.
 func (r faultRecord) HandedOver(f string, a, b dial.NodeID, from, to time.Duration) bool {
+	wait := r.h.flowCfg.AdoptWait - r.h.flowCfg.AdoptWait/1000
 	for _, ho := range r.h.handovers {
-		if ho.flow == f && ho.from == a && ho.to == b && ho.sent >= from && ho.delivered <= to {
+		if ho.flow == f && ho.from == a && ho.to == b && ho.sent >= from && ho.delivered <= to && ho.delivered < ho.asked+wait {
 			return true
 		}
 	}
@@ -276,14 +343,19 @@ func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
 	}
 	op := h.flowHist.Call(client, f, in, h.k.Now())
 	defer func() { h.flowHist.Bound(op, until) }()
-	call := h.k.Now()
 	var forwarded bool
-	until, forwarded = h.callFlowOp(n, uint64(client), uint64(op), op, req, func(resp flow.Response, err error) {
+	var taken time.Duration
+	until, forwarded = h.callFlowOp(n, uint64(client), uint64(op), op, &taken, req, func(resp flow.Response, err error) {
 		now := h.k.Now()
+		// The call waited for the node's fsyncs twice: before the node
+		// took it, and before the event that answered it ran.
+		if w := (taken - h.flowHist.Op(op).Call) + (now - h.k.EventAt()); w > 0 {
+			h.waited[op] = w
+		}
 		if err == nil || errors.Is(err, flow.ErrNotInteger) {
 			// Served: where and when it was applied, by the record.
 			if !forwarded {
-				h.services = append(h.services, checker.FlowService{Flow: f, Node: n.ID(), At: call})
+				h.services = append(h.services, checker.FlowService{Flow: f, Node: n.ID(), At: taken})
 			} else if s, ok := h.applied[op]; ok {
 				h.services = append(h.services, s)
 			}
@@ -329,14 +401,15 @@ var errClientDeadline = errors.New("client deadline (node crashed?)")
 // a node sends a client's request once, inside the call, so no request can
 // take effect after the last frame the call sent has arrived.
 func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request, done func(flow.Response, error)) (until time.Duration) {
-	until, _ = h.callFlowOp(n, client, tag, -1, req, done)
+	until, _ = h.callFlowOp(n, client, tag, -1, nil, req, done)
 	return until
 }
 
 // callFlowOp is callFlow for history op (-1: none), which also reports
 // whether the node sent the request on to an owner (else it served it
-// itself, or refused it).
-func (h *flowHarness) callFlowOp(n *sim.Node, client, tag uint64, op int, req flow.Request, done func(flow.Response, error)) (until time.Duration, forwarded bool) {
+// itself, or refused it), and sets *taken, if not nil, to when the node
+// took the call: later than the call while the node is busy in fsyncs.
+func (h *flowHarness) callFlowOp(n *sim.Node, client, tag uint64, op int, taken *time.Duration, req flow.Request, done func(flow.Response, error)) (until time.Duration, forwarded bool) {
 	a := &answer{}
 	inc := n.Incarnation()
 	store := h.flows[n.Name()]
@@ -354,9 +427,17 @@ func (h *flowHarness) callFlowOp(n *sim.Node, client, tag uint64, op int, req fl
 		settle(flow.Response{}, fmt.Errorf("%w: node down", flow.ErrSend))
 		return call, false
 	}
-	h.calling, h.callOp, h.arriveBy, h.forwarded = n.ID(), op, call, false
-	n.Do(func() { store.Do(req, settle) })
-	h.calling, h.callOp, until, forwarded = 0, -1, h.arriveBy, h.forwarded
+	h.calling, h.callOp, h.arriveBy, h.forwarded, h.takenAt = n.ID(), op, call, false, call
+	n.Do(func() {
+		// A busy node takes the call after its fsyncs: that is when it
+		// serves it, if it does.
+		h.takenAt = h.k.Now()
+		if taken != nil {
+			*taken = h.takenAt
+		}
+		store.Do(req, settle)
+	})
+	h.calling, h.callOp, until, forwarded = 0, -1, max(h.arriveBy, h.takenAt), h.forwarded
 	if a.done {
 		return until, forwarded
 	}
@@ -392,7 +473,7 @@ func (h *flowHarness) checkFlowLinearizable() {
 // checkBridge holds the bridge to its promises (checker.Bridge). Clocks
 // drift by at most 500ppm in these scenarios; 1000ppm covers it.
 func (h *flowHarness) checkBridge() {
-	checker.Bridge(h.run, h.flowHist.Ops(), h.deadline, 1000, "client deadline", flow.ErrShed.Error())
+	checker.Bridge(h.run, h.flowHist.Ops(), h.waited, h.deadline, 1000, "client deadline", flow.ErrShed.Error())
 }
 
 // checkConvergence: after quiescence every successor's copy of a flow
@@ -425,6 +506,14 @@ func (h *flowHarness) checkConvergence(members []*sim.Node) {
 					if theirs[k].Tuple != own[k].Tuple {
 						h.run.Fail("replica-convergence", "%s's copy of %s key %s has tuple %v; the owner %s has %v",
 							rn.Name(), f, k, theirs[k].Tuple, n.Name(), own[k].Tuple)
+					}
+				}
+				// Both ways: a key only a replica holds is a copy the
+				// owner's authority never reached.
+				for _, k := range sortedKeys(theirs) {
+					if _, ok := own[k]; !ok {
+						h.run.Fail("replica-convergence", "%s's copy of %s holds key %s (tuple %v), which the owner %s does not",
+							rn.Name(), f, k, theirs[k].Tuple, n.Name())
 					}
 				}
 			}

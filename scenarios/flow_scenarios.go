@@ -40,6 +40,7 @@ func init() {
 			{Name: "no-fence", Summary: "the owner skips its membership-index checks", Window: 30, MinCaught: 8},
 			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 30, MinCaught: 24},
 			{Name: "no-adopt-wait", Summary: "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", Window: 30, MinCaught: 7},
+			{Name: bugTickWindow, Summary: "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", Window: 60, MinCaught: 12},
 		},
 		Floors: []Floor{{"flow-ops-ok", 50}, {"promotions", 1}},
 		Run:    runOwnerHandoff,
@@ -51,6 +52,7 @@ func init() {
 		Richness: 15,
 		Bugs: []Bug{
 			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 30, MinCaught: 20},
+			{Name: bugTickWindow, Summary: "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", Window: 60, MinCaught: 4},
 		},
 		Floors: []Floor{{"flow-ops-ok", 15}, {"cuts", 3}},
 		Run:    runIsolatedOwner,
@@ -88,6 +90,7 @@ func flowBugs(run *Run) flow.Bugs {
 		NoReadopt:     run.Bug("no-readopt"),
 		NoFloorWait:   run.Bug("no-floor-wait"),
 		StaleAdoption: run.Bug("stale-adoption"),
+		NoPrune:       run.Bug("no-prune"),
 	}
 }
 

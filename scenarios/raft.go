@@ -94,6 +94,7 @@ const (
 	bugJournalTrustTail = "journal-trust-tail"
 	bugPromoteEarly     = "promote-early"
 	bugNoVoteSync       = "no-vote-sync"
+	bugTickWindow       = "tick-window"
 )
 
 func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config, disk sim.DiskConfig) *raftCluster {
@@ -126,7 +127,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 	})
 	kb, jb := raftBugs(run)
 	c.cfg = consensus.Config{KV: kv.Config{Bugs: kb}, Journal: journal.Config{Bugs: jb},
-		Bugs: consensus.Bugs{PromoteEarly: run.Bug(bugPromoteEarly), NoVoteSync: run.Bug(bugNoVoteSync)}}
+		Bugs: consensus.Bugs{PromoteEarly: run.Bug(bugPromoteEarly), NoVoteSync: run.Bug(bugNoVoteSync), TickWindow: run.Bug(bugTickWindow)}}
 	c.timing = drawTiming(run)
 	c.timing.applyConsensus(&c.cfg)
 	var boot []consensus.Member
@@ -261,74 +262,65 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 	value := kvValues[r.IntN(len(kvValues))]
 	now := c.k.Now()
 	a := &answer{}
-	var op int
+	var opID int
 	giveUp := func() {
 		if a.once() {
-			c.hist.GiveUp(op, "client deadline", c.k.Now())
+			c.hist.GiveUp(opID, "client deadline", c.k.Now())
 			next()
 		}
 	}
 	refuse := func(why string) {
 		if a.once() {
-			c.hist.Refuse(op, why, c.k.Now())
+			c.hist.Refuse(opID, why, c.k.Now())
 			next()
 		}
 	}
 	unknownOrRefused := func(err error) {
 		if consensus.Unknown(err) {
 			if a.once() {
-				c.hist.GiveUp(op, err.Error(), c.k.Now())
+				c.hist.GiveUp(opID, err.Error(), c.k.Now())
 				next()
 			}
 			return
 		}
 		refuse(err.Error())
 	}
+	// propose runs one write: an answered one is recorded by applied,
+	// which returns what the history keeps of it.
+	propose := func(op kv.Op, applied func(kv.Result) linearizability.KVOutput) {
+		if !c.call(n, func(cn *consensus.Node) {
+			cn.Propose(op, func(res kv.Result, err error) {
+				switch {
+				case err != nil:
+					unknownOrRefused(err)
+				case res.Err != nil:
+					refuse(res.Err.Error())
+				default:
+					if a.once() {
+						c.hist.Return(opID, applied(res), c.k.Now())
+						next()
+					}
+				}
+			})
+		}) {
+			refuse("node down")
+		}
+	}
 	switch pick := r.IntN(20); {
 	case pick >= 17:
-		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVDelete}, now)
-		ok := c.call(n, func(cn *consensus.Node) {
-			cn.Propose(kv.Delete(key), func(res kv.Result, err error) {
-				switch {
-				case err != nil:
-					unknownOrRefused(err)
-				case res.Err != nil:
-					refuse(res.Err.Error())
-				default:
-					if a.once() {
-						c.hist.Return(op, linearizability.KVOutput{Found: res.Found, Version: res.Version}, c.k.Now())
-						delete(cl.lastSeen, key)
-						next()
-					}
-				}
-			})
+		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVDelete}, now)
+		propose(kv.Delete(key), func(res kv.Result) linearizability.KVOutput {
+			delete(cl.lastSeen, key)
+			return linearizability.KVOutput{Found: res.Found, Version: res.Version}
 		})
-		if !ok {
-			refuse("node down")
-		}
 	case pick < 7:
-		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVPut, Value: value}, now)
-		ok := c.call(n, func(cn *consensus.Node) {
-			cn.Propose(kv.Put(key, []byte(value)), func(res kv.Result, err error) {
-				switch {
-				case err != nil:
-					unknownOrRefused(err)
-				case res.Err != nil:
-					refuse(res.Err.Error())
-				default:
-					if a.once() {
-						c.hist.Return(op, linearizability.KVOutput{Version: res.Version}, c.k.Now())
-						cl.lastSeen[key] = kv.Entry{Value: []byte(value), Version: res.Version}
-						next()
-					}
-				}
-			})
+		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVPut, Value: value}, now)
+		propose(kv.Put(key, []byte(value)), func(res kv.Result) linearizability.KVOutput {
+			cl.lastSeen[key] = kv.Entry{Value: []byte(value), Version: res.Version}
+			return linearizability.KVOutput{Version: res.Version}
 		})
-		if !ok {
-			refuse("node down")
-		}
 	case pick < 13:
-		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVGet}, now)
+		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVGet}, now)
 		ok := c.call(n, func(cn *consensus.Node) {
 			cn.Read(key, func(e kv.Entry, found bool, err error) {
 				if err != nil {
@@ -341,7 +333,7 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 						out.Value, out.Version = string(e.Value), e.Version
 						cl.lastSeen[key] = e
 					}
-					c.hist.Return(op, out, c.k.Now())
+					c.hist.Return(opID, out, c.k.Now())
 					next()
 				}
 			})
@@ -351,38 +343,23 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 		}
 	default:
 		seen := cl.lastSeen[key]
-		op = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVCas, Expect: seen.Version, Value: value}, now)
+		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVCas, Expect: seen.Version, Value: value}, now)
 		guard := kv.VersionIs(key, seen.Version)
 		guard.Value = seen.Value // what the value-guard bug compares instead
 		if seen.Version == 0 && r.IntN(2) == 0 {
 			guard = kv.Absent(key) // the other way to say "absent"
 		}
-		ok := c.call(n, func(cn *consensus.Node) {
-			cn.Propose(kv.Txn([]kv.Guard{guard}, []kv.Op{kv.Put(key, []byte(value))}, nil), func(res kv.Result, err error) {
-				switch {
-				case err != nil:
-					unknownOrRefused(err)
-				case res.Err != nil:
-					refuse(res.Err.Error())
-				default:
-					if a.once() {
-						out := linearizability.KVOutput{Succeeded: res.Succeeded}
-						if res.Succeeded {
-							out.Version = res.Version
-							cl.lastSeen[key] = kv.Entry{Value: []byte(value), Version: res.Version}
-						}
-						c.hist.Return(op, out, c.k.Now())
-						next()
-					}
-				}
-			})
+		propose(kv.Txn([]kv.Guard{guard}, []kv.Op{kv.Put(key, []byte(value))}, nil), func(res kv.Result) linearizability.KVOutput {
+			out := linearizability.KVOutput{Succeeded: res.Succeeded}
+			if res.Succeeded {
+				out.Version = res.Version
+				cl.lastSeen[key] = kv.Entry{Value: []byte(value), Version: res.Version}
+			}
+			return out
 		})
-		if !ok {
-			refuse("node down")
-		}
 	}
 	if !a.done {
-		c.k.After(c.clientDeadline, sim.EvClient, uint64(op), giveUp)
+		c.k.After(c.clientDeadline, sim.EvClient, uint64(opID), giveUp)
 	}
 }
 

@@ -135,6 +135,10 @@ func runOwnershipReturns(run *Run) error {
 		}
 		k.Logf("fault cut %s off", n.Name())
 		h.nw.Split(k.Nodes(), []dial.NodeID{n.ID()}, rest)
+		// Its own clients keep writing to it on its side: what it takes
+		// in before it stops (D-17) reaches no one else, and comes back
+		// with it, a copy the new owners' adoptions never saw.
+		h.startOwnedClients(n, 6, calm)
 	}
 	done := func() {}
 	// The script: spare in, out, in again; the lagger cut off while the

@@ -42,7 +42,10 @@ func (p clockPiece) offsetAt(t time.Duration) time.Duration {
 
 // record notes the clock's offset and rate from now on.
 func (c *Clock) record() {
-	p := clockPiece{at: c.n.k.now, offset: c.Offset(), ppm: c.ppm}
+	// A change lands at the node's local time: a node busy in fsyncs has
+	// already read its clock, in the step it is busy in, at instants up
+	// to its local time, with the clock as it was.
+	p := clockPiece{at: c.n.local(), offset: c.Offset(), ppm: c.ppm}
 	if n := len(c.history); n > 0 && c.history[n-1].at == p.at {
 		c.history[n-1] = p
 		return
@@ -53,9 +56,13 @@ func (c *Clock) record() {
 var _ clock.Clock = (*Clock)(nil)
 
 func (c *Clock) mono() time.Duration {
-	elapsed := c.n.k.now - c.trueBase
+	elapsed := c.n.local() - c.trueBase
 	return c.monoBase + elapsed + time.Duration(int64(elapsed)*c.ppm/1_000_000)
 }
+
+// Mono is the node's monotonic reading: true time since the clock began,
+// stretched by its drift, never moved by a step.
+func (c *Clock) Mono() time.Duration { return c.mono() }
 
 // Now is the node's wall reading.
 func (c *Clock) Now() time.Time { return Epoch.Add(c.offset + c.mono()) }
@@ -72,7 +79,7 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	trueDelay := time.Duration((int64(d)*1_000_000 + (1_000_000 + c.ppm) - 1) / (1_000_000 + c.ppm))
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(d))
-	h := c.n.k.atNode(c.n.k.now+trueDelay, EvTimer, c.n, xxhash.Sum64(b[:]), f)
+	h := c.n.k.atNode(c.n.local()+trueDelay, EvTimer, c.n, xxhash.Sum64(b[:]), f)
 	return simTimer{h}
 }
 
@@ -92,13 +99,13 @@ func (c *Clock) SetDrift(ppm int64) {
 		panic("sim: a clock cannot stop or run backwards")
 	}
 	c.monoBase = c.mono()
-	c.trueBase = c.n.k.now
+	c.trueBase = c.n.local()
 	c.ppm = ppm
 	c.record()
 }
 
 // Offset is the wall reading minus true time (skew plus drift so far).
-func (c *Clock) Offset() time.Duration { return c.Now().Sub(Epoch.Add(c.n.k.now)) }
+func (c *Clock) Offset() time.Duration { return c.Now().Sub(Epoch.Add(c.n.local())) }
 
 // Drift is the current drift in parts per million.
 func (c *Clock) Drift() int64 { return c.ppm }

@@ -60,9 +60,18 @@ func (k *Kernel) call(n *Node, f func()) {
 	if k.rand != nil {
 		k.rand.cur = n.crypto
 	}
+	// The node starts this call when it is done with its earlier ones:
+	// a node busy in an fsync takes the event after it (see busyUntil).
+	prev := k.cur
+	k.cur = n
+	n.busyUntil = max(n.busyUntil, k.now)
 	defer func() {
+		k.cur = prev
 		if k.rand != nil {
 			k.rand.cur = nil
+			if prev != nil {
+				k.rand.cur = prev.crypto
+			}
 		}
 		if r := recover(); r != nil {
 			if _, ok := r.(powerCut); ok {

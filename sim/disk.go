@@ -32,8 +32,10 @@ type DiskConfig struct {
 	// FaultsUntil, when not zero, is when fsync and write failures stop:
 	// a scenario's calm phase has none.
 	FaultsUntil time.Duration
-	// SyncLatencyMin and SyncLatencyMax bound how long an asynchronous
-	// fsync (SyncAsync) takes to complete, in virtual time.
+	// SyncLatencyMin and SyncLatencyMax bound how long an fsync takes,
+	// in virtual time: a Sync keeps the node busy that long (the events
+	// that come for it meanwhile wait, see Node.busyUntil); a SyncAsync
+	// completes that long after it was asked for.
 	SyncLatencyMin, SyncLatencyMax time.Duration
 	// MaxBytes bounds the total size of the node's files; a write past it
 	// fails with ErrNoSpace.
@@ -203,6 +205,7 @@ func (d *Disk) List() ([]string, error) {
 // SyncDir makes the current names durable.
 func (d *Disk) SyncDir() error {
 	d.mutate()
+	d.wait()
 	d.durable = make(map[string]*inode, len(d.dir))
 	for name, ino := range d.dir { //fenceline:unordered copying a map into a map
 		d.durable[name] = ino
@@ -221,7 +224,17 @@ func (d *Disk) SyncAsync(f journal.File, done func(error)) {
 	if sf != nil {
 		digest = uint64(len(sf.ino.data))
 	}
-	d.n.k.atNode(d.n.k.now+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
+	d.n.k.atNode(d.n.local()+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
+}
+
+// wait spends one fsync's latency of the node's time, if the node is the
+// one running: the process blocks in the fsync, and whatever it does next
+// (frames, timers, answers, its next event) comes after it.
+func (d *Disk) wait() {
+	if d.n.k.cur != d.n || d.cfg.SyncLatencyMax == 0 {
+		return
+	}
+	d.n.busyUntil = d.n.local() + Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
 }
 
 // crash applies the fault model: names back to the last SyncDir, each
@@ -374,6 +387,7 @@ func (f *simFile) Sync() error {
 	}
 	f.d.mutate()
 	f.d.Syncs++
+	f.d.wait()
 	if f.d.cfg.SyncFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.SyncFailProb) {
 		// The kernel dropped the dirty pages it could not write: the
 		// file is as of its last good sync, and the node must stop.

@@ -305,3 +305,50 @@ func TestFailedSyncAndFailStop(t *testing.T) {
 	require.Contains(t, halted[0], "b: ")
 	require.Equal(t, []string{"a"}, carried, "b stopped: nothing to report")
 }
+
+func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.SyncLatencyMin, cfg.SyncLatencyMax = 10*time.Millisecond, 10*time.Millisecond
+	k := New(1)
+	n := idleNodeWithDisk(k, cfg)
+	f, err := n.Disk().Create("log")
+	require.NoError(t, err)
+
+	var readBefore, readAfter, nextRan, timerRan, afterRan time.Duration
+	var mono time.Duration
+	k.At(time.Second, EvClient, 0, func() {
+		n.Do(func() {
+			readBefore = k.Now()
+			_, _ = f.Write([]byte("x"))
+			require.NoError(t, f.Sync())
+			require.NoError(t, n.Disk().SyncDir())
+			readAfter = k.Now()
+			mono = n.Clock().Mono()
+			n.Clock().AfterFunc(5*time.Millisecond, func() { timerRan = k.Now() })
+			k.After(time.Millisecond, EvClient, 0, func() { afterRan = k.Now() })
+		})
+	})
+	// An event that comes for the node while it is in the fsyncs waits.
+	k.At(time.Second+5*time.Millisecond, EvClient, 0, func() {
+		n.Do(func() { nextRan = k.Now() })
+	})
+	// A clock step that comes meanwhile lands once the step is done.
+	k.At(time.Second+6*time.Millisecond, EvFault, 0, func() { n.Clock().Step(-time.Second) })
+	require.NoError(t, k.RunUntil(2*time.Second))
+
+	require.Equal(t, time.Second, readBefore)
+	require.Equal(t, time.Second+20*time.Millisecond, readAfter, "two fsyncs of 10ms each")
+	require.Equal(t, time.Second+20*time.Millisecond, nextRan, "the next call waits for the fsyncs")
+	require.Equal(t, time.Second+25*time.Millisecond, timerRan, "timers run from the node's own time")
+	require.Equal(t, time.Second+21*time.Millisecond, afterRan)
+	require.Equal(t, time.Second+20*time.Millisecond, mono, "the monotonic reading counts the fsyncs")
+	require.Equal(t, time.Duration(0), n.Clock().OffsetAt(time.Second+19*time.Millisecond), "the step lands after the busy step")
+	require.Equal(t, -time.Second, n.Clock().OffsetAt(time.Second+20*time.Millisecond))
+	require.Equal(t, 2*time.Second, n.Local(), "idle again: local time is true time")
+	// A crash that comes while the node is busy lands after the step.
+	k.At(3*time.Second, EvClient, 0, func() { n.Do(func() { require.NoError(t, f.Sync()) }) })
+	k.At(3*time.Second+time.Millisecond, EvFault, 0, func() { n.Crash() })
+	require.NoError(t, k.RunUntil(4*time.Second))
+	from, _ := n.DownSpans()
+	require.Equal(t, []time.Duration{3*time.Second + 10*time.Millisecond}, from)
+}

@@ -71,6 +71,10 @@ type Kernel struct {
 	onHalt      func(n *Node, reason error)
 	onCarriedOn func(n *Node)
 	rand        *randSwitch
+
+	// cur is the node whose code is running, nil between node calls: its
+	// local time (Node.local) is what Now reads while it runs.
+	cur *Node
 }
 
 // Epoch is the wall reading every node clock starts from (before its
@@ -101,8 +105,21 @@ func (k *Kernel) Seed() uint64 { return k.seed }
 func (k *Kernel) Stream(label string) *rand.Rand { return Stream(k.seed, label) }
 
 // Now is virtual time since the run began. Nodes never see it: they see
-// their own clocks.
-func (k *Kernel) Now() time.Duration { return k.now }
+// their own clocks. While a node's code runs, Now is that node's local
+// time (Node.local): later than the event that started the call by the
+// fsyncs the node has waited for in it, so the frames it sends, the
+// timers it sets and the answers it gives carry the instant the fsync let
+// them happen at.
+func (k *Kernel) Now() time.Duration {
+	if k.cur != nil {
+		return k.cur.local()
+	}
+	return k.now
+}
+
+// EventAt is the true instant of the event being run: Now minus EventAt
+// is how long the running node's fsyncs made the event wait.
+func (k *Kernel) EventAt() time.Duration { return k.now }
 
 // Trace is the digest of every event run so far.
 func (k *Kernel) Trace() uint64 { return k.trace.Sum64() }
@@ -121,7 +138,7 @@ func (k *Kernel) SetTrace(w io.Writer) {
 		return
 	}
 	k.tracef = func(format string, args ...any) {
-		fmt.Fprintf(w, "%12s ", k.now)
+		fmt.Fprintf(w, "%12s ", k.Now())
 		fmt.Fprintf(w, format, args...)
 		fmt.Fprintln(w)
 	}
@@ -183,9 +200,9 @@ func (k *Kernel) At(at time.Duration, kind Kind, digest uint64, fn func()) Handl
 	return k.schedule(at, kind, 0, 0, digest, fn)
 }
 
-// After is At(now+d, ...).
+// After is At(Now()+d, ...): from a node's local time while it runs.
 func (k *Kernel) After(d time.Duration, kind Kind, digest uint64, fn func()) Handle {
-	return k.At(k.now+d, kind, digest, fn)
+	return k.At(k.Now()+d, kind, digest, fn)
 }
 
 // AtNode schedules a cluster-wide event that concerns node (a frame on its

@@ -53,6 +53,16 @@ type Node struct {
 	up      bool
 	handler dial.Handler
 
+	// busyUntil is when the node is done with the work it has been handed:
+	// each fsync (simFile.Sync) moves it on by the disk's sync latency. An
+	// event for the node that comes earlier runs at busyUntil instead (its
+	// local time, see local), as a process blocked in fsync takes its next
+	// frame, timer or client call only once the fsync returns. A step is
+	// still atomic: a crash lands between steps (a power cut inside one is
+	// Disk.CutPowerAfter's job), so what a step did stands even when the
+	// crash comes before its fsyncs would have ended.
+	busyUntil time.Duration
+
 	Starts, Crashes, Halts int
 	// downs is the node's crash record: when each crash happened and when
 	// the node came back (zero while it is still down).
@@ -107,7 +117,7 @@ func (n *Node) Start() {
 	n.up = true
 	n.Starts++
 	if k := len(n.downs); k > 0 && n.downs[k-1].to == 0 {
-		n.downs[k-1].to = n.k.now
+		n.downs[k-1].to = max(n.k.now, n.downs[k-1].from)
 	}
 	env := &Env{
 		ID:          n.id,
@@ -132,7 +142,9 @@ func (n *Node) Crash() {
 	n.inc++
 	n.up = false
 	n.Crashes++
-	n.downs = append(n.downs, downSpan{from: n.k.now})
+	// The crash lands after the step the node is busy in: that step's
+	// frames and answers, stamped up to its local time, happened.
+	n.downs = append(n.downs, downSpan{from: n.local()})
 	n.handler = nil
 	n.disk.crash()
 	n.k.Logf("%s crash", n.name)
@@ -166,6 +178,15 @@ func (n *Node) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
 	}
 	return false, 0
 }
+
+// local is the node's own time: the true instant its code is at, which
+// runs ahead of the kernel's while the node is busy in fsyncs.
+func (n *Node) local() time.Duration { return max(n.busyUntil, n.k.now) }
+
+// Local is the node's own time: the instant at which an event that came
+// for it now would run, after the fsyncs it is still busy in. A watcher
+// that sees a frame delivered learns from it when the node takes the frame.
+func (n *Node) Local() time.Duration { return n.local() }
 
 // Receive hands a frame to the node if the incarnation it was sent to is
 // still running. Networks call it when a frame arrives.

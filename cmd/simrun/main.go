@@ -133,6 +133,19 @@ func parse(args []string, stderr io.Writer) (config, error) {
 			}
 		}
 	}
+	if c.catchRates && !c.scenarioSet {
+		// -catch-rates -bug B: any scenario's bug B.
+		for _, b := range c.bugs {
+			found := false
+			for _, s := range scenarios.All() {
+				found = found || hasBug(s, b)
+			}
+			if !found {
+				return c, usageError{fmt.Sprintf("no scenario has a bug %q; see simrun -list", b)}
+			}
+		}
+		return c, nil
+	}
 	if !c.list {
 		// Validate the scenario and bugs now, so a sweep fails before it
 		// starts a single worker.

@@ -62,6 +62,11 @@ type Bugs struct {
 	// nothing but the term and vote without syncing it, though raft says
 	// it must: a crash then forgets a vote already sent.
 	NoVoteSync bool
+	// TickWindow ("tick-window") measures the isolation window (D-17) and
+	// the leader's quorum check by counting ticks, as if each tick came
+	// on time: a loop held up by fsyncs runs its ticks late, so the
+	// window stretches past its bound in true time.
+	TickWindow bool
 }
 
 // ErrBadConfig wraps every configuration refusal.

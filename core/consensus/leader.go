@@ -2,8 +2,8 @@ package consensus
 
 import (
 	"fmt"
-
 	"sort"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -24,14 +24,18 @@ func (n *Node) BelievesSelfLeader() bool {
 }
 
 // IsLeader reports that this node leads and a quorum of voters has
-// acknowledged it within the last election timeout (measured in ticks of
-// this node's monotonic clock, so a wall-clock step cannot stretch it).
+// acknowledged it within the isolation window (measured on this node's
+// monotonic clock, so a wall-clock step cannot stretch it, nor can ticks
+// that a busy loop ran late).
 func (n *Node) IsLeader() bool {
-	return n.BelievesSelfLeader() && n.quorumHeardWithin(uint64(n.cfg.ElectionTicks))
+	return n.BelievesSelfLeader() && n.quorumHeardWithin(n.IsolationWindow())
 }
 
-// IsolationWindow is the window, in ticks, that IsIsolated uses.
-func (n *Node) IsolationWindow() uint64 { return uint64(n.cfg.ElectionTicks) }
+// IsolationWindow is the window IsIsolated uses: the election timeout,
+// ElectionTicks ticks of TickInterval, as monotonic time.
+func (n *Node) IsolationWindow() time.Duration {
+	return time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
+}
 
 // IsIsolated is seed 000's D-17 rule: true when this node knows no current
 // leader, when it leads but no quorum acknowledged it within the window, or
@@ -45,23 +49,28 @@ func (n *Node) IsIsolated() bool {
 	case st.RaftState == raft.StateLeader:
 		return !n.quorumHeardWithin(n.IsolationWindow())
 	default:
-		last, ok := n.heard[st.Lead]
-		return !ok || n.ticks-last > n.IsolationWindow()
+		return !n.heardWithin(st.Lead, n.IsolationWindow())
 	}
 }
 
-func (n *Node) quorumHeardWithin(window uint64) bool {
+// heardWithin reports whether a contact from peer arrived within window.
+func (n *Node) heardWithin(peer uint64, window time.Duration) bool {
+	if n.cfg.Bugs.TickWindow {
+		last, ok := n.heardTick[peer]
+		return ok && n.ticks-last <= uint64(window/n.cfg.TickInterval)
+	}
+	last, ok := n.heard[peer]
+	return ok && n.env.Clock.Mono()-last <= window
+}
+
+func (n *Node) quorumHeardWithin(window time.Duration) bool {
 	voters := n.conf.Voters
 	if len(voters) == 0 {
 		return false
 	}
 	acks := 0
 	for _, v := range voters {
-		if v == uint64(n.id) {
-			acks++
-			continue
-		}
-		if last, ok := n.heard[v]; ok && n.ticks-last <= window {
+		if v == uint64(n.id) || n.heardWithin(v, window) {
 			acks++
 		}
 	}

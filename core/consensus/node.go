@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -77,8 +78,14 @@ type Node struct {
 	pending map[uint64]*pendingProp // by seq
 	reads   map[uint64]*pendingRead // by seq; ids share the proposal counter
 
-	ticks     uint64            // raft ticks so far: the node's monotonic clock
-	heard     map[uint64]uint64 // peer -> tick a message from it last arrived
+	ticks uint64 // raft ticks so far: the node's monotonic clock
+	// heard is, per peer, the monotonic reading (clock.Clock.Mono) when a
+	// contact from it last arrived. Not ticks: a loop held up by fsyncs
+	// runs its tick timer late, and a count of ticks then measures less
+	// time than has passed, which would stretch the isolation window
+	// (D-17) and the leader's quorum check past their bound in true time.
+	heard     map[uint64]time.Duration
+	heardTick map[uint64]uint64 // the tick of the same contact (Bugs.TickWindow only)
 	lastExp   uint64            // tick of the last expiry proposal
 	promoting map[uint64]uint64 // learner -> tick its promotion was proposed
 	// onMembership, if set, is told of every membership change as it is
@@ -123,7 +130,8 @@ func Open(cfg Config, env Env) (*Node, error) {
 		session:   env.Rand.Uint64(),
 		pending:   map[uint64]*pendingProp{},
 		reads:     map[uint64]*pendingRead{},
-		heard:     map[uint64]uint64{},
+		heard:     map[uint64]time.Duration{},
+		heardTick: map[uint64]uint64{},
 		promoting: map[uint64]uint64{},
 	}
 	if j.LastIndex() == 0 && j.Snapshot().Meta.Index == 0 && len(cfg.Bootstrap) > 0 {
@@ -279,7 +287,8 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 		return
 	}
 	if contact(m.Type) {
-		n.heard[m.From] = n.ticks
+		n.heard[m.From] = n.env.Clock.Mono()
+		n.heardTick[m.From] = n.ticks
 	}
 	if err := n.rn.Step(m); err != nil {
 		return // e.g. a message from a peer that is not a member

@@ -69,6 +69,10 @@ type Bugs struct {
 	// previous owner adopts from the replicas at once, trusting D-17
 	// alone to have stopped the previous owner.
 	NoAdoptWait bool
+	// NoPrune ("no-prune"): a replica merges the owner's anti-entropy
+	// copy but keeps the keys the owner does not hold, so what a lossy
+	// adoption left behind stays on the replica forever.
+	NoPrune bool
 	// StaleAdoption ("stale-adoption"): a node keeps its adoption of a
 	// flow when it stops owning it, and takes any adoption, however old,
 	// as leave to serve: when ownership comes back to it, it serves its

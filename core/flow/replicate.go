@@ -116,6 +116,25 @@ func (s *Store) antiEntropy() {
 	}
 }
 
+// prune drops from this replica's copy of a flow every key the owner's
+// copy does not hold. The owner answers anti-entropy only with flows it
+// has adopted at the membership both work at, whole: its copy is the
+// authority, and a key it lacks is one an adoption without every copy
+// left behind (or a deposed owner's last push): left alone it would sit on
+// this replica forever, invisible to strong reads, visible to local ones
+// and to any later adoption that asks this node.
+func (s *Store) prune(flow string, owners map[string]Value) {
+	var extra []string
+	for _, k := range sortedKeys(s.sh.Peek(flow)) {
+		if _, ok := owners[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 && s.sh.DropKeys(flow, extra) == nil {
+		s.Pruned += uint64(len(extra))
+	}
+}
+
 // answerAntiEntropy sends a replica the flows of every partition whose
 // digest differs from the owner's, at most MaxAEFlows per answer.
 func (s *Store) answerAntiEntropy(from dial.NodeID, m msg) {

@@ -99,7 +99,7 @@ type Store struct {
 	nowForTest func() time.Time
 
 	// Counters, for scenarios and benchmarks.
-	Shed, Served, Pushed, Merged, Adoptions, AERounds, BadFrames, Evicted uint64
+	Shed, Served, Pushed, Merged, Pruned, Adoptions, AERounds, BadFrames, Evicted uint64
 }
 
 type call struct {

@@ -232,3 +232,28 @@ func TestBadInput(t *testing.T) {
 	}
 	require.Error(t, Config{Permits: -1}.Validate())
 }
+
+// A replica prunes the keys the owner's anti-entropy copy does not hold:
+// the owner's copy is the authority. Only from the owner, at the
+// membership both work at; the planted bug no-prune keeps them.
+func TestAntiEntropyPrunesWhatTheOwnerLacks(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		s, _, _, _ := newTestStore(t, idB, Config{Bugs: Bugs{NoPrune: bug}})
+		f := ownedBy(t, idA)
+		tup := Tuple{MIdx: 1, V: 5, Origin: idA}
+		s.merge(f, map[string]Value{"keep": {Data: []byte("1"), Tuple: tup}, "stale": {Data: []byte("x"), Tuple: tup}}, shard.Async)
+
+		// From a node that is not the owner: nothing pruned.
+		s.HandleFrame(idC, frame(msg{Kind: FrameAEResp, M: 1, Flows: map[string]map[string]Value{f: {"keep": {Data: []byte("1"), Tuple: tup}}}}))
+		require.Contains(t, s.Copy(f), "stale")
+
+		s.HandleFrame(idA, frame(msg{Kind: FrameAEResp, M: 1, Flows: map[string]map[string]Value{f: {"keep": {Data: []byte("1"), Tuple: tup}}}}))
+		if bug {
+			require.Contains(t, s.Copy(f), "stale")
+		} else {
+			require.NotContains(t, s.Copy(f), "stale", "the owner's copy is the authority")
+			require.Contains(t, s.Copy(f), "keep")
+			require.Equal(t, uint64(1), s.Pruned)
+		}
+	}
+}

@@ -227,6 +227,9 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		}
 		for _, f := range sortedKeys(m.Flows) {
 			s.merge(f, m.Flows[f], repairMode(m.Modes[f]))
+			if m.M == s.mIdx && from != s.env.ID && ownerOf(s.ring, f) == from && !s.cfg.Bugs.NoPrune {
+				s.prune(f, m.Flows[f])
+			}
 		}
 	case FrameAdopt:
 		s.answerAdoption(from, m)

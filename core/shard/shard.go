@@ -500,6 +500,47 @@ func (s *Shard[V]) WhenFloorDurable(atMs int64, fn func(error)) {
 
 // Drop removes a whole flow, from memory at once and from the backend
 // with the next write.
+// DropKeys removes keys of a flow from this copy, from memory at once and
+// from the backend with the next write: a replica pruning what the owner's
+// copy, the authority, no longer holds. A flow left with no key is dropped
+// whole. At the queue's bound it refuses with ErrBusy, changing nothing.
+func (s *Shard[V]) DropKeys(flow string, keys []string) error {
+	f := s.flows[flow]
+	switch {
+	case f == nil || len(keys) == 0:
+		return nil
+	case s.stopped:
+		return ErrClosed
+	case s.err != nil:
+		return s.err
+	case f.onDisk && len(s.pending)+len(keys) > s.cfg.MaxPending:
+		s.stats.Busy++
+		return ErrBusy
+	}
+	keys = append([]string(nil), keys...)
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, ok := f.keys[k]; !ok {
+			continue
+		}
+		delete(f.keys, k)
+		if f.onDisk && s.env.Backend != nil {
+			s.pending = append(s.pending, Mutation{Flow: flow, Key: k})
+		}
+	}
+	if len(f.keys) == 0 {
+		s.drop(f)
+	} else {
+		s.endUnit()
+		s.computeDeadlines(f)
+		s.place(f)
+	}
+	if len(s.pending) > 0 {
+		s.armFlush()
+	}
+	return nil
+}
+
 func (s *Shard[V]) Drop(flow string) {
 	if f := s.flows[flow]; f != nil {
 		s.drop(f)
