@@ -25,11 +25,10 @@ func init() {
 		Summary: "imposters in sync, async and none modes under steady writers; crashes of one node, of an owner with " +
 			"its successors, and of the whole cluster, at random points relative to the fsyncs; each mode held to its promise",
 		Duration: 40 * time.Second,
-		Richness: 15,
 		Bugs: []Bug{
-			{Name: "ack-before-sync", Summary: "sync mode acknowledges a write before its fsync", Window: 30, MinCaught: 3},
-			{Name: "no-readopt", Summary: "a restarted owner serves its own disk without pulling from its successors", Window: 30, MinCaught: 6},
-			{Name: "retry-failed-sync", Summary: "the shard's writer retries a failed fsync and carries on instead of stopping the node", Window: 30, MinCaught: 5},
+			{Name: "ack-before-sync", Window: 30, MinCaught: 3},
+			{Name: "no-readopt", Window: 30, MinCaught: 6},
+			{Name: "retry-failed-sync", Window: 30, MinCaught: 5},
 		},
 		Floors: []Floor{{"writes-acked", 1500}, {"reads", 1500}, {"crashes", 4}},
 		Run:    runDurabilityRestart,
@@ -39,10 +38,9 @@ func init() {
 		Summary: "short TTLs, clock steps back, and restarts that bring a node back with its clock behind: " +
 			"nothing that expired before a crash is seen again after it",
 		Duration: 30 * time.Second,
-		Richness: 12,
 		Bugs: []Bug{
-			{Name: "no-floor-recovery", Summary: "a restarted shard ignores the clock floor it recorded, so its clamp starts from a clock stepped back", Window: 30, MinCaught: 18},
-			{Name: "no-floor-wait", Summary: "a read that hides an expired entry answers before the clock floor on disk covers the expiry", Window: 50, MinCaught: 10},
+			{Name: "no-floor-recovery", Window: 30, MinCaught: 18},
+			{Name: "no-floor-wait", Window: 50, MinCaught: 10},
 		},
 		Floors: []Floor{{"writes-acked", 10}, {"absent-reads", 2}, {"restarts-behind", 2}},
 		Run:    runTTLRestart,
@@ -52,20 +50,13 @@ func init() {
 		Summary: "many more flows than the per-node cap, short TTLs lapsing through partitions and clock steps; " +
 			"no flow is ever partly present, no expiry or eviction is undone",
 		Duration: 30 * time.Second,
-		Richness: 15,
 		Bugs: []Bug{
-			{Name: "evict-keys", Summary: "the flow cap evicts single keys instead of whole flows", Window: 30, MinCaught: 24},
-			{Name: "no-expiry-clamp", Summary: "expiry reads the node's clock unclamped, so a step back shows expired entries again", Window: 100, MinCaught: 9},
+			{Name: "evict-keys", Window: 30, MinCaught: 24},
+			{Name: "no-expiry-clamp", Window: 100, MinCaught: 9},
 		},
 		Floors: []Floor{{"writes-acked", 50}, {"absent-reads", 60}, {"faults", 4}},
 		Run:    runTTLEvict,
 	})
-}
-
-// shardBugs reads the FlowShard's planted bugs from the run.
-func shardBugs(run *Run) shard.Bugs {
-	return shard.Bugs{AckBeforeSync: run.Bug("ack-before-sync"), EvictKeys: run.Bug("evict-keys"), NoExpiryClamp: run.Bug("no-expiry-clamp"),
-		RetryFailedSync: run.Bug("retry-failed-sync"), NoFloorRecovery: run.Bug("no-floor-recovery")}
 }
 
 // flowKeysAll are the keys every write of these scenarios sets together
@@ -149,8 +140,8 @@ func runDurabilityRestart(run *Run) error {
 	run.Knob("calm_at", calm)
 
 	cfg := flow.Config{AntiEntropy: 2 * time.Second, Shard: shard.Config{CommitDelay: commitDelay}}
-	cfg.Bugs = flowBugs(run)
-	cfg.Shard.Bugs = shardBugs(run)
+	cfg.Bugs = run.Bugs()
+	cfg.Shard.Bugs = run.Bugs()
 	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
 	h := startFlowCluster(c, cfg)
 	h.calm = calm
@@ -415,8 +406,8 @@ func runTTL(run *Run, restarts bool) error {
 	cfg := flow.Config{AntiEntropy: 2 * time.Second, DefaultTTLMs: ttl.Milliseconds(), MaxTTLMs: maxTTL,
 		// The grace covers the longest TTL and the largest clock step.
 		Shard: shard.Config{MaxFlows: capFlows, GraceMs: maxTTL + faults.StepMax.Milliseconds() + 1000, PurgeEvery: 500 * time.Millisecond}}
-	cfg.Bugs = flowBugs(run)
-	cfg.Shard.Bugs = shardBugs(run)
+	cfg.Bugs = run.Bugs()
+	cfg.Shard.Bugs = run.Bugs()
 	disk := drawDisk(run, sim.DefaultDiskConfig, 2e-4, calm)
 	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
 	h := startFlowCluster(c, cfg)

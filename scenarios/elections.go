@@ -26,9 +26,8 @@ func init() {
 		Name:     "election-crash",
 		Summary:  "leaders cut off again and again; voters crashed right after they vote and back within 50–300ms; candidates losing power mid-campaign",
 		Duration: 30 * time.Second,
-		Richness: 10,
 		Bugs: []Bug{
-			{Name: bugNoVoteSync, Summary: "a hard state that changes only the term and vote is written without an fsync", Window: 60, MinCaught: 5},
+			{Name: "no-vote-sync", Window: 60, MinCaught: 5},
 		},
 		Floors: []Floor{{"kv-ops-ok", 15}, {"votes", 4}, {"crashes-after-vote", 1}},
 		Run:    runElectionCrash,

@@ -23,9 +23,9 @@ func init() {
 		Name:     "flow-ops",
 		Summary:  "3–7 nodes, clients on every node on hot and cold flows; partitions, loss, reordering, crashes, clock skew",
 		Duration: 40 * time.Second,
-		Richness: 20,
+		Default:  true,
 		Bugs: []Bug{
-			{Name: "local-fallback", Summary: "a request the owner cannot be sent is served from the local copy", Window: 50, MinCaught: 30},
+			{Name: "local-fallback", Window: 50, MinCaught: 30},
 		},
 		Floors: []Floor{{"flow-ops-ok", 10}, {"faults", 4}},
 		Run:    runFlowOps,
@@ -34,13 +34,12 @@ func init() {
 		Name:     "owner-handoff",
 		Summary:  "nodes added and removed under load, including an owner removed while partitioned away with clients on its side",
 		Duration: 40 * time.Second,
-		Richness: 15,
 		Bugs: []Bug{
-			{Name: "no-adoption", Summary: "a new owner serves before adopting", Window: 30, MinCaught: 24},
-			{Name: "no-fence", Summary: "the owner skips its membership-index checks", Window: 30, MinCaught: 8},
-			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 30, MinCaught: 24},
-			{Name: "no-adopt-wait", Summary: "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", Window: 30, MinCaught: 7},
-			{Name: bugTickWindow, Summary: "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", Window: 60, MinCaught: 12},
+			{Name: "no-adoption", Window: 30, MinCaught: 24},
+			{Name: "no-fence", Window: 30, MinCaught: 8},
+			{Name: "no-d17", Window: 30, MinCaught: 24},
+			{Name: "no-adopt-wait", Window: 30, MinCaught: 7},
+			{Name: "tick-window", Window: 60, MinCaught: 12},
 		},
 		Floors: []Floor{{"flow-ops-ok", 50}, {"promotions", 1}},
 		Run:    runOwnerHandoff,
@@ -49,10 +48,9 @@ func init() {
 		Name:     "isolated-owner",
 		Summary:  "the leader and flow owners cut off, in every combination, with clients on both sides",
 		Duration: 40 * time.Second,
-		Richness: 15,
 		Bugs: []Bug{
-			{Name: "no-d17", Summary: "an owner serves while isolated", Window: 30, MinCaught: 20},
-			{Name: bugTickWindow, Summary: "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", Window: 60, MinCaught: 4},
+			{Name: "no-d17", Window: 30, MinCaught: 20},
+			{Name: "tick-window", Window: 60, MinCaught: 4},
 		},
 		Floors: []Floor{{"flow-ops-ok", 15}, {"cuts", 3}},
 		Run:    runIsolatedOwner,
@@ -61,9 +59,8 @@ func init() {
 		Name:     "replica-repair",
 		Summary:  "replication pushes dropped at a high rate; after the faults heal, anti-entropy converges every copy",
 		Duration: 40 * time.Second,
-		Richness: 15,
 		Bugs: []Bug{
-			{Name: "no-anti-entropy", Summary: "replicas never pull", Window: 50, MinCaught: 40},
+			{Name: "no-anti-entropy", Window: 50, MinCaught: 40},
 		},
 		Floors: []Floor{{"flow-ops-ok", 20}, {"pushes-dropped", 10}},
 		Run:    runReplicaRepair,
@@ -72,26 +69,9 @@ func init() {
 		Name:     "bridge-saturation",
 		Summary:  "a slow owner and more concurrent stateful calls than permits: calls are shed at once, none outlives the deadline",
 		Duration: 20 * time.Second,
-		Richness: 10,
 		Floors:   []Floor{{"flow-ops-ok", 20}, {"calls-shed", 1000}},
 		Run:      runBridgeSaturation,
 	})
-}
-
-// flowBugs reads the flow store's planted bugs from the run.
-func flowBugs(run *Run) flow.Bugs {
-	return flow.Bugs{
-		NoFence:       run.Bug("no-fence"),
-		NoD17:         run.Bug("no-d17"),
-		LocalFallback: run.Bug("local-fallback"),
-		NoAdoption:    run.Bug("no-adoption"),
-		NoAntiEntropy: run.Bug("no-anti-entropy"),
-		NoAdoptWait:   run.Bug("no-adopt-wait"),
-		NoReadopt:     run.Bug("no-readopt"),
-		NoFloorWait:   run.Bug("no-floor-wait"),
-		StaleAdoption: run.Bug("stale-adoption"),
-		NoPrune:       run.Bug("no-prune"),
-	}
 }
 
 // flowSetup draws what every flow scenario draws and builds the cluster.
@@ -104,7 +84,7 @@ func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []st
 	run.Knob("cold_flows", cold)
 	run.Knob("clients_per_node", perNode)
 	run.Knob("calm_at", calm)
-	cfg.Bugs = flowBugs(run)
+	cfg.Bugs = run.Bugs()
 	if cfg.AntiEntropy == 0 {
 		// Every 2s, not the default 5s, so the calm phase holds enough
 		// rounds that the network's steady loss cannot starve one pair of

@@ -77,26 +77,6 @@ type eventCursor struct {
 	version uint64
 }
 
-// raftBugs switches the consensus layer's planted bugs from the run.
-func raftBugs(run *Run) (kv.Bugs, journal.Bugs) {
-	var kb kv.Bugs
-	for _, name := range kv.BugNames() {
-		if run.Bug(name) {
-			if err := kb.Enable(name); err != nil {
-				panic(err)
-			}
-		}
-	}
-	return kb, journal.Bugs{TrustTail: run.Bug(bugJournalTrustTail)}
-}
-
-const (
-	bugJournalTrustTail = "journal-trust-tail"
-	bugPromoteEarly     = "promote-early"
-	bugNoVoteSync       = "no-vote-sync"
-	bugTickWindow       = "tick-window"
-)
-
 func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config, disk sim.DiskConfig) *raftCluster {
 	k := run.Kernel
 	c := &raftCluster{
@@ -125,9 +105,8 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 			c.votes = append(c.votes, checker.VoteGrant{Voter: info.From, Candidate: info.To, Term: info.Term, At: c.k.Now()})
 		}
 	})
-	kb, jb := raftBugs(run)
-	c.cfg = consensus.Config{KV: kv.Config{Bugs: kb}, Journal: journal.Config{Bugs: jb},
-		Bugs: consensus.Bugs{PromoteEarly: run.Bug(bugPromoteEarly), NoVoteSync: run.Bug(bugNoVoteSync), TickWindow: run.Bug(bugTickWindow)}}
+	b := run.Bugs()
+	c.cfg = consensus.Config{KV: kv.Config{Bugs: b}, Journal: journal.Config{Bugs: b}, Bugs: b}
 	c.timing = drawTiming(run)
 	c.timing.applyConsensus(&c.cfg)
 	var boot []consensus.Member

@@ -27,9 +27,8 @@ func init() {
 		Name:     "ownership-returns",
 		Summary:  "a node added, removed and added again; a founder removed and re-added with its old disk; a founder cut off across two membership changes",
 		Duration: 60 * time.Second,
-		Richness: 15,
 		Bugs: []Bug{
-			{Name: "stale-adoption", Summary: "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", Window: 60, MinCaught: 3},
+			{Name: "stale-adoption", Window: 60, MinCaught: 3},
 		},
 		Floors: []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
 		Run:    runOwnershipReturns,

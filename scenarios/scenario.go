@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/sim"
 )
 
@@ -19,10 +20,10 @@ type Scenario struct {
 	Name     string
 	Summary  string        // one line: what it provokes
 	Duration time.Duration // virtual time, unless the caller sets one
-	// Richness orders scenarios for the default choice: simrun with no
-	// -scenario runs the richest one that exists.
-	Richness int
-	Bugs     []Bug
+	// Default marks the one scenario simrun runs with no -scenario: the
+	// one that exercises the most of the core at once.
+	Default bool
+	Bugs    []Bug
 	// Floors are the least work a run must do to be judged at all: a run
 	// whose clients did too little (answered nothing, granted no lease,
 	// met no fault) proves nothing, and fails the "workload" checker, the
@@ -38,8 +39,7 @@ type Scenario struct {
 // Bug is a planted bug: a switch that turns one defence off, so a test can
 // prove the scenario's checkers notice when the defence is missing.
 type Bug struct {
-	Name    string
-	Summary string
+	Name string // a line of core/bugs.Table
 	// Window and MinCaught pin the catch rate: with the bug switched on,
 	// at least MinCaught of seeds 1..Window must fail. An undecided run
 	// is not a catch. A checker that decays from catching a bug in a
@@ -48,6 +48,12 @@ type Bug struct {
 	// against its pin (CI runs it); catchrates.txt keeps the last
 	// measurement, which `simrun -list` prints.
 	Window, MinCaught int
+}
+
+// Summary is the bug's line in core/bugs.Table: what it breaks.
+func (b Bug) Summary() string {
+	t, _ := bugs.Lookup(b.Name)
+	return t.Summary
 }
 
 // Floor is one kind of work a run must do at least Least of. The run
@@ -76,8 +82,18 @@ func Register(s Scenario) {
 		}
 	}
 	for _, b := range s.Bugs {
+		if _, ok := bugs.Lookup(b.Name); !ok {
+			panic(fmt.Sprintf("scenarios: %q pins bug %q, which core/bugs.Table does not name", s.Name, b.Name))
+		}
 		if b.Window < 1 || b.MinCaught < 1 || b.MinCaught > b.Window {
 			panic(fmt.Sprintf("scenarios: %q bug %q needs 1 <= MinCaught <= Window, has %d of %d", s.Name, b.Name, b.MinCaught, b.Window))
+		}
+	}
+	if s.Default {
+		for _, other := range registry {
+			if other.Default {
+				panic(fmt.Sprintf("scenarios: %q and %q are both marked Default", other.Name, s.Name))
+			}
 		}
 	}
 	registry[s.Name] = s
@@ -103,15 +119,14 @@ func Names() []string {
 	return names
 }
 
-// Default is the name of the richest scenario.
+// Default is the name of the scenario marked Default.
 func Default() string {
-	best := ""
 	for _, s := range All() {
-		if best == "" || s.Richness > registry[best].Richness {
-			best = s.Name
+		if s.Default {
+			return s.Name
 		}
 	}
-	return best
+	panic("scenarios: no scenario is marked Default")
 }
 
 // ErrUnknownScenario and ErrUnknownBug are usage errors.
@@ -273,8 +288,15 @@ type Run struct {
 	result     *Result
 }
 
-// Bug reports whether the named planted bug is switched on.
-func (r *Run) Bug(name string) bool { return r.bugs[name] }
+// Bugs is the set of planted bugs switched on for this run, for the
+// configurations of the core packages the scenario runs.
+func (r *Run) Bugs() bugs.Set {
+	s, err := bugs.Of(sortedKeys(r.bugs)...)
+	if err != nil {
+		panic(err) // Execute only lets a scenario's pinned bugs through
+	}
+	return s
+}
 
 // Knob reports one value the seed drew. Every knob is printed before the
 // run and folded into the trace hash.

@@ -104,7 +104,7 @@ func TestUsageErrors(t *testing.T) {
 	require.Contains(t, err.Error(), "kernel-selftest", "the error lists the valid names")
 	_, err = Execute("kernel-selftest", Options{Seed: 1, Bugs: []string{"no-such-bug"}})
 	require.ErrorIs(t, err, ErrUnknownBug)
-	require.Contains(t, err.Error(), bugSelftestAckBeforeSync)
+	require.Contains(t, err.Error(), "selftest-ack-before-sync")
 }
 
 func TestSummaryLine(t *testing.T) {
@@ -117,14 +117,15 @@ func TestSummaryLine(t *testing.T) {
 	require.Contains(t, line, fmt.Sprintf("trace=%016x", res.Trace))
 }
 
-func TestDefaultIsTheRichest(t *testing.T) {
-	best := All()[0]
+func TestExactlyOneScenarioIsTheDefault(t *testing.T) {
+	var marked []string
 	for _, s := range All() {
-		if s.Richness > best.Richness {
-			best = s
+		if s.Default {
+			marked = append(marked, s.Name)
 		}
 	}
-	require.Equal(t, best.Name, Default())
+	require.Equal(t, []string{"flow-ops"}, marked)
+	require.Equal(t, "flow-ops", Default())
 }
 
 func TestSelftestRecordCodec(t *testing.T) {

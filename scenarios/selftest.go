@@ -35,24 +35,18 @@ import (
 //   - convergence: once faults stop, every node holds every acknowledged
 //     record and all nodes hold the same set.
 //
-// Its planted bugs prove the checkers can fail.
-
-const (
-	bugSelftestAckBeforeSync = "selftest-ack-before-sync"
-	bugSelftestNoGossip      = "selftest-no-gossip"
-	bugSelftestTrustTail     = "selftest-trust-tail"
-)
+// Its planted bugs (the selftest-* lines of core/bugs.Table) prove the
+// checkers can fail.
 
 func init() {
 	Register(Scenario{
 		Name:     "kernel-selftest",
 		Summary:  "toy gossip set: timers, frames, partitions, crashes, torn disks, clock faults",
 		Duration: 30 * time.Second,
-		Richness: 1,
 		Bugs: []Bug{
-			{Name: bugSelftestAckBeforeSync, Summary: "acknowledge a put before its fsync completes", Window: 20, MinCaught: 10},
-			{Name: bugSelftestNoGossip, Summary: "never gossip: records stay where they were written", Window: 10, MinCaught: 8},
-			{Name: bugSelftestTrustTail, Summary: "replay ignores checksums: a torn record is read as data", Window: 100, MinCaught: 12},
+			{Name: "selftest-ack-before-sync", Window: 20, MinCaught: 10},
+			{Name: "selftest-no-gossip", Window: 10, MinCaught: 8},
+			{Name: "selftest-trust-tail", Window: 100, MinCaught: 12},
 		},
 		Floors: []Floor{{"writes-acked", 3}, {"crashes", 1}},
 		Run:    runSelftest,
@@ -305,9 +299,9 @@ func runSelftest(run *Run) error {
 	run.Knob("calm_at", calmAt)
 
 	bugs := toyBugs{
-		ackBeforeSync: run.Bug(bugSelftestAckBeforeSync),
-		noGossip:      run.Bug(bugSelftestNoGossip),
-		trustTail:     run.Bug(bugSelftestTrustTail),
+		ackBeforeSync: run.Bugs().SelftestAckBeforeSync,
+		noGossip:      run.Bugs().SelftestNoGossip,
+		trustTail:     run.Bugs().SelftestTrustTail,
 	}
 	nw := netsim.New(k, netCfg)
 	hist := linearizability.NewHistory(0)

@@ -237,7 +237,7 @@ func list(w io.Writer) {
 			if m, ok := scenarios.LastMeasured(s.Name, b.Name); ok {
 				last = fmt.Sprintf("last measured %d of %d", m.Caught, m.Window)
 			}
-			fmt.Fprintf(w, "    bug %s: %s (caught in at least %d of seeds 1..%d; %s)\n", b.Name, b.Summary, b.MinCaught, b.Window, last)
+			fmt.Fprintf(w, "    bug %s: %s (caught in at least %d of seeds 1..%d; %s)\n", b.Name, b.Summary(), b.MinCaught, b.Window, last)
 		}
 	}
 }

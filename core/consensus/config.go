@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
 )
@@ -46,27 +47,9 @@ type Config struct {
 
 	KV      kv.Config
 	Journal journal.Config
-	Bugs    Bugs
+	Bugs    bugs.Set
 	// JournalName is the journal's file name in the node's FS.
 	JournalName string
-}
-
-// Bugs are planted bugs: each switches one defence off, so the
-// simulator's checkers can be shown to notice. Production leaves it zero.
-type Bugs struct {
-	// PromoteEarly promotes a learner to voter as soon as it joins,
-	// before it has caught up: the quorum grows by a node still
-	// replaying the log.
-	PromoteEarly bool
-	// NoVoteSync ("no-vote-sync") writes a hard state that changes
-	// nothing but the term and vote without syncing it, though raft says
-	// it must: a crash then forgets a vote already sent.
-	NoVoteSync bool
-	// TickWindow ("tick-window") measures the isolation window (D-17) and
-	// the leader's quorum check by counting ticks, as if each tick came
-	// on time: a loop held up by fsyncs runs its ticks late, so the
-	// window stretches past its bound in true time.
-	TickWindow bool
 }
 
 // ErrBadConfig wraps every configuration refusal.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/shard"
 )
 
@@ -46,46 +47,7 @@ type Config struct {
 	// to MaxTTLMs plus one minute.
 	Shard shard.Config
 
-	Bugs Bugs
-}
-
-// Bugs are planted bugs: each switch turns one defence off, so the
-// simulator can prove its checkers notice. Never set outside tests.
-type Bugs struct {
-	// NoFence ("no-fence"): the owner skips its membership-index checks:
-	// the caller's m_idx against its own, and the fence a newer owner set
-	// when it adopted the flow.
-	NoFence bool
-	// NoD17 ("no-d17"): the owner serves while isolated.
-	NoD17 bool
-	// LocalFallback ("local-fallback"): a request the owner cannot be
-	// sent is served from the local copy instead of failing.
-	LocalFallback bool
-	// NoAdoption ("no-adoption"): a new owner serves before adopting.
-	NoAdoption bool
-	// NoAntiEntropy ("no-anti-entropy"): replicas never pull.
-	NoAntiEntropy bool
-	// NoAdoptWait ("no-adopt-wait"): a new owner that cannot reach the
-	// previous owner adopts from the replicas at once, trusting D-17
-	// alone to have stopped the previous owner.
-	NoAdoptWait bool
-	// NoPrune ("no-prune"): a replica merges the owner's anti-entropy
-	// copy but keeps the keys the owner does not hold, so what a lossy
-	// adoption left behind stays on the replica forever.
-	NoPrune bool
-	// StaleAdoption ("stale-adoption"): a node keeps its adoption of a
-	// flow when it stops owning it, and takes any adoption, however old,
-	// as leave to serve: when ownership comes back to it, it serves its
-	// old copy without asking the owner it had in between.
-	StaleAdoption bool
-	// NoFloorWait ("no-floor-wait"): a read that hides an expired entry
-	// answers before the clock floor on disk covers the expiry, so a
-	// crash and a clock stepped back can show the entry again.
-	NoFloorWait bool
-	// NoReadopt ("no-readopt"): a restarted owner serves the flows its
-	// disk says it served at this membership without pulling from their
-	// successors, so the async writes its crash lost stay lost.
-	NoReadopt bool
+	Bugs bugs.Set
 }
 
 func (c Config) withDefaults() Config {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
@@ -165,7 +166,7 @@ func TestRestartedOwnerReadoptsFromEveryCopy(t *testing.T) {
 		{Flow: f, Key: "", Value: append([]byte{byte(shard.Async)}, encodeServed(1)...)},
 		{Flow: f, Key: "k", Value: valueCodec{}.Encode(old)},
 	}, true))
-	bug, _, _ := newDiskStore(t, idA, 2, mem2, Config{Bugs: Bugs{NoReadopt: true}})
+	bug, _, _ := newDiskStore(t, idA, 2, mem2, Config{Bugs: bugs.Set{NoReadopt: true}})
 	resp, err, _ = do(bug, Request{Flow: f, Op: OpGet, Key: "k"})
 	require.NoError(t, err)
 	require.Equal(t, "v1", string(resp.Value))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
@@ -175,7 +176,7 @@ func TestFailedSendIsNeverALocalWrite(t *testing.T) {
 	require.True(t, Known(err))
 	require.Empty(t, s.Copy(f), "no local write on a node that does not own the flow")
 
-	bug, _, bnet, _ := newTestStore(t, idA, Config{Bugs: Bugs{LocalFallback: true}})
+	bug, _, bnet, _ := newTestStore(t, idA, Config{Bugs: bugs.Set{LocalFallback: true}})
 	bnet.fail = dial.ErrUnreachable
 	_, err, _ = do(bug, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("x")})
 	require.NoError(t, err, "the planted bug serves it locally")
@@ -238,7 +239,7 @@ func TestBadInput(t *testing.T) {
 // membership both work at; the planted bug no-prune keeps them.
 func TestAntiEntropyPrunesWhatTheOwnerLacks(t *testing.T) {
 	for _, bug := range []bool{false, true} {
-		s, _, _, _ := newTestStore(t, idB, Config{Bugs: Bugs{NoPrune: bug}})
+		s, _, _, _ := newTestStore(t, idB, Config{Bugs: bugs.Set{NoPrune: bug}})
 		f := ownedBy(t, idA)
 		tup := Tuple{MIdx: 1, V: 5, Origin: idA}
 		s.merge(f, map[string]Value{"keep": {Data: []byte("1"), Tuple: tup}, "stale": {Data: []byte("x"), Tuple: tup}}, shard.Async)

@@ -15,6 +15,23 @@
 // pulls what the owner has every few seconds; a node that becomes owner of
 // a flow adopts it (pulls every copy, keeps the largest tuples) before it
 // serves. The promises, and what they assume, are in CONTRIBUTING.md.
+//
+// Two terms recur everywhere here:
+//
+//   - m_idx is the raft log index of the membership entry in force: the
+//     committed set of voters that ownership is computed over. Two nodes
+//     with the same m_idx agree on every flow's owner; a request carries
+//     its sender's m_idx, and an owner refuses one whose m_idx differs
+//     from its own (ErrFenced), so no node acts on an ownership that a
+//     newer membership has moved. It is the first element of the fencing
+//     tuple, so a newer owner's writes always win.
+//   - D-17 is the isolated-owner rule (decision 17 of the design): a node
+//     that has not heard its raft leader, or as leader a quorum of
+//     voters, within the isolation window (the election timeout, on its
+//     monotonic clock) refuses to serve as owner (ErrIsolated). A new
+//     owner elsewhere may already be serving the flow; waiting out that
+//     window before adopting from the copies (AdoptWait) is what keeps
+//     two owners from answering at once.
 package flow
 
 import (

@@ -1,6 +1,10 @@
 package journal
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fenceline/fenceline/core/bugs"
+)
 
 // Bounds on Config.MaxRecordBytes.
 const (
@@ -37,21 +41,7 @@ type Config struct {
 	// 0 means DefaultMaxLogBytes; otherwise it must be positive.
 	MaxLogBytes int64
 	// Bugs plants defects for the simulator's checkers to catch.
-	Bugs Bugs
-}
-
-// Bugs are planted defects, each turning off one defence, so a scenario can
-// prove its checker catches the hazard. All false in production.
-type Bugs struct {
-	// TrustTail ("journal-trust-tail") makes replay accept a torn last
-	// record instead of cutting it: when a record's header is whole but its
-	// body was cut short by a crash, the missing bytes are read as zeros,
-	// the checksum is not checked, and whatever decodes is kept: every
-	// entry whose index, term and type survived, the last of them with its
-	// data zero-padded. The record is then rewritten whole, so the garbage
-	// is durable. Raft ends up holding an entry with the right index and
-	// term and the wrong data, which no later append repairs.
-	TrustTail bool
+	Bugs bugs.Set
 }
 
 // resolve fills in the defaults and validates.

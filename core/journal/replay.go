@@ -193,7 +193,7 @@ type scanner struct {
 	name    string
 	size    int64
 	maxBody int
-	trust   bool // Bugs.TrustTail
+	trust   bool // Bugs.JournalTrustTail
 	br      *bufio.Reader
 
 	// off is where the record being read starts; after next returns nil
@@ -203,7 +203,7 @@ type scanner struct {
 	end int64
 	// torn reports that the records stopped at a torn tail.
 	torn bool
-	// trusted is what Bugs.TrustTail decoded from the torn record.
+	// trusted is what Bugs.JournalTrustTail decoded from the torn record.
 	trusted *record
 }
 
@@ -215,7 +215,7 @@ func newScanner(f File, name string, off, size int64, cfg Config) *scanner {
 	return &scanner{
 		f: f, name: name, size: size, off: off,
 		maxBody: cfg.MaxRecordBytes,
-		trust:   cfg.Bugs.TrustTail,
+		trust:   cfg.Bugs.JournalTrustTail,
 		br:      bufio.NewReaderSize(io.NewSectionReader(f, off, size-off), bufSize),
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/journal"
 )
 
@@ -325,7 +326,7 @@ func TestTrustTailBugKeepsATornEntry(t *testing.T) {
 	require.Equal(t, uint64(5), j.LastIndex(), "correct: the torn entry is cut")
 	require.Equal(t, good, r.Raw(jname))
 
-	bug := journal.Config{Bugs: journal.Bugs{TrustTail: true}}
+	bug := journal.Config{Bugs: bugs.Set{JournalTrustTail: true}}
 	r = newRig(t, 1, 0)
 	r.Put(jname, torn)
 	j = r.open(bug)

@@ -52,7 +52,7 @@ func TestClockClampKeepsTimeMovingForward(t *testing.T) {
 // itself: what the clamp protects is every lease granted afterwards.)
 func TestBugNoClockClampCutsLeasesShort(t *testing.T) {
 	var cfg kv.Config
-	require.NoError(t, cfg.Bugs.Enable(kv.BugNoClockClamp))
+	require.NoError(t, cfg.Bugs.Enable("no-clock-clamp"))
 	r, n2, afterBack := stepBack(t, cfg)
 	require.Equal(t, int64(1000), afterBack, "with the bug applied time moves back")
 	require.Equal(t, int64(1100), n2.Lease.DeadlineMs, "granted with a deadline already in the cluster's past")

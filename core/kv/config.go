@@ -1,6 +1,10 @@
 package kv
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fenceline/fenceline/core/bugs"
+)
 
 // Defaults for Config. A zero field in a Config takes its default.
 const (
@@ -58,7 +62,7 @@ type Config struct {
 	EventLogBytes int
 	// Bugs turns defences off so the simulator can prove it notices.
 	// Always zero outside tests and simulation.
-	Bugs Bugs
+	Bugs bugs.Set
 }
 
 // DefaultConfig returns the documented defaults, with no bugs planted.
@@ -103,77 +107,4 @@ func (c Config) check() error {
 		return fmt.Errorf("kv: EventLogBytes %d cannot hold a maximal event (%d bytes)", c.EventLogBytes, need)
 	}
 	return nil
-}
-
-// Bugs are planted defects: each switch turns one defence off, so that the
-// simulator's checkers can prove they notice its absence. A checker that
-// never fails on its planted bug proves nothing. Each switch is named by the
-// string constant beside it, which is how simrun and scenarios refer to it.
-type Bugs struct {
-	// NoClockClamp ("no-clock-clamp") makes apply trust a command's AtMs as
-	// it is, so the applied clock moves backwards when a proposer's clock
-	// did. Leases granted in that window get deadlines the cluster's time
-	// has already passed, and the next entry from a correct clock cuts them
-	// short while their holders still believe they hold them.
-	NoClockClamp bool
-	// ValueGuard ("value-guard") makes a VersionIs guard compare the value
-	// the client observed instead of the version, so a key that went
-	// A -> B -> A between the read and the transaction passes the guard.
-	ValueGuard bool
-	// ReleaseAny ("release-any") lets any holder release a lease, so a node
-	// back from a partition drops the lease its successor holds.
-	ReleaseAny bool
-	// ExpireLate ("expire-late") expires a lease only once applied time is
-	// past its deadline, not at it: an entry applied exactly at the
-	// deadline still finds the lease held, and a renewal there succeeds.
-	ExpireLate bool
-}
-
-// Names of the planted bugs, as used by Bugs.Enable.
-const (
-	BugNoClockClamp = "no-clock-clamp"
-	BugValueGuard   = "value-guard"
-	BugReleaseAny   = "release-any"
-	BugExpireLate   = "expire-late"
-)
-
-// BugNames returns the names of every planted bug in this package, sorted.
-func BugNames() []string {
-	return []string{BugExpireLate, BugNoClockClamp, BugReleaseAny, BugValueGuard}
-}
-
-// field returns the switch named name, or nil.
-func (b *Bugs) field(name string) *bool {
-	switch name {
-	case BugNoClockClamp:
-		return &b.NoClockClamp
-	case BugValueGuard:
-		return &b.ValueGuard
-	case BugReleaseAny:
-		return &b.ReleaseAny
-	case BugExpireLate:
-		return &b.ExpireLate
-	}
-	return nil
-}
-
-// Enable turns on the bug called name.
-func (b *Bugs) Enable(name string) error {
-	f := b.field(name)
-	if f == nil {
-		return fmt.Errorf("kv: unknown bug %q (known: %v)", name, BugNames())
-	}
-	*f = true
-	return nil
-}
-
-// Enabled returns the names of the bugs switched on, sorted.
-func (b Bugs) Enabled() []string {
-	var on []string
-	for _, name := range BugNames() {
-		if *b.field(name) {
-			on = append(on, name)
-		}
-	}
-	return on
 }

@@ -36,17 +36,6 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 }
 
-func TestBugSwitches(t *testing.T) {
-	var b kv.Bugs
-	require.Empty(t, b.Enabled())
-	for _, name := range kv.BugNames() {
-		require.NoError(t, b.Enable(name))
-	}
-	require.Equal(t, kv.Bugs{NoClockClamp: true, ValueGuard: true, ReleaseAny: true, ExpireLate: true}, b)
-	require.Equal(t, []string{"expire-late", "no-clock-clamp", "release-any", "value-guard"}, b.Enabled())
-	require.ErrorContains(t, b.Enable("no-such-bug"), `unknown bug "no-such-bug"`)
-}
-
 func TestValidateNamesTheBound(t *testing.T) {
 	cfg := kv.Config{MaxKeyBytes: 8, MaxValueBytes: 16, MaxTxnOps: 2, MaxLeaseTTLMs: 1000, MaxCommandBytes: 40}
 	long := strings.Repeat("k", 9)

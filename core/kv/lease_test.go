@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/kv"
 )
 
@@ -89,7 +90,7 @@ func TestLeaseReleaseByHolderOnly(t *testing.T) {
 // switches: the partitioned node's release drops its successor's lease.
 func TestBugReleaseAnyDropsSuccessorsLease(t *testing.T) {
 	var cfg kv.Config
-	require.NoError(t, cfg.Bugs.Enable(kv.BugReleaseAny))
+	require.NoError(t, cfg.Bugs.Enable("release-any"))
 	r := newReplica(t, cfg)
 	r.apply(1200, kv.LeaseAcquire("scheduler", "n2", 100))
 	res := r.apply(1210, kv.LeaseRelease("scheduler", "n1"))
@@ -156,7 +157,7 @@ func TestLeaseTTLBounds(t *testing.T) {
 // one millisecond too long.
 func TestLeaseLapsesAtItsDeadline(t *testing.T) {
 	for _, late := range []bool{false, true} {
-		r := newReplica(t, kv.Config{Bugs: kv.Bugs{ExpireLate: late}})
+		r := newReplica(t, kv.Config{Bugs: bugs.Set{ExpireLate: late}})
 		require.NoError(t, r.apply(1000, kv.LeaseAcquire("l", "a", 500)).Err)
 		res := r.apply(1500, kv.LeaseRenew("l", "a", 500))
 		if late {

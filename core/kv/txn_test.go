@@ -73,7 +73,7 @@ func TestVersionGuardSucceedsWithoutInterveningWrite(t *testing.T) {
 // above now passes over A -> B -> A.
 func TestBugValueGuardTurnsVersionGuardIntoValueGuard(t *testing.T) {
 	var cfg kv.Config
-	require.NoError(t, cfg.Bugs.Enable(kv.BugValueGuard))
+	require.NoError(t, cfg.Bugs.Enable("value-guard"))
 	r, read := abaRead(t, cfg)
 	res := r.apply(1003, repoint(kv.Unchanged("alias/x", read, true)))
 	require.True(t, res.Succeeded, "with the bug planted the version guard compares values")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/halt"
 )
 
@@ -60,31 +61,7 @@ type Config struct {
 	// on every copy independently, with no coordination. Default 1h+1min.
 	GraceMs int64
 
-	Bugs Bugs
-}
-
-// Bugs are planted bugs, each turning one defence off so the simulator can
-// prove its checkers notice. Never set outside tests.
-type Bugs struct {
-	// AckBeforeSync ("ack-before-sync"): WhenDurable answers at once, so a
-	// sync write is acknowledged before its fsync.
-	AckBeforeSync bool
-	// EvictKeys ("evict-keys"): over the cap, the writer evicts one key of
-	// the least recently used flow instead of the whole flow.
-	EvictKeys bool
-	// NoExpiryClamp ("no-expiry-clamp"): NowMs is the node's clock as it
-	// is, so a clock stepped back shows entries that had expired again.
-	NoExpiryClamp bool
-	// NoFloorRecovery ("no-floor-recovery"): recovery ignores the clock
-	// floor on disk, so a node that comes back with its clock behind
-	// starts its clamp there and shows entries that had expired.
-	NoFloorRecovery bool
-	// RetryFailedSync ("retry-failed-sync"): a failed write or fsync is
-	// taken as passing trouble: the writer keeps its waiters and tries
-	// again at its next turn, instead of stopping the node. After a failed
-	// fsync the disk may have dropped what it held, and the retry reports
-	// success for bytes that are gone.
-	RetryFailedSync bool
+	Bugs bugs.Set
 }
 
 func (c Config) withDefaults() Config {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/halt"
 )
 
@@ -127,7 +128,7 @@ func TestSyncWritersShareOneFsync(t *testing.T) {
 }
 
 func TestAckBeforeSyncBugAnswersAtOnce(t *testing.T) {
-	r := newRig(t, Config{Bugs: Bugs{AckBeforeSync: true}})
+	r := newRig(t, Config{Bugs: bugs.Set{AckBeforeSync: true}})
 	r.put("f", Sync, "k", "v")
 	answered := false
 	r.s.WhenDurable("f", func(error) { answered = true })
@@ -210,7 +211,7 @@ func TestEvictsWholeLeastRecentlyUsedFlows(t *testing.T) {
 }
 
 func TestEvictKeysBugTearsAFlow(t *testing.T) {
-	r := newRig(t, Config{MaxFlows: 1, Bugs: Bugs{EvictKeys: true}})
+	r := newRig(t, Config{MaxFlows: 1, Bugs: bugs.Set{EvictKeys: true}})
 	r.put("f0", Async, "a", "1", "b", "2")
 	r.put("f1", Async, "a", "1")
 	r.clk.Advance(0)
@@ -316,7 +317,7 @@ func TestFailedSyncHaltsTheNode(t *testing.T) {
 // The planted bug retries instead, and acknowledges once a later fsync
 // passes.
 func TestRetryFailedSyncBugCarriesOn(t *testing.T) {
-	r := newRig(t, Config{Bugs: Bugs{RetryFailedSync: true}})
+	r := newRig(t, Config{Bugs: bugs.Set{RetryFailedSync: true}})
 	fs := &failingSync{Memory: r.mem, fail: true}
 	r.s.env.Backend = fs
 	r.put("f", Sync, "k", "v")
@@ -439,7 +440,7 @@ func TestRecoveryRefusesAnOutOfOrderScan(t *testing.T) {
 }
 
 func TestNoExpiryClampBugLetsTheClockGoBack(t *testing.T) {
-	r := newRig(t, Config{Bugs: Bugs{NoExpiryClamp: true}})
+	r := newRig(t, Config{Bugs: bugs.Set{NoExpiryClamp: true}})
 	before := r.s.NowMs()
 	r.clk.Set(r.clk.Now().Add(-time.Hour))
 	require.Equal(t, before-3_600_000, r.s.NowMs())

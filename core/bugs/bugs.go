@@ -1,0 +1,232 @@
+// Package bugs is the one table of planted bugs. Each bug turns one
+// defence off, so that the simulator can prove its checkers notice the
+// defence is gone: a checker that never fails on its planted bug proves
+// nothing. The table names each bug once; `simrun -list` and `-bug`, the
+// scenarios' catch-rate pins, the planted-bug tests and CI all read it.
+//
+// A switch is a field of Set, which every core package's configuration
+// carries as its Bugs: checking one on the production path is a field
+// read, nothing more. All of them are false outside the simulator and
+// tests.
+//
+// Adding a bug: a field in Set, with its doc comment saying what the
+// defence is and how the bug breaks it, and a line in Table naming it;
+// then the code that consults the field, and a pin in the scenario that
+// catches it.
+package bugs
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Set is a set of planted bugs, one switch each.
+type Set struct {
+	// --- core/kv: the replicated state machine and its leases.
+
+	// NoClockClamp makes apply trust a command's AtMs as it is, so the
+	// applied clock moves backwards when a proposer's clock did. Leases
+	// granted in that window get deadlines the cluster's time has already
+	// passed, and the next entry from a correct clock cuts them short
+	// while their holders still believe they hold them.
+	NoClockClamp bool
+	// ValueGuard makes a VersionIs guard compare the value the client
+	// observed instead of the version, so a key that went A -> B -> A
+	// between the read and the transaction passes the guard.
+	ValueGuard bool
+	// ReleaseAny lets any holder release a lease, so a node back from a
+	// partition drops the lease its successor holds.
+	ReleaseAny bool
+	// ExpireLate expires a lease only once applied time is past its
+	// deadline, not at it: an entry applied exactly at the deadline still
+	// finds the lease held, and a renewal there succeeds.
+	ExpireLate bool
+
+	// --- core/journal: the raft log on disk.
+
+	// JournalTrustTail makes replay accept a torn last record instead of
+	// cutting it: when a record's header is whole but its body was cut
+	// short by a crash, the missing bytes are read as zeros, the checksum
+	// is not checked, and whatever decodes is kept: every entry whose
+	// index, term and type survived, the last of them with its data
+	// zero-padded. The record is then rewritten whole, so the garbage is
+	// durable. Raft ends up holding an entry with the right index and term
+	// and the wrong data, which no later append repairs.
+	JournalTrustTail bool
+
+	// --- core/consensus: etcd raft, membership and D-17.
+
+	// PromoteEarly promotes a learner to voter as soon as it joins,
+	// before it has caught up: the quorum grows by a node still replaying
+	// the log.
+	PromoteEarly bool
+	// NoVoteSync writes a hard state that changes nothing but the term
+	// and vote without syncing it, though raft says it must: a crash then
+	// forgets a vote already sent.
+	NoVoteSync bool
+	// TickWindow measures the isolation window (D-17) and the leader's
+	// quorum check by counting ticks, as if each tick came on time: a loop
+	// held up by fsyncs runs its ticks late, so the window stretches past
+	// its bound in true time.
+	TickWindow bool
+
+	// --- core/flow: the owner path, adoption and replication.
+
+	// NoFence: the owner skips its membership-index checks: the caller's
+	// m_idx against its own, and the fence a newer owner set when it
+	// adopted the flow.
+	NoFence bool
+	// NoD17: the owner serves while isolated.
+	NoD17 bool
+	// LocalFallback: a request the owner cannot be sent is served from
+	// the local copy instead of failing.
+	LocalFallback bool
+	// NoAdoption: a new owner serves before adopting.
+	NoAdoption bool
+	// NoAntiEntropy: replicas never pull.
+	NoAntiEntropy bool
+	// NoAdoptWait: a new owner that cannot reach the previous owner adopts
+	// from the replicas at once, trusting D-17 alone to have stopped the
+	// previous owner.
+	NoAdoptWait bool
+	// NoPrune: a replica merges the owner's anti-entropy copy but keeps
+	// the keys the owner does not hold, so what a lossy adoption left
+	// behind stays on the replica forever.
+	NoPrune bool
+	// StaleAdoption: a node keeps its adoption of a flow when it stops
+	// owning it, and takes any adoption, however old, as leave to serve:
+	// when ownership comes back to it, it serves its old copy without
+	// asking the owner it had in between.
+	StaleAdoption bool
+	// NoFloorWait: a read that hides an expired entry answers before the
+	// clock floor on disk covers the expiry, so a crash and a clock
+	// stepped back can show the entry again.
+	NoFloorWait bool
+	// NoReadopt: a restarted owner serves the flows its disk says it
+	// served at this membership without pulling from their successors, so
+	// the async writes its crash lost stay lost.
+	NoReadopt bool
+
+	// --- core/shard: the flow shard's writer, cap and expiry.
+
+	// AckBeforeSync: WhenDurable answers at once, so a sync write is
+	// acknowledged before its fsync.
+	AckBeforeSync bool
+	// EvictKeys: over the cap, the writer evicts one key of the least
+	// recently used flow instead of the whole flow.
+	EvictKeys bool
+	// NoExpiryClamp: NowMs is the node's clock as it is, so a clock
+	// stepped back shows entries that had expired again.
+	NoExpiryClamp bool
+	// NoFloorRecovery: recovery ignores the clock floor on disk, so a node
+	// that comes back with its clock behind starts its clamp there and
+	// shows entries that had expired.
+	NoFloorRecovery bool
+	// RetryFailedSync: a failed write or fsync is taken as passing
+	// trouble: the writer keeps its waiters and tries again at its next
+	// turn, instead of stopping the node. After a failed fsync the disk
+	// may have dropped what it held, and the retry reports success for
+	// bytes that are gone.
+	RetryFailedSync bool
+
+	// --- scenarios/selftest.go: the toy protocol that checks the
+	// simulator itself.
+
+	// SelftestAckBeforeSync acknowledges a put before its fsync completes.
+	SelftestAckBeforeSync bool
+	// SelftestNoGossip never gossips: records stay where they were written.
+	SelftestNoGossip bool
+	// SelftestTrustTail makes replay ignore checksums: a torn record is
+	// read as data.
+	SelftestTrustTail bool
+}
+
+// Bug is one line of the table: the bug's name, what it breaks in a few
+// words, and its switch.
+type Bug struct {
+	Name, Summary string
+	on            func(*Set) *bool
+}
+
+// Table is every planted bug, in the order of Set's fields.
+var Table = []Bug{
+	{"no-clock-clamp", "apply trusts a command's AtMs as is: applied time can go back", func(s *Set) *bool { return &s.NoClockClamp }},
+	{"value-guard", "transactions compare values instead of versions (A → B → A passes)", func(s *Set) *bool { return &s.ValueGuard }},
+	{"release-any", "any holder may release a lease", func(s *Set) *bool { return &s.ReleaseAny }},
+	{"expire-late", "a lease lapses only after its deadline, not at it: a renewal at the deadline succeeds", func(s *Set) *bool { return &s.ExpireLate }},
+	{"journal-trust-tail", "journal replay accepts a torn record", func(s *Set) *bool { return &s.JournalTrustTail }},
+	{"promote-early", "a learner is promoted to voter as soon as it joins, before it has caught up", func(s *Set) *bool { return &s.PromoteEarly }},
+	{"no-vote-sync", "a hard state that changes only the term and vote is written without an fsync", func(s *Set) *bool { return &s.NoVoteSync }},
+	{"tick-window", "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", func(s *Set) *bool { return &s.TickWindow }},
+	{"no-fence", "the owner skips its membership-index checks", func(s *Set) *bool { return &s.NoFence }},
+	{"no-d17", "an owner serves while isolated", func(s *Set) *bool { return &s.NoD17 }},
+	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
+	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
+	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
+	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},
+	{"no-prune", "a replica keeps keys its owner's anti-entropy copy no longer holds", func(s *Set) *bool { return &s.NoPrune }},
+	{"stale-adoption", "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", func(s *Set) *bool { return &s.StaleAdoption }},
+	{"no-floor-wait", "a read that hides an expired entry answers before the clock floor on disk covers the expiry", func(s *Set) *bool { return &s.NoFloorWait }},
+	{"no-readopt", "a restarted owner serves its own disk without pulling from its successors", func(s *Set) *bool { return &s.NoReadopt }},
+	{"ack-before-sync", "sync mode acknowledges a write before its fsync", func(s *Set) *bool { return &s.AckBeforeSync }},
+	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
+	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},
+	{"no-floor-recovery", "a restarted shard ignores the clock floor it recorded, so its clamp starts from a clock stepped back", func(s *Set) *bool { return &s.NoFloorRecovery }},
+	{"retry-failed-sync", "the shard's writer retries a failed fsync and carries on instead of stopping the node", func(s *Set) *bool { return &s.RetryFailedSync }},
+	{"selftest-ack-before-sync", "acknowledge a put before its fsync completes", func(s *Set) *bool { return &s.SelftestAckBeforeSync }},
+	{"selftest-no-gossip", "never gossip: records stay where they were written", func(s *Set) *bool { return &s.SelftestNoGossip }},
+	{"selftest-trust-tail", "replay ignores checksums: a torn record is read as data", func(s *Set) *bool { return &s.SelftestTrustTail }},
+}
+
+// Lookup returns the bug called name.
+func Lookup(name string) (Bug, bool) {
+	for _, b := range Table {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Bug{}, false
+}
+
+// Names returns the name of every bug, sorted.
+func Names() []string {
+	names := make([]string, len(Table))
+	for i, b := range Table {
+		names[i] = b.Name
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Enable switches on the bug called name.
+func (s *Set) Enable(name string) error {
+	b, ok := Lookup(name)
+	if !ok {
+		return fmt.Errorf("bugs: unknown bug %q (known: %v)", name, Names())
+	}
+	*b.on(s) = true
+	return nil
+}
+
+// Of returns the set with the named bugs switched on.
+func Of(names ...string) (Set, error) {
+	var s Set
+	for _, name := range names {
+		if err := s.Enable(name); err != nil {
+			return Set{}, err
+		}
+	}
+	return s, nil
+}
+
+// Enabled returns the names of the bugs switched on, sorted.
+func (s Set) Enabled() []string {
+	var on []string
+	for _, b := range Table {
+		if *b.on(&s) {
+			on = append(on, b.Name)
+		}
+	}
+	sort.Strings(on)
+	return on
+}
