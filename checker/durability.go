@@ -263,3 +263,39 @@ func expiryOf(rep Reporter, f *VersionedFlow, forgive func(flow string, from, to
 		}
 	}
 }
+
+// ExpiryHonoured holds TTL flows to the other direction: once an
+// acknowledged write's entries must have expired, wherever the clocks
+// stood, no read that begins after that shows the write's version
+// (checker ttl-expiry). The bound is loose where clocks moved and exact
+// in what it assumes, from the simulator's clock record alone:
+//
+//   - the write was applied by the time it was acknowledged (w.Return),
+//     and its owner stamped the expiry from its clock clamped to the
+//     furthest it had read: at most w.Return + ttl plus the largest
+//     offset any clock had up to then;
+//   - the node that served the read compares with its clamped clock, which
+//     reads at least true time plus the smallest offset any clock had
+//     during the read.
+//
+// Each side gives a millisecond for the wall clock's rounding.
+func ExpiryHonoured(rep Reporter, flows []*VersionedFlow, ttl time.Duration, clocks ClockRecord) {
+	for _, f := range flows {
+		for _, rd := range f.Reads {
+			if rd.Version == 0 || rd.Version > len(f.Writes) {
+				continue // an absence, or ExpiryNeverUndone's to judge
+			}
+			w := f.Writes[rd.Version-1]
+			if w.Outcome != WriteOK {
+				continue
+			}
+			expiredBy := w.Return + clocks.MaxOffset(0, w.Return) + ttl + time.Millisecond
+			readsAt := rd.Call + clocks.MinOffset(rd.Call, rd.Return) - time.Millisecond
+			if readsAt >= expiredBy {
+				rep.Fail("ttl-expiry", "flow %s: the read through %s at %v saw version %d, acknowledged at %v with a TTL of %v: it had expired by %v on every clock",
+					f.Name, rd.Node, rd.Call, rd.Version, w.Return, ttl, expiredBy)
+				return
+			}
+		}
+	}
+}

@@ -91,3 +91,28 @@ func TestExpiryNeverUndone(t *testing.T) {
 	require.Len(t, rec.Failures, 1)
 	require.Contains(t, rec.Failures[0], "ttl: flow f was absent to the read through n1 at 3s, yet version 1, acknowledged at 1s before it, is back")
 }
+
+func TestExpiryHonoured(t *testing.T) {
+	clocks := flatClocks{off: map[string]time.Duration{"n1": 0, "n2": 50 * ms}}
+	// Version 1 acknowledged at 1s with a TTL of 1s: on every clock it has
+	// expired by 1s + 50ms (the clock furthest ahead) + 1s + 1ms.
+	f := func(readAt time.Duration, version int) *VersionedFlow {
+		return &VersionedFlow{Name: "f",
+			Writes: []VersionWrite{{Call: 900 * ms, Return: time.Second, Outcome: WriteOK}},
+			Reads:  []VersionRead{{Node: "n1", Call: readAt, Return: readAt + 10*ms, Version: version}}}
+	}
+	var rec Record
+	ExpiryHonoured(&rec, []*VersionedFlow{f(2*time.Second, 1), f(2052*ms, 0)}, time.Second, clocks)
+	require.True(t, rec.OK(), "within the clocks' reach, or absent: %v", rec.Failures)
+
+	ExpiryHonoured(&rec, []*VersionedFlow{f(2052*ms, 1)}, time.Second, clocks)
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "saw version 1, acknowledged at 1s with a TTL of 1s")
+
+	// A write not known to be applied is not judged.
+	rec = Record{}
+	unknown := f(5*time.Second, 1)
+	unknown.Writes[0].Outcome = WriteUnknown
+	ExpiryHonoured(&rec, []*VersionedFlow{unknown}, time.Second, clocks)
+	require.True(t, rec.OK())
+}

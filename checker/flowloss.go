@@ -127,7 +127,11 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 			a, b := ss[i-1], ss[i]
 			if a.Node == b.Node {
 				if crashed, at := faults.Crashed(a.Node, a.At, b.At); crashed {
-					cuts = append(cuts, FlowCut{Flow: f, At: at, Reason: faults.Name(a.Node) + " crashed while serving it"})
+					// Just after the crash instant: an answer the node gave
+					// at that very instant came before the crash (a node
+					// answers nothing once down), and the crash may take
+					// its write with it.
+					cuts = append(cuts, FlowCut{Flow: f, At: at + 1, Reason: faults.Name(a.Node) + " crashed while serving it"})
 				}
 				continue
 			}

@@ -63,6 +63,9 @@ type ClockRecord interface {
 	// MaxOffset is the largest offset any node's clock had at any
 	// instant of [from, to].
 	MaxOffset(from, to time.Duration) time.Duration
+	// MinOffset is the smallest offset any node's clock had at any
+	// instant of [from, to].
+	MinOffset(from, to time.Duration) time.Duration
 }
 
 // LeaseBelief is an interval of true time in which a holder may believe

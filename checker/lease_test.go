@@ -36,6 +36,14 @@ func (c flatClocks) MaxOffset(from, to time.Duration) time.Duration {
 	return hi
 }
 
+func (c flatClocks) MinOffset(from, to time.Duration) time.Duration {
+	lo := time.Duration(1 << 62)
+	for n := range c.off { //fenceline:unordered a minimum
+		lo = min(lo, c.OffsetAt(n, from), c.OffsetAt(n, to))
+	}
+	return lo
+}
+
 func grant(holder, node string, call, answer time.Duration, token uint64) LeaseCall {
 	return LeaseCall{Holder: holder, Lease: "l", Kind: LeaseAcquire, Node: node, TTL: 1000 * ms,
 		Call: call, Answered: true, Answer: answer, Granted: true, Token: token}

@@ -52,6 +52,7 @@ func init() {
 		Duration: 30 * time.Second,
 		Bugs: []Bug{
 			{Name: "evict-keys", Window: 30, MinCaught: 24},
+			{Name: "read-expired", Window: 30, MinCaught: 12},
 			{Name: "no-expiry-clamp", Window: 100, MinCaught: 9},
 		},
 		Floors: []Floor{{"writes-acked", 50}, {"absent-reads", 60}, {"faults", 4}},
@@ -457,6 +458,7 @@ func runTTL(run *Run, restarts bool) error {
 		}
 	}
 	checker.ExpiryNeverUndone(run, ttlFlows, forgive)
+	checker.ExpiryHonoured(run, ttlFlows, ttl, clocks{h.raftCluster})
 	h.checkBridge()
 	t.report()
 	return nil

@@ -452,6 +452,15 @@ func (cl clocks) OffsetAt(node string, t time.Duration) time.Duration {
 	panic("scenarios: no node " + node)
 }
 
+func (cl clocks) MinOffset(from, to time.Duration) time.Duration {
+	lo := time.Duration(math.MaxInt64)
+	for _, n := range cl.c.nodes {
+		l, _ := n.Clock().OffsetRange(from, to)
+		lo = min(lo, l)
+	}
+	return lo
+}
+
 func (cl clocks) MaxOffset(from, to time.Duration) time.Duration {
 	hi := time.Duration(math.MinInt64)
 	for _, n := range cl.c.nodes {

@@ -102,6 +102,9 @@ type Set struct {
 	// clock floor on disk covers the expiry, so a crash and a clock
 	// stepped back can show the entry again.
 	NoFloorWait bool
+	// ReadExpired: a read shows an entry past its expiry, as if only the
+	// purge (after the flow's grace) took expired entries away.
+	ReadExpired bool
 	// NoReadopt: a restarted owner serves the flows its disk says it
 	// served at this membership without pulling from their successors, so
 	// the async writes its crash lost stay lost.
@@ -167,6 +170,7 @@ var Table = []Bug{
 	{"no-prune", "a replica keeps keys its owner's anti-entropy copy no longer holds", func(s *Set) *bool { return &s.NoPrune }},
 	{"stale-adoption", "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", func(s *Set) *bool { return &s.StaleAdoption }},
 	{"no-floor-wait", "a read that hides an expired entry answers before the clock floor on disk covers the expiry", func(s *Set) *bool { return &s.NoFloorWait }},
+	{"read-expired", "a read shows an entry past its expiry", func(s *Set) *bool { return &s.ReadExpired }},
 	{"no-readopt", "a restarted owner serves its own disk without pulling from its successors", func(s *Set) *bool { return &s.NoReadopt }},
 	{"ack-before-sync", "sync mode acknowledges a write before its fsync", func(s *Set) *bool { return &s.AckBeforeSync }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},

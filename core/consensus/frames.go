@@ -28,7 +28,8 @@ type FrameInfo struct {
 	Kind     string
 	From, To dial.NodeID
 	Term     uint64
-	Reject   bool // an answer that refuses (a vote not granted)
+	Reject   bool   // an answer that refuses (a vote not granted)
+	Index    uint64 // an append answer's last index: what the follower holds
 }
 
 // FromLeader reports whether only a leader sends this kind of frame.
@@ -50,7 +51,7 @@ func DecodeFrame(frame []byte) (FrameInfo, error) {
 	if err := m.Unmarshal(frame[1:]); err != nil {
 		return FrameInfo{}, err
 	}
-	info := FrameInfo{Kind: FrameOther, From: dial.NodeID(m.From), To: dial.NodeID(m.To), Term: m.Term, Reject: m.Reject}
+	info := FrameInfo{Kind: FrameOther, From: dial.NodeID(m.From), To: dial.NodeID(m.To), Term: m.Term, Reject: m.Reject, Index: m.Index}
 	switch m.Type {
 	case pb.MsgVote:
 		info.Kind = FrameVote

@@ -1,11 +1,8 @@
 package flow
 
 import (
-	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"time"
 
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/ring"
@@ -83,26 +80,26 @@ type Store struct {
 	served      map[servedKey]msg // answers given, for duplicate requests
 	servedOrder []servedKey       // oldest first
 
-	mIdx       uint64
-	voters     []dial.NodeID
-	ring       ring.Ring
-	prevRing   ring.Ring // the membership before mIdx, as this node saw it
-	havePrev   bool
-	adopted    map[string]uint64 // flow -> m_idx at which this node adopted it
-	servedAt   map[string]uint64 // flow -> the latest m_idx at which this node served it (never forgotten)
-	prevMIdx   uint64            // the membership index before mIdx, as this node saw it
-	adopting   map[string]*adoption
-	fencedAt   map[string]uint64 // flow -> m_idx a newer owner announced while adopting it
-	aeTimer    clock.Timer
-	aeCursor   int // where the next anti-entropy answer starts in its list
-	stopped    bool
-	nowForTest func() time.Time
+	mIdx     uint64
+	voters   []dial.NodeID
+	ring     ring.Ring
+	prevRing ring.Ring // the membership before mIdx, as this node saw it
+	havePrev bool
+	adopted  map[string]uint64 // flow -> m_idx at which this node adopted it
+	servedAt map[string]uint64 // flow -> the latest m_idx at which this node served it (never forgotten)
+	prevMIdx uint64            // the membership index before mIdx, as this node saw it
+	adopting map[string]*adoption
+	fencedAt map[string]uint64 // flow -> m_idx a newer owner announced while adopting it
+	aeTimer  clock.Timer
+	aeCursor int // where the next anti-entropy answer starts in its list
+	stopped  bool
 
 	// Counters, for scenarios and benchmarks.
 	Shed, Served, Pushed, Merged, Pruned, Adoptions, AERounds, BadFrames, Evicted uint64
 }
 
 type call struct {
+	id      uint64      // its key in Store.calls while it waits for the owner; 0 if served here
 	to      dial.NodeID // the owner it was sent to; 0 if served here
 	done    func(Response, error)
 	timer   clock.Timer
@@ -228,397 +225,6 @@ func ownerOf(r ring.Ring, flow string) dial.NodeID {
 	return id
 }
 
-// Do runs one operation. done runs exactly once, on the node's loop: with
-// the answer, or with an error wrapping ErrUnavailable (Known tells whether
-// the operation certainly did not apply), ErrNotInteger or ErrBadRequest.
-// Do never waits for a permit and no call outlives the deadline.
-func (s *Store) Do(req Request, done func(Response, error)) {
-	if err := s.cfg.check(req); err != nil {
-		done(Response{}, err)
-		return
-	}
-	s.refresh()
-	if req.Read == Local && (req.Op == OpGet || req.Op == OpGetAll) {
-		resp, _, _, err := s.apply(req, true)
-		done(resp, err)
-		return
-	}
-	if s.stopped || s.permits == 0 {
-		s.Shed++
-		done(Response{}, unavailable(ErrShed))
-		return
-	}
-	s.permits--
-	c := &call{done: done}
-	c.timer = s.env.Clock.AfterFunc(s.cfg.Deadline, func() { s.settle(c, Response{}, unavailable(ErrTimeout)) })
-	owner, ok := s.ring.Owner(ring.ClassFlow, req.Flow)
-	switch {
-	case !ok:
-		s.settle(c, Response{}, unavailable(ErrNoOwner))
-	case owner == s.env.ID:
-		s.serve(s.mIdx, req, func(resp Response, err error) { s.settle(c, resp, err) })
-	default:
-		s.nextID++
-		id := s.nextID
-		c.to = owner
-		s.calls[id] = c
-		err := s.send(owner, msg{Kind: FrameOp, ID: id, Session: s.session, M: s.mIdx, Req: &req})
-		if err == nil {
-			return
-		}
-		delete(s.calls, id)
-		if s.cfg.Bugs.LocalFallback {
-			// The planted bug: degrade to the local copy, the fork the
-			// design exists to prevent.
-			resp, changed, _, aerr := s.apply(req, false)
-			_ = s.commit(req.Flow, changed, req.Mode)
-			s.settle(c, resp, aerr)
-			return
-		}
-		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: %v", ErrSend, err)))
-	}
-}
-
-// settle answers a call once and frees its permit.
-func (s *Store) settle(c *call, resp Response, err error) {
-	if c.settled {
-		return
-	}
-	c.settled = true
-	c.timer.Stop()
-	for id, other := range s.calls { //fenceline:unordered finds the one entry pointing at c; order cannot matter
-		if other == c {
-			delete(s.calls, id)
-		}
-	}
-	s.permits++
-	c.done(resp, err)
-}
-
-// serve is the owner's side of an operation: its checks, in order, each
-// with its own refusal, then apply, stamp, write, push, answer.
-func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) {
-	s.refresh()
-	if !s.cfg.Bugs.NoFence && callerM != s.mIdx {
-		reply(Response{}, unavailable(fmt.Errorf("%w: caller at %d, owner at %d", ErrFenced, callerM, s.mIdx)))
-		return
-	}
-	if err := s.mayServe(req.Flow); err != nil {
-		if errors.Is(err, ErrNotAdopted) {
-			s.startAdoption(req.Flow, req.Mode)
-		}
-		reply(Response{}, unavailable(err))
-		return
-	}
-	resp, changed, hiddenMs, err := s.apply(req, false)
-	if hiddenMs > 0 && !s.cfg.Bugs.NoFloorWait {
-		// The answer hides an entry because it expired: not before the
-		// clock floor on disk covers that expiry, or a crash and a clock
-		// stepped back could show the entry again to a later read.
-		s.sh.WhenFloorDurable(hiddenMs, func(ferr error) {
-			if ferr != nil {
-				reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, ferr)))
-				return
-			}
-			s.finishServe(req, resp, changed, err, reply)
-		})
-		return
-	}
-	s.finishServe(req, resp, changed, err, reply)
-}
-
-// finishServe is serve after apply: commit, push and answer, each in the
-// flow's mode.
-func (s *Store) finishServe(req Request, resp Response, changed map[string]Value, err error, reply func(Response, error)) {
-	if err != nil {
-		if req.Mode == shard.Sync {
-			// Even a refusal (not an integer, too many keys) tells of
-			// the flow's state: not before that state is on disk.
-			s.sh.WhenDurable(req.Flow, func(error) { reply(resp, err) })
-			return
-		}
-		reply(resp, err)
-		return
-	}
-	if err := s.commit(req.Flow, changed, req.Mode); err != nil {
-		// Refused before anything changed: known not applied.
-		reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrBusy, err)))
-		return
-	}
-	s.Served++
-	s.push(req.Flow, changed, req.Mode)
-	if req.Mode != shard.Sync {
-		reply(resp, nil)
-		return
-	}
-	// Sync: answer once the flow is on disk — reads too, so that no
-	// client is ever shown a value a crash could still take back.
-	s.sh.WhenDurable(req.Flow, func(err error) {
-		if err != nil {
-			reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, err)))
-			return
-		}
-		reply(resp, nil)
-	})
-}
-
-// mayServe is the owner's checks after the caller's m_idx, in order: it
-// is the owner; no newer owner has fenced the flow; it is not isolated
-// (D-17); it has adopted the flow at this m_idx. Whatever writes a flow as
-// its owner (a request, an eviction) passes them first.
-func (s *Store) mayServe(flow string) error {
-	switch {
-	case ownerOf(s.ring, flow) != s.env.ID:
-		return ErrNotOwner
-	case !s.cfg.Bugs.NoFence && s.fencedAt[flow] > s.mIdx:
-		return fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[flow])
-	case !s.cfg.Bugs.NoD17 && s.env.Ctl.IsIsolated():
-		return ErrIsolated
-	case !s.cfg.Bugs.NoAdoption && s.adopted[flow] != s.mIdx && !(s.cfg.Bugs.StaleAdoption && s.adopted[flow] != 0):
-		return ErrNotAdopted
-	}
-	return nil
-}
-
-// apply runs req against this node's copy. It returns the answer, the
-// keys a write changed, stamped with the next fencing tuple (the caller
-// commits them), and, for a read, the latest expiry of an entry it hid
-// because it had expired (0 if none). With readOnly it refuses to write.
-func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[string]Value, hiddenMs int64, err error) {
-	f := s.sh.Get(req.Flow)
-	// One instant for the whole operation: a set-all's keys expire
-	// together, and a get-all sees one moment of the flow.
-	nowMs := s.now().UnixMilli()
-	reads := req.Op == OpGet || req.Op == OpGetAll
-	get := func(key string) (Value, bool) {
-		v, ok := f[key]
-		if ok && !v.Tomb && v.ExpiresAtMs != 0 && nowMs >= v.ExpiresAtMs {
-			if reads {
-				hiddenMs = max(hiddenMs, v.ExpiresAtMs)
-			}
-			return v, false
-		}
-		if !ok || v.Tomb {
-			return v, false
-		}
-		return v, true
-	}
-	if readOnly && req.Op.writes() {
-		return Response{}, nil, 0, fmt.Errorf("%w: local reads only", ErrBadRequest)
-	}
-	changed = map[string]Value{}
-	write := func(key string, data []byte, tomb bool, ttlMs int64) {
-		prev := f[key]
-		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
-		if ttlMs == 0 {
-			ttlMs = s.cfg.DefaultTTLMs
-		}
-		v.ExpiresAtMs = nowMs
-		if !tomb {
-			v.ExpiresAtMs += ttlMs
-		}
-		changed[key] = v
-	}
-	if req.Op.writes() && req.Op != OpClear && req.Op != OpDelete {
-		// A flow is a small map: bounded so that its copy always fits one
-		// frame (adoption and anti-entropy send flows whole).
-		added := 0
-		if _, exists := f[req.Key]; req.Op != OpSetAll && !exists {
-			added = 1
-		}
-		for k := range req.Entries { //fenceline:unordered counting
-			if _, exists := f[k]; !exists {
-				added++
-			}
-		}
-		if added > 0 && len(f)+added > s.cfg.MaxFlowKeys {
-			return Response{}, nil, 0, fmt.Errorf("%w: flow %s has %d keys; %d more is over the most a flow may hold, %d", ErrBadRequest, req.Flow, len(f), added, s.cfg.MaxFlowKeys)
-		}
-	}
-	switch req.Op {
-	case OpGet:
-		v, ok := get(req.Key)
-		resp.Found = ok
-		if ok {
-			resp.Value = v.Data
-		}
-	case OpGetAll:
-		resp.All = map[string][]byte{}
-		for _, k := range sortedKeys(f) {
-			if v, ok := get(k); ok {
-				resp.All[k] = v.Data
-			}
-		}
-	case OpSet:
-		write(req.Key, req.Value, false, req.TTLMs)
-		resp.Succeeded = true
-	case OpDelete:
-		v, ok := get(req.Key)
-		resp.Found = ok
-		_ = v
-		if ok {
-			write(req.Key, nil, true, 0)
-		}
-	case OpCas:
-		v, ok := get(req.Key)
-		if (req.ExpectAbsent && !ok) || (!req.ExpectAbsent && ok && string(v.Data) == string(req.Expect)) {
-			write(req.Key, req.Value, false, req.TTLMs)
-			resp.Succeeded = true
-		}
-	case OpIncr:
-		var cur int64
-		if v, ok := get(req.Key); ok {
-			n, err := strconv.ParseInt(string(v.Data), 10, 64)
-			if err != nil {
-				return Response{}, nil, 0, fmt.Errorf("%w: %q", ErrNotInteger, v.Data)
-			}
-			cur = n
-		}
-		resp.Int = cur + req.Delta
-		write(req.Key, []byte(strconv.FormatInt(resp.Int, 10)), false, req.TTLMs)
-	case OpClear:
-		for _, k := range sortedKeys(f) {
-			if _, ok := get(k); ok {
-				write(k, nil, true, 0)
-			}
-		}
-		resp.Succeeded = true
-	case OpSetAll:
-		for _, k := range sortedKeys(req.Entries) {
-			write(k, req.Entries[k], false, req.TTLMs)
-		}
-		resp.Succeeded = true
-	}
-	return resp, changed, hiddenMs, nil
-}
-
-// commit writes changed keys to the shard in mode, with the flow's
-// metadata if it changed. It fails, changing nothing, when the shard
-// refuses (its writer is full, or its disk failed).
-func (s *Store) commit(flow string, changed map[string]Value, mode shard.Mode) error {
-	if len(changed) == 0 {
-		return nil // a read: nothing to write, not even the note
-	}
-	return s.sh.Put(flow, changed, s.metaFor(flow), mode)
-}
-
-// metaFor returns the flow's metadata to store if it differs from what
-// the shard holds: the m_idx at which this node last served it.
-func (s *Store) metaFor(flow string) []byte {
-	at := s.servedAt[flow]
-	if at == 0 {
-		return nil
-	}
-	if m, _, ok := s.sh.Meta(flow); ok && decodeServed(m) == at {
-		return nil
-	}
-	return encodeServed(at)
-}
-
-// repairMode is how a copy that arrives to repair another is written: a
-// none flow stays in memory; every other is written async, because its
-// source still holds it and the next round (or adoption) repeats it. A
-// replica's fsync adds nothing an owner's sync write relies on: the owner
-// answers after its own.
-func repairMode(m shard.Mode) shard.Mode {
-	if m == shard.None {
-		return shard.None
-	}
-	return shard.Async
-}
-
-// merge keeps, key by key, the value with the larger fencing tuple. It is
-// the only way a copy from elsewhere enters the shard. A merge the shard
-// refuses is dropped: anti-entropy repeats it.
-func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
-	if len(in) == 0 {
-		return
-	}
-	f := s.sh.Peek(flow)
-	// A flow this node serves took every copy it will ever take when it
-	// adopted it; a copy from an older membership arriving later (a late
-	// answer, a deposed owner's push in flight) would bring back what a
-	// lossy adoption dropped, so it is refused.
-	floor := uint64(0)
-	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
-		floor = at
-	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
-		floor = a.m // adopted, waiting only for its fsync
-	}
-	changed := map[string]Value{}
-	for _, k := range sortedKeys(in) {
-		if in[k].Tuple.MIdx < floor {
-			continue
-		}
-		if cur, ok := f[k]; !ok || cur.Tuple.Less(in[k].Tuple) {
-			changed[k] = in[k]
-		}
-	}
-	if len(changed) > 0 && s.commit(flow, changed, mode) == nil {
-		s.Merged += uint64(len(changed))
-	}
-}
-
-// evict is the shard's hook for a flow over the cap. The owner serving
-// the flow evicts it for the whole cluster: it deletes every key with
-// tombstones and pushes them, as a clear would, so that no copy brings
-// the flow back through anti-entropy or a later adoption. Any other node
-// drops its copy only; the owner's copy is the authority, and anti-entropy
-// sends it back if the owner still holds it.
-//
-// The owner writes only as it may serve (mayServe). A flow it may not
-// write right now is kept (the shard counts it again): one being adopted
-// (dropping it would throw away the copies gathered), one a newer owner
-// has fenced, one whose owner is isolated (D-17), or one the writer has
-// no room for. Dropping any of those on the owner alone would let a
-// replica's copy return later.
-func (s *Store) evict(flow string) {
-	if s.stopped || s.adopting[flow] != nil {
-		return
-	}
-	switch err := s.mayServe(flow); {
-	case errors.Is(err, ErrNotOwner), errors.Is(err, ErrNotAdopted):
-		s.Evicted++
-		s.sh.Drop(flow) // not this node's to serve: its copy only
-		return
-	case err != nil:
-		return
-	}
-	f := s.sh.Peek(flow)
-	_, mode, _ := s.sh.Meta(flow)
-	now := s.now().UnixMilli()
-	changed := map[string]Value{}
-	for _, k := range sortedKeys(f) {
-		if !f[k].Tomb {
-			changed[k] = Value{Tomb: true, Tuple: s.nextTuple(f[k].Tuple), ExpiresAtMs: now}
-		}
-	}
-	if s.commit(flow, changed, mode) == nil {
-		s.push(flow, changed, mode)
-		s.Evicted++
-	}
-}
-
-// dropped forgets what the store kept about a flow the shard removed,
-// unless this node serves it (its note that it did is its authority).
-func (s *Store) dropped(flow string) {
-	if s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID {
-		return
-	}
-	delete(s.adopted, flow)
-	delete(s.servedAt, flow)
-	delete(s.reconciled, flow)
-}
-
-// now is the node's wall clock, clamped by the shard so it never goes
-// back: an entry a read saw expire stays expired after a clock step.
-func (s *Store) now() time.Time {
-	if s.nowForTest != nil {
-		return s.nowForTest()
-	}
-	return time.UnixMilli(s.sh.NowMs())
-}
-
 // Copy returns this node's copy of a flow, tombstones and tuples included,
 // for checkers.
 func (s *Store) Copy(flow string) map[string]Value {
@@ -639,20 +245,29 @@ func (s *Store) Flows() []string { return s.sh.Flows() }
 // holds, for scenarios and benchmarks.
 func (s *Store) Shard() (shard.Stats, int) { return s.sh.Stats(), s.sh.Live() }
 
-// MIdx is the membership index this store works at.
-func (s *Store) MIdx() uint64 { s.refresh(); return s.mIdx }
+// MIdx is the membership index in force at this node: the one the store
+// works at from its next step. Like every getter here it changes nothing:
+// a checker that asks must not move the store along.
+func (s *Store) MIdx() uint64 { return s.env.Ctl.Membership().Index }
 
-// Owner returns the owner of flow at this node's membership.
+// Owner returns the owner of flow under the membership in force at this
+// node.
 func (s *Store) Owner(flow string) (dial.NodeID, bool) {
-	s.refresh()
-	return s.ring.Owner(ring.ClassFlow, flow)
+	return s.ringNow().Owner(ring.ClassFlow, flow)
 }
 
-// Placement returns the owner and successors of flow at this node's
-// membership.
+// Placement returns the owner and successors of flow under the membership
+// in force at this node.
 func (s *Store) Placement(flow string) []dial.NodeID {
-	s.refresh()
-	return s.ring.Placement(ring.ClassFlow, flow).Nodes()
+	return s.ringNow().Placement(ring.ClassFlow, flow).Nodes()
+}
+
+// ringNow is the ring of the membership in force, without refreshing.
+func (s *Store) ringNow() ring.Ring {
+	if ms := s.env.Ctl.Membership(); ms.Index != s.mIdx || len(ms.Voters) != s.ring.Len() {
+		return ring.New(ms.Voters)
+	}
+	return s.ring
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -666,10 +281,13 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func sortedFlows[V any](m map[string]V) []string { return sortedKeys(m) }
 
-// Adopted reports whether this node serves flow at its current membership
-// (it owns it and has adopted it).
+// Adopted reports whether this node serves flow at the membership in
+// force (it owns it and has adopted it). A store that has not yet taken a
+// step under that membership has adopted nothing under it.
 func (s *Store) Adopted(flow string) bool {
-	s.refresh()
+	if s.MIdx() != s.mIdx {
+		return false
+	}
 	return s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID
 }
 

@@ -1,0 +1,209 @@
+package flow
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/fenceline/fenceline/core/shard"
+)
+
+// This file: the owner path: the owner's checks, in order, then apply
+// and answer.
+
+// serve is the owner's side of an operation: its checks, in order, each
+// with its own refusal, then apply, stamp, write, push, answer.
+func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) {
+	s.refresh()
+	if !s.cfg.Bugs.NoFence && callerM != s.mIdx {
+		reply(Response{}, unavailable(fmt.Errorf("%w: caller at %d, owner at %d", ErrFenced, callerM, s.mIdx)))
+		return
+	}
+	if err := s.mayServe(req.Flow); err != nil {
+		if errors.Is(err, ErrNotAdopted) {
+			s.startAdoption(req.Flow, req.Mode)
+		}
+		reply(Response{}, unavailable(err))
+		return
+	}
+	resp, changed, hiddenMs, err := s.apply(req, false)
+	if hiddenMs > 0 && !s.cfg.Bugs.NoFloorWait {
+		// The answer hides an entry because it expired: not before the
+		// clock floor on disk covers that expiry, or a crash and a clock
+		// stepped back could show the entry again to a later read.
+		s.sh.WhenFloorDurable(hiddenMs, func(ferr error) {
+			if ferr != nil {
+				reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, ferr)))
+				return
+			}
+			s.finishServe(req, resp, changed, err, reply)
+		})
+		return
+	}
+	s.finishServe(req, resp, changed, err, reply)
+}
+
+// finishServe is serve after apply: commit, push and answer, each in the
+// flow's mode.
+func (s *Store) finishServe(req Request, resp Response, changed map[string]Value, err error, reply func(Response, error)) {
+	if err != nil {
+		if req.Mode == shard.Sync {
+			// Even a refusal (not an integer, too many keys) tells of
+			// the flow's state: not before that state is on disk.
+			s.sh.WhenDurable(req.Flow, func(error) { reply(resp, err) })
+			return
+		}
+		reply(resp, err)
+		return
+	}
+	if err := s.commit(req.Flow, changed, req.Mode); err != nil {
+		// Refused before anything changed: known not applied.
+		reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrBusy, err)))
+		return
+	}
+	s.Served++
+	s.push(req.Flow, changed, req.Mode)
+	if req.Mode != shard.Sync {
+		reply(resp, nil)
+		return
+	}
+	// Sync: answer once the flow is on disk — reads too, so that no
+	// client is ever shown a value a crash could still take back.
+	s.sh.WhenDurable(req.Flow, func(err error) {
+		if err != nil {
+			reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, err)))
+			return
+		}
+		reply(resp, nil)
+	})
+}
+
+// mayServe is the owner's checks after the caller's m_idx, in order: it
+// is the owner; no newer owner has fenced the flow; it is not isolated
+// (D-17); it has adopted the flow at this m_idx. Whatever writes a flow as
+// its owner (a request, an eviction) passes them first.
+func (s *Store) mayServe(flow string) error {
+	switch {
+	case ownerOf(s.ring, flow) != s.env.ID:
+		return ErrNotOwner
+	case !s.cfg.Bugs.NoFence && s.fencedAt[flow] > s.mIdx:
+		return fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[flow])
+	case !s.cfg.Bugs.NoD17 && s.env.Ctl.IsIsolated():
+		return ErrIsolated
+	case !s.cfg.Bugs.NoAdoption && s.adopted[flow] != s.mIdx && !(s.cfg.Bugs.StaleAdoption && s.adopted[flow] != 0):
+		return ErrNotAdopted
+	}
+	return nil
+}
+
+// apply runs req against this node's copy. It returns the answer, the
+// keys a write changed, stamped with the next fencing tuple (the caller
+// commits them), and, for a read, the latest expiry of an entry it hid
+// because it had expired (0 if none). With readOnly it refuses to write.
+func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[string]Value, hiddenMs int64, err error) {
+	f := s.sh.Get(req.Flow)
+	// One instant for the whole operation: a set-all's keys expire
+	// together, and a get-all sees one moment of the flow.
+	nowMs := s.now().UnixMilli()
+	reads := req.Op == OpGet || req.Op == OpGetAll
+	get := func(key string) (Value, bool) {
+		v, ok := f[key]
+		if ok && !v.Tomb && v.ExpiresAtMs != 0 && nowMs >= v.ExpiresAtMs && !s.cfg.Bugs.ReadExpired {
+			if reads {
+				hiddenMs = max(hiddenMs, v.ExpiresAtMs)
+			}
+			return v, false
+		}
+		if !ok || v.Tomb {
+			return v, false
+		}
+		return v, true
+	}
+	if readOnly && req.Op.writes() {
+		return Response{}, nil, 0, fmt.Errorf("%w: local reads only", ErrBadRequest)
+	}
+	changed = map[string]Value{}
+	write := func(key string, data []byte, tomb bool, ttlMs int64) {
+		prev := f[key]
+		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
+		if ttlMs == 0 {
+			ttlMs = s.cfg.DefaultTTLMs
+		}
+		v.ExpiresAtMs = nowMs
+		if !tomb {
+			v.ExpiresAtMs += ttlMs
+		}
+		changed[key] = v
+	}
+	if req.Op.writes() && req.Op != OpClear && req.Op != OpDelete {
+		// A flow is a small map: bounded so that its copy always fits one
+		// frame (adoption and anti-entropy send flows whole).
+		added := 0
+		if _, exists := f[req.Key]; req.Op != OpSetAll && !exists {
+			added = 1
+		}
+		for k := range req.Entries { //fenceline:unordered counting
+			if _, exists := f[k]; !exists {
+				added++
+			}
+		}
+		if added > 0 && len(f)+added > s.cfg.MaxFlowKeys {
+			return Response{}, nil, 0, fmt.Errorf("%w: flow %s has %d keys; %d more is over the most a flow may hold, %d", ErrBadRequest, req.Flow, len(f), added, s.cfg.MaxFlowKeys)
+		}
+	}
+	switch req.Op {
+	case OpGet:
+		v, ok := get(req.Key)
+		resp.Found = ok
+		if ok {
+			resp.Value = v.Data
+		}
+	case OpGetAll:
+		resp.All = map[string][]byte{}
+		for _, k := range sortedKeys(f) {
+			if v, ok := get(k); ok {
+				resp.All[k] = v.Data
+			}
+		}
+	case OpSet:
+		write(req.Key, req.Value, false, req.TTLMs)
+		resp.Succeeded = true
+	case OpDelete:
+		v, ok := get(req.Key)
+		resp.Found = ok
+		_ = v
+		if ok {
+			write(req.Key, nil, true, 0)
+		}
+	case OpCas:
+		v, ok := get(req.Key)
+		if (req.ExpectAbsent && !ok) || (!req.ExpectAbsent && ok && string(v.Data) == string(req.Expect)) {
+			write(req.Key, req.Value, false, req.TTLMs)
+			resp.Succeeded = true
+		}
+	case OpIncr:
+		var cur int64
+		if v, ok := get(req.Key); ok {
+			n, err := strconv.ParseInt(string(v.Data), 10, 64)
+			if err != nil {
+				return Response{}, nil, 0, fmt.Errorf("%w: %q", ErrNotInteger, v.Data)
+			}
+			cur = n
+		}
+		resp.Int = cur + req.Delta
+		write(req.Key, []byte(strconv.FormatInt(resp.Int, 10)), false, req.TTLMs)
+	case OpClear:
+		for _, k := range sortedKeys(f) {
+			if _, ok := get(k); ok {
+				write(k, nil, true, 0)
+			}
+		}
+		resp.Succeeded = true
+	case OpSetAll:
+		for _, k := range sortedKeys(req.Entries) {
+			write(k, req.Entries[k], false, req.TTLMs)
+		}
+		resp.Succeeded = true
+	}
+	return resp, changed, hiddenMs, nil
+}

@@ -1,0 +1,135 @@
+package flow
+
+import (
+	"errors"
+	"time"
+
+	"github.com/fenceline/fenceline/core/shard"
+)
+
+// This file: the glue to the FlowShard: committing changes, merging
+// copies, eviction over the cap, and the clamped clock.
+
+// commit writes changed keys to the shard in mode, with the flow's
+// metadata if it changed. It fails, changing nothing, when the shard
+// refuses (its writer is full, or its disk failed).
+func (s *Store) commit(flow string, changed map[string]Value, mode shard.Mode) error {
+	if len(changed) == 0 {
+		return nil // a read: nothing to write, not even the note
+	}
+	return s.sh.Put(flow, changed, s.metaFor(flow), mode)
+}
+
+// metaFor returns the flow's metadata to store if it differs from what
+// the shard holds: the m_idx at which this node last served it.
+func (s *Store) metaFor(flow string) []byte {
+	at := s.servedAt[flow]
+	if at == 0 {
+		return nil
+	}
+	if m, _, ok := s.sh.Meta(flow); ok && decodeServed(m) == at {
+		return nil
+	}
+	return encodeServed(at)
+}
+
+// repairMode is how a copy that arrives to repair another is written: a
+// none flow stays in memory; every other is written async, because its
+// source still holds it and the next round (or adoption) repeats it. A
+// replica's fsync adds nothing an owner's sync write relies on: the owner
+// answers after its own.
+func repairMode(m shard.Mode) shard.Mode {
+	if m == shard.None {
+		return shard.None
+	}
+	return shard.Async
+}
+
+// merge keeps, key by key, the value with the larger fencing tuple. It is
+// the only way a copy from elsewhere enters the shard. A merge the shard
+// refuses is dropped: anti-entropy repeats it.
+func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
+	if len(in) == 0 {
+		return
+	}
+	f := s.sh.Peek(flow)
+	// A flow this node serves took every copy it will ever take when it
+	// adopted it; a copy from an older membership arriving later (a late
+	// answer, a deposed owner's push in flight) would bring back what a
+	// lossy adoption dropped, so it is refused.
+	floor := uint64(0)
+	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
+		floor = at
+	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
+		floor = a.m // adopted, waiting only for its fsync
+	}
+	changed := map[string]Value{}
+	for _, k := range sortedKeys(in) {
+		if in[k].Tuple.MIdx < floor {
+			continue
+		}
+		if cur, ok := f[k]; !ok || cur.Tuple.Less(in[k].Tuple) {
+			changed[k] = in[k]
+		}
+	}
+	if len(changed) > 0 && s.commit(flow, changed, mode) == nil {
+		s.Merged += uint64(len(changed))
+	}
+}
+
+// evict is the shard's hook for a flow over the cap. The owner serving
+// the flow evicts it for the whole cluster: it deletes every key with
+// tombstones and pushes them, as a clear would, so that no copy brings
+// the flow back through anti-entropy or a later adoption. Any other node
+// drops its copy only; the owner's copy is the authority, and anti-entropy
+// sends it back if the owner still holds it.
+//
+// The owner writes only as it may serve (mayServe). A flow it may not
+// write right now is kept (the shard counts it again): one being adopted
+// (dropping it would throw away the copies gathered), one a newer owner
+// has fenced, one whose owner is isolated (D-17), or one the writer has
+// no room for. Dropping any of those on the owner alone would let a
+// replica's copy return later.
+func (s *Store) evict(flow string) {
+	if s.stopped || s.adopting[flow] != nil {
+		return
+	}
+	switch err := s.mayServe(flow); {
+	case errors.Is(err, ErrNotOwner), errors.Is(err, ErrNotAdopted):
+		s.Evicted++
+		s.sh.Drop(flow) // not this node's to serve: its copy only
+		return
+	case err != nil:
+		return
+	}
+	f := s.sh.Peek(flow)
+	_, mode, _ := s.sh.Meta(flow)
+	now := s.now().UnixMilli()
+	changed := map[string]Value{}
+	for _, k := range sortedKeys(f) {
+		if !f[k].Tomb {
+			changed[k] = Value{Tomb: true, Tuple: s.nextTuple(f[k].Tuple), ExpiresAtMs: now}
+		}
+	}
+	if s.commit(flow, changed, mode) == nil {
+		s.push(flow, changed, mode)
+		s.Evicted++
+	}
+}
+
+// dropped forgets what the store kept about a flow the shard removed,
+// unless this node serves it (its note that it did is its authority).
+func (s *Store) dropped(flow string) {
+	if s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID {
+		return
+	}
+	delete(s.adopted, flow)
+	delete(s.servedAt, flow)
+	delete(s.reconciled, flow)
+}
+
+// now is the node's wall clock, clamped by the shard so it never goes
+// back: an entry a read saw expire stays expired after a clock step.
+func (s *Store) now() time.Time {
+	return time.UnixMilli(s.sh.NowMs())
+}

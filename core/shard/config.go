@@ -1,0 +1,111 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
+)
+
+// This file: the shard's configuration, environment, errors and counters.
+
+// Config configures a shard. Zero fields take defaults.
+type Config struct {
+	// MaxFlows bounds the live flows a node holds (a flow is live while
+	// any of its keys is an unexpired value). Beyond it the least recently
+	// used flows are evicted whole, never key by key: a half-evicted
+	// scenario is torn state. Default 100 000.
+	MaxFlows int
+	// SyncEvery is the async mode's group fsync interval: the most of
+	// this copy's acknowledged async writes a crash can take. Default 50ms.
+	SyncEvery time.Duration
+	// CommitDelay is how long the writer lingers before it writes a batch,
+	// so that concurrent writers share one fsync. Zero writes at the next
+	// turn of the node's loop, which already groups every request that
+	// queued while the last fsync ran. The simulator sets it to model a
+	// disk's fsync latency.
+	CommitDelay time.Duration
+	// MaxPending bounds the mutations waiting for the writer. At the
+	// bound Put refuses with ErrBusy and changes nothing. Default 65 536.
+	MaxPending int
+	// MaxBatch bounds the mutations in one backend write. Default 4096.
+	MaxBatch int
+	// MaxBatchBytes bounds the bytes (flow ids, keys, values) in one
+	// backend write, well under what a backend takes in one record.
+	// A single Put larger than either bound is written whole. Default 16 MiB.
+	MaxBatchBytes int
+	// PurgeEvery is how often the writer removes flows that have been
+	// dead (every key expired or deleted) for GraceMs. Default 1s.
+	PurgeEvery time.Duration
+	// GraceMs is how long a dead flow's tombstones and expired entries
+	// are kept. A stale copy elsewhere (a replica that missed the delete)
+	// can bring a value back through a merge only while the entry that
+	// shadows it is gone and the value itself has not expired; every
+	// value expires at most the longest TTL after it was written, so a
+	// grace of at least that TTL plus the clock skew makes purging safe
+	// on every copy independently, with no coordination. Default 1h+1min.
+	GraceMs int64
+
+	Bugs bugs.Set
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxFlows == 0 {
+		c.MaxFlows = 100_000
+	}
+	if c.SyncEvery == 0 {
+		c.SyncEvery = 50 * time.Millisecond
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = 1 << 16
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 4096
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = 16 << 20
+	}
+	if c.PurgeEvery == 0 {
+		c.PurgeEvery = time.Second
+	}
+	if c.GraceMs == 0 {
+		c.GraceMs = 3_660_000
+	}
+	return c
+}
+
+// Validate reports why a configuration cannot run.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if c.MaxFlows < 1 || c.SyncEvery <= 0 || c.CommitDelay < 0 || c.MaxPending < 1 || c.MaxBatch < 1 || c.MaxBatchBytes < 1 ||
+		c.PurgeEvery <= 0 || c.GraceMs < 0 {
+		return fmt.Errorf("shard: every bound must be positive: %+v", c)
+	}
+	return nil
+}
+
+// Env is what a shard is handed.
+type Env struct {
+	Clock   clock.Clock
+	Backend Backend // nil: memory only (every mode behaves as None)
+}
+
+// Errors.
+var (
+	// ErrBusy: the writer's queue is full. Nothing was changed.
+	ErrBusy = errors.New("shard: writer queue full")
+)
+
+// Stats count the writer's work.
+type Stats struct {
+	Puts      uint64 // Put calls that changed the shard
+	Batches   uint64 // backend writes
+	Fsyncs    uint64 // backend writes with sync, and Syncs
+	SyncAcks  uint64 // WhenDurable answers that waited for an fsync
+	Evicted   uint64 // flows evicted over the cap
+	Purged    uint64 // dead flows removed after their grace
+	Busy      uint64 // Puts refused at MaxPending
+	Recovered int    // flows found on the backend at open
+}
