@@ -165,7 +165,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	if err := dial.CheckFrame(frame); err != nil {
 		return err
 	}
-	dst := nw.k.Node(to)
+	dst := nw.k.Machine(to)
 	if dst == nil {
 		return fmt.Errorf("%w: no node %v", dial.ErrUnreachable, to)
 	}
@@ -428,7 +428,7 @@ func (nw *Network) RandomPartition(r *rand.Rand, ids []dial.NodeID) string {
 }
 
 func (nw *Network) name(id dial.NodeID) string {
-	if n := nw.k.Node(id); n != nil {
+	if n := nw.k.Machine(id); n != nil {
 		return n.Name()
 	}
 	return id.String()

@@ -13,18 +13,18 @@ import (
 
 type inbox struct{ got []string }
 
-func cluster(t *testing.T, cfg Config, names ...string) (*sim.Kernel, *Network, []*sim.Node, map[string]*inbox) {
+func cluster(t *testing.T, cfg Config, names ...string) (*sim.Kernel, *Network, []*sim.Machine, map[string]*inbox) {
 	t.Helper()
 	k := sim.New(1)
 	nw := New(k, cfg)
 	boxes := map[string]*inbox{}
-	var nodes []*sim.Node
+	var nodes []*sim.Machine
 	for _, name := range names {
 		box := &inbox{}
 		boxes[name] = box
-		n := k.AddNode(name, func(env *sim.Env) dial.Handler {
+		n := k.AddMachine(name, func(env *sim.Env) dial.Handler {
 			return dial.HandlerFunc(func(from dial.NodeID, frame []byte) {
-				box.got = append(box.got, k.Node(from).Name()+":"+string(frame))
+				box.got = append(box.got, k.Machine(from).Name()+":"+string(frame))
 			})
 		}, nw, sim.DefaultDiskConfig)
 		n.Start()
@@ -33,7 +33,7 @@ func cluster(t *testing.T, cfg Config, names ...string) (*sim.Kernel, *Network, 
 	return k, nw, nodes, boxes
 }
 
-func send(t *testing.T, nw *Network, from, to *sim.Node, msg string) error {
+func send(t *testing.T, nw *Network, from, to *sim.Machine, msg string) error {
 	t.Helper()
 	return nw.Sender(from.ID()).Send(to.ID(), []byte(msg))
 }

@@ -72,14 +72,14 @@ func BenchmarkOwnerPathVsRaft(b *testing.B) {
 			if err := k.RunUntil(2 * time.Second); err != nil {
 				b.Fatal(err)
 			}
-			var leader *sim.Node
+			var leader *sim.Machine
 			for _, n := range c.nodes {
 				if c.node(n).IsLeader() {
 					leader = n
 				}
 			}
 			// A flow owned by neither the client's node nor the leader.
-			var client *sim.Node
+			var client *sim.Machine
 			for _, n := range c.nodes {
 				if n != leader {
 					client = n
@@ -94,7 +94,7 @@ func BenchmarkOwnerPathVsRaft(b *testing.B) {
 			}
 			// Warm up: the first call on the flow starts its adoption,
 			// which takes AdoptWait on a fresh cluster; measure after it.
-			client.Do(func() {
+			client.Exec(func() {
 				h.flows[client.Name()].Do(flow.Request{Flow: f, Op: flow.OpGet, Key: "k"}, func(flow.Response, error) {})
 			})
 			if err := k.RunUntil(k.Now() + 2*time.Second); err != nil {
@@ -120,7 +120,7 @@ func BenchmarkOwnerPathVsRaft(b *testing.B) {
 					issue(i)
 				})
 			}
-			client.Do(func() {
+			client.Exec(func() {
 				for i := 0; i < 32; i++ {
 					issue(i)
 				}

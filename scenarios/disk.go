@@ -55,7 +55,7 @@ func diskKnob(d sim.DiskConfig) string {
 func supervise(run *Run) {
 	k := run.Kernel
 	r := k.Stream("supervisor")
-	k.OnHalt(func(n *sim.Node, reason error) {
+	k.OnHalt(func(n *sim.Machine, reason error) {
 		run.Did("halts", 1)
 		k.After(sim.Between(r, 100*time.Millisecond, time.Second), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
 			if !n.Up() {
@@ -63,7 +63,7 @@ func supervise(run *Run) {
 			}
 		})
 	})
-	k.OnCarriedOn(func(n *sim.Node) {
+	k.OnCarriedOn(func(n *sim.Machine) {
 		run.Fail("fail-stop", "%s saw an fsync fail and carried on: the disk may have dropped what it held", n.Name())
 	})
 }
@@ -79,7 +79,7 @@ func haltOnIO(err error) error {
 
 // downOrArmed counts the nodes that are down or carry an armed power cut:
 // a scenario that keeps a quorum up counts a cut about to land as down.
-func downOrArmed(nodes []*sim.Node) int {
+func downOrArmed(nodes []*sim.Machine) int {
 	n := 0
 	for _, node := range nodes {
 		if !node.Up() || node.Disk().PowerCutArmed() {
@@ -92,7 +92,7 @@ func downOrArmed(nodes []*sim.Node) int {
 // restartAfterCut restarts n a drawn pause after an armed power cut has
 // taken it down, looking every 50ms until calm: the cut lands at the
 // node's next few disk operations, whenever those come.
-func restartAfterCut(k *sim.Kernel, r interface{ Int64N(int64) int64 }, n *sim.Node, lo, hi, calm time.Duration) {
+func restartAfterCut(k *sim.Kernel, r interface{ Int64N(int64) int64 }, n *sim.Machine, lo, hi, calm time.Duration) {
 	inc := n.Incarnation()
 	var watch func()
 	watch = func() {

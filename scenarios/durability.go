@@ -237,7 +237,7 @@ func (d *durability) startReader(client uint64, f *checker.VersionedFlow, from, 
 }
 
 // read records one get-all of f through n; then runs after it settles.
-func (d *durability) read(client uint64, f *checker.VersionedFlow, n *sim.Node, then func()) {
+func (d *durability) read(client uint64, f *checker.VersionedFlow, n *sim.Machine, then func()) {
 	h := d.h
 	call := h.k.Now()
 	h.callFlow(n, client, client, flow.Request{Flow: f.Name, Op: flow.OpGetAll, Mode: f.Mode}, func(resp flow.Response, err error) {
@@ -267,12 +267,12 @@ func (d *durability) scheduleCrashes(calm time.Duration) {
 		if now >= calm-3*time.Second {
 			return
 		}
-		var victims []*sim.Node
+		var victims []*sim.Machine
 		kind := ""
 		switch r.IntN(3) {
 		case 0:
 			kind = "one node"
-			victims = []*sim.Node{h.nodes[r.IntN(len(h.nodes))]}
+			victims = []*sim.Machine{h.nodes[r.IntN(len(h.nodes))]}
 		case 1:
 			f := d.flows[r.IntN(len(d.flows))]
 			kind = "the placement of " + f.Name
@@ -473,7 +473,7 @@ func (t *ttlEvict) restartsBehind(ttl, calm time.Duration) {
 	h := t.h
 	r := h.k.Stream("faults/restart")
 	rg := ring.New(ids(h.nodes)) // no membership changes here
-	restartBehind := func(n *sim.Node, why string) {
+	restartBehind := func(n *sim.Machine, why string) {
 		if h.k.Now() >= calm || !n.Up() || downOrArmed(h.nodes) >= (len(h.nodes)-1)/2 {
 			return
 		}
@@ -517,7 +517,7 @@ func (t *ttlEvict) restartsBehind(ttl, calm time.Duration) {
 // read finds a flow absent, the client also watches it for five seconds
 // (a read every 200ms), which is what sees an expiry undone by a clock
 // step.
-func (t *ttlEvict) startClient(client uint64, n *sim.Node, until time.Duration) {
+func (t *ttlEvict) startClient(client uint64, n *sim.Machine, until time.Duration) {
 	h := t.h
 	if h.run.ClientsOff {
 		return
@@ -557,7 +557,7 @@ func (t *ttlEvict) startClient(client uint64, n *sim.Node, until time.Duration) 
 }
 
 // read records one get-all of a flow through n and hands on its version.
-func (t *ttlEvict) read(client uint64, n *sim.Node, name string, then func(version int, ok bool)) {
+func (t *ttlEvict) read(client uint64, n *sim.Machine, name string, then func(version int, ok bool)) {
 	h := t.h
 	f := t.flows[name]
 	call := h.k.Now()
@@ -581,7 +581,7 @@ func (t *ttlEvict) read(client uint64, n *sim.Node, name string, then func(versi
 }
 
 // watch reads a flow every 200ms, left times.
-func (t *ttlEvict) watch(client uint64, n *sim.Node, name string, left int, until time.Duration, done func()) {
+func (t *ttlEvict) watch(client uint64, n *sim.Machine, name string, left int, until time.Duration, done func()) {
 	h := t.h
 	h.k.After(200*time.Millisecond, sim.EvClient, client, func() {
 		if left == 0 || h.k.Now() >= until {

@@ -51,7 +51,7 @@ func runElectionCrash(run *Run) error {
 	iso := c.timing.isolation
 	r := k.Stream("faults")
 	down := func() int { return downOrArmed(c.nodes) }
-	restartSoon := func(n *sim.Node) {
+	restartSoon := func(n *sim.Machine) {
 		k.After(sim.Between(r, 50*time.Millisecond, 300*time.Millisecond), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
 			if !n.Up() {
 				n.Start()

@@ -56,7 +56,7 @@ func (c FaultConfig) String() string {
 type Chaos struct {
 	run   *Run
 	nw    *netsim.Network
-	nodes []*sim.Node
+	nodes []*sim.Machine
 	cfg   FaultConfig
 	rng   *rand.Rand
 	until time.Duration
@@ -66,7 +66,7 @@ type Chaos struct {
 }
 
 // StartChaos schedules faults from now until until.
-func StartChaos(run *Run, nw *netsim.Network, nodes []*sim.Node, cfg FaultConfig, until time.Duration) *Chaos {
+func StartChaos(run *Run, nw *netsim.Network, nodes []*sim.Machine, cfg FaultConfig, until time.Duration) *Chaos {
 	c := &Chaos{run: run, nw: nw, nodes: nodes, cfg: cfg, rng: run.Kernel.Stream("faults"), until: until}
 	c.next()
 	run.Kernel.At(until, sim.EvFault, xxhash.Sum64String("calm"), c.calm)
@@ -140,7 +140,7 @@ func (c *Chaos) inject() {
 
 // crash kills node now, if it is up and fewer than MaxDown are down, and
 // schedules its restart.
-func (c *Chaos) crash(node *sim.Node) {
+func (c *Chaos) crash(node *sim.Machine) {
 	k := c.run.Kernel
 	if !node.Up() || c.down() >= c.cfg.MaxDown {
 		return
@@ -162,7 +162,7 @@ func (c *Chaos) crash(node *sim.Node) {
 // CrashAt schedules a targeted crash of node (within the fault phase): a
 // workload uses it to crash a node at a point that matters to it, such as
 // mid-burst while fsyncs are in flight.
-func (c *Chaos) CrashAt(node *sim.Node, at time.Duration) {
+func (c *Chaos) CrashAt(node *sim.Machine, at time.Duration) {
 	if at >= c.until {
 		return
 	}
@@ -185,7 +185,7 @@ func (c *Chaos) String() string {
 }
 
 // DrawClocks gives each node a starting skew and drift, reported as knobs.
-func DrawClocks(run *Run, nodes []*sim.Node, skewMax time.Duration, driftMaxPPM int64) {
+func DrawClocks(run *Run, nodes []*sim.Machine, skewMax time.Duration, driftMaxPPM int64) {
 	r := run.Kernel.Stream("clocks")
 	for _, n := range nodes {
 		skew := sim.Between(r, -skewMax, skewMax)
@@ -197,7 +197,7 @@ func DrawClocks(run *Run, nodes []*sim.Node, skewMax time.Duration, driftMaxPPM 
 }
 
 // ids returns the ids of nodes in the given order.
-func ids(nodes []*sim.Node) []dial.NodeID {
+func ids(nodes []*sim.Machine) []dial.NodeID {
 	out := make([]dial.NodeID, len(nodes))
 	for i, n := range nodes {
 		out[i] = n.ID()

@@ -240,7 +240,7 @@ var flowKeys = []string{"a", "b", "c"}
 // startFlowClients runs perNode closed-loop clients pinned to each node in
 // pinned (each client always calls the same node, as a client behind one
 // node's load balancer would).
-func (h *flowHarness) startFlowClients(pinned []*sim.Node, perNode int, hot, all []string, until time.Duration) {
+func (h *flowHarness) startFlowClients(pinned []*sim.Machine, perNode int, hot, all []string, until time.Duration) {
 	h.allFlows = all
 	if h.run.ClientsOff {
 		return
@@ -261,7 +261,7 @@ func (h *flowHarness) startFlowClients(pinned []*sim.Node, perNode int, hot, all
 // startOwnedClients adds count clients pinned to n that work on the flows
 // n owns right now: the clients of an owner about to be deposed, which
 // keep calling it on its side of a partition.
-func (h *flowHarness) startOwnedClients(n *sim.Node, count int, until time.Duration) {
+func (h *flowHarness) startOwnedClients(n *sim.Machine, count int, until time.Duration) {
 	s := h.flows[n.Name()]
 	if s == nil || !n.Up() || h.run.ClientsOff {
 		return
@@ -284,7 +284,7 @@ func (h *flowHarness) startOwnedClients(n *sim.Node, count int, until time.Durat
 	}
 }
 
-func (h *flowHarness) flowStep(client int, n *sim.Node, r interface {
+func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 	IntN(int) int
 	Int64N(int64) int64
 }, hot, all []string, stopAt time.Duration) {
@@ -400,7 +400,7 @@ var errClientDeadline = errors.New("client deadline (node crashed?)")
 // served, locally inside the call or when the forwarded frame arrives, and
 // a node sends a client's request once, inside the call, so no request can
 // take effect after the last frame the call sent has arrived.
-func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request, done func(flow.Response, error)) (until time.Duration) {
+func (h *flowHarness) callFlow(n *sim.Machine, client, tag uint64, req flow.Request, done func(flow.Response, error)) (until time.Duration) {
 	until, _ = h.callFlowOp(n, client, tag, -1, nil, req, done)
 	return until
 }
@@ -409,7 +409,7 @@ func (h *flowHarness) callFlow(n *sim.Node, client, tag uint64, req flow.Request
 // whether the node sent the request on to an owner (else it served it
 // itself, or refused it), and sets *taken, if not nil, to when the node
 // took the call: later than the call while the node is busy in fsyncs.
-func (h *flowHarness) callFlowOp(n *sim.Node, client, tag uint64, op int, taken *time.Duration, req flow.Request, done func(flow.Response, error)) (until time.Duration, forwarded bool) {
+func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, taken *time.Duration, req flow.Request, done func(flow.Response, error)) (until time.Duration, forwarded bool) {
 	a := &answer{}
 	inc := n.Incarnation()
 	store := h.flows[n.Name()]
@@ -428,7 +428,7 @@ func (h *flowHarness) callFlowOp(n *sim.Node, client, tag uint64, op int, taken 
 		return call, false
 	}
 	h.calling, h.callOp, h.arriveBy, h.forwarded, h.takenAt = n.ID(), op, call, false, call
-	n.Do(func() {
+	n.Exec(func() {
 		// A busy node takes the call after its fsyncs: that is when it
 		// serves it, if it does.
 		h.takenAt = h.k.Now()
@@ -478,7 +478,7 @@ func (h *flowHarness) checkBridge() {
 
 // checkConvergence: after quiescence every successor's copy of a flow
 // whose owner serves it carries the owner's tuples, key by key.
-func (h *flowHarness) checkConvergence(members []*sim.Node) {
+func (h *flowHarness) checkConvergence(members []*sim.Machine) {
 	// The promise is convergence within a few anti-entropy rounds of
 	// quiet; a run cut short (-duration) before that is not judged.
 	if quiet := h.k.Now() - h.calm; quiet < 4*h.aeEvery+h.aeEvery/2 {
@@ -523,7 +523,7 @@ func (h *flowHarness) checkConvergence(members []*sim.Node) {
 
 // checkFlowsServed: after the faults heal, a read of every hot flow
 // through every member is answered (retried while the owner adopts).
-func (h *flowHarness) checkFlowsServed(members []*sim.Node, hot []string, settle time.Duration) {
+func (h *flowHarness) checkFlowsServed(members []*sim.Machine, hot []string, settle time.Duration) {
 	h.k.After(settle, sim.EvCheck, xxhash.Sum64String("flows-served"), func() {
 		deadline := h.k.Now() + 5*time.Second
 		pending := map[string]error{}
@@ -538,7 +538,7 @@ func (h *flowHarness) checkFlowsServed(members []*sim.Node, hot []string, settle
 						return
 					}
 					if s := h.flows[n.Name()]; n.Up() && s != nil {
-						n.Do(func() {
+						n.Exec(func() {
 							s.Do(flow.Request{Flow: f, Op: flow.OpGet, Key: "a"}, func(_ flow.Response, err error) {
 								if _, waiting := pending[key]; !waiting {
 									return

@@ -99,7 +99,7 @@ func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []st
 	return h, hot, all, calm
 }
 
-func (h *flowHarness) finishFlows(members []*sim.Node, chaos *Chaos) {
+func (h *flowHarness) finishFlows(members []*sim.Machine, chaos *Chaos) {
 	h.finish(chaos)
 	h.checkFlowLinearizable()
 	h.checkD17()
@@ -152,9 +152,9 @@ func runOwnerHandoff(run *Run) error {
 	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
 	h.startChecks(100 * time.Millisecond)
 
-	member := func(n *sim.Node) bool { return h.isMember(n.ID()) }
-	var addLearner func(n *sim.Node)
-	addLearner = func(n *sim.Node) {
+	member := func(n *sim.Machine) bool { return h.isMember(n.ID()) }
+	var addLearner func(n *sim.Machine)
+	addLearner = func(n *sim.Machine) {
 		if !n.Up() {
 			n.Start()
 		}
@@ -168,8 +168,8 @@ func runOwnerHandoff(run *Run) error {
 			}
 		})
 	}
-	var remove func(victim *sim.Node, then func())
-	remove = func(victim *sim.Node, then func()) {
+	var remove func(victim *sim.Machine, then func())
+	remove = func(victim *sim.Machine, then func()) {
 		for _, via := range h.nodes {
 			if via != victim && via.Up() {
 				h.call(via, func(cn *consensus.Node) { cn.RemoveMember(victim.ID(), func(error) {}) })
@@ -218,7 +218,7 @@ func runOwnerHandoff(run *Run) error {
 	k.At(t3, sim.EvClient, xxhash.Sum64String("phase3"), func() {
 		addLearner(h.nodes[voters+1])
 		k.After(2*time.Second, sim.EvClient, xxhash.Sum64String("phase3b"), func() {
-			var leader, second *sim.Node
+			var leader, second *sim.Machine
 			for _, n := range h.nodes {
 				if cn := h.node(n); cn != nil && cn.BelievesSelfLeader() {
 					leader = n
@@ -245,7 +245,7 @@ func runOwnerHandoff(run *Run) error {
 			})
 		})
 	})
-	var members []*sim.Node
+	var members []*sim.Machine
 	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
 		h.nw.Heal()
 		for _, n := range h.nodes {
@@ -286,7 +286,7 @@ func runIsolatedOwner(run *Run) error {
 			return
 		}
 		shape := shapes[i%len(shapes)]
-		var leader *sim.Node
+		var leader *sim.Machine
 		for _, n := range h.nodes {
 			if cn := h.node(n); cn != nil && cn.BelievesSelfLeader() {
 				leader = n
@@ -350,7 +350,7 @@ func runIsolatedOwner(run *Run) error {
 }
 
 // ownerOf is the node that owns flow in the most advanced membership.
-func (h *flowHarness) ownerOf(f string) *sim.Node {
+func (h *flowHarness) ownerOf(f string) *sim.Machine {
 	for _, n := range h.nodes {
 		if s := h.flows[n.Name()]; n.Up() && s != nil {
 			if id, ok := s.Owner(f); ok {

@@ -27,8 +27,8 @@ type raftCluster struct {
 	run   *Run
 	k     *sim.Kernel
 	nw    *netsim.Network
-	nodes []*sim.Node
-	byID  map[dial.NodeID]*sim.Node
+	nodes []*sim.Machine
+	byID  map[dial.NodeID]*sim.Machine
 	live  map[string]*consensus.Node
 	cfg   consensus.Config
 
@@ -83,7 +83,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		run:            run,
 		k:              k,
 		nw:             netsim.New(k, netCfg),
-		byID:           map[dial.NodeID]*sim.Node{},
+		byID:           map[dial.NodeID]*sim.Machine{},
 		live:           map[string]*consensus.Node{},
 		flows:          map[string]*flow.Store{},
 		hist:           linearizability.NewHistory(0),
@@ -116,14 +116,14 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		founding = append(founding, dial.IDFromName(name))
 	}
 	c.memberships = []checker.MembershipChange{{Index: 1, Voters: founding}}
-	k.OnNodePanic(func(n *sim.Node, v any) {
+	k.OnNodePanic(func(n *sim.Machine, v any) {
 		run.Fail("node-panic", "%s: %v", n.Name(), v)
 	})
 	supervise(run)
 	for i, name := range names {
 		name := name
 		founder := i < founders
-		n := k.AddNode(name, func(env *sim.Env) dial.Handler {
+		n := k.AddMachine(name, func(env *sim.Env) dial.Handler {
 			cfg := c.cfg
 			cfg.Name, cfg.Addr = name, name+":7000"
 			if founder {
@@ -174,7 +174,7 @@ func (c *raftCluster) recordMembership(ms consensus.Membership) {
 }
 
 // node returns the consensus node running on machine n, if it is up.
-func (c *raftCluster) node(n *sim.Node) *consensus.Node {
+func (c *raftCluster) node(n *sim.Machine) *consensus.Node {
 	if !n.Up() {
 		return nil
 	}
@@ -183,12 +183,12 @@ func (c *raftCluster) node(n *sim.Node) *consensus.Node {
 
 // call runs f against machine n's consensus node as a client request
 // arriving there; it reports false (refused) if the node is down.
-func (c *raftCluster) call(n *sim.Node, f func(*consensus.Node)) bool {
+func (c *raftCluster) call(n *sim.Machine, f func(*consensus.Node)) bool {
 	cn := c.node(n)
 	if cn == nil {
 		return false
 	}
-	return n.Do(func() { f(cn) })
+	return n.Exec(func() { f(cn) })
 }
 
 // answer wraps a client's callback so that only the first of "the node
@@ -364,7 +364,7 @@ const leaseName = "scheduler"
 // through that node, made exactly a TTL after the call that last granted
 // the lease through it: the node stamps it with the tenure's deadline, to
 // the millisecond unless a clock moved, and it must find the lease lapsed.
-func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl, until time.Duration, boundary *sim.Node) {
+func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl, until time.Duration, boundary *sim.Machine) {
 	if c.k.Now() >= until {
 		return
 	}
@@ -453,21 +453,24 @@ func (cl clocks) OffsetAt(node string, t time.Duration) time.Duration {
 }
 
 func (cl clocks) MinOffset(from, to time.Duration) time.Duration {
-	lo := time.Duration(math.MaxInt64)
-	for _, n := range cl.c.nodes {
-		l, _ := n.Clock().OffsetRange(from, to)
-		lo = min(lo, l)
-	}
+	lo, _ := cl.offsets(from, to)
 	return lo
 }
 
 func (cl clocks) MaxOffset(from, to time.Duration) time.Duration {
-	hi := time.Duration(math.MinInt64)
-	for _, n := range cl.c.nodes {
-		_, h := n.Clock().OffsetRange(from, to)
-		hi = max(hi, h)
-	}
+	_, hi := cl.offsets(from, to)
 	return hi
+}
+
+// offsets is the smallest and largest offset any node's clock had in
+// [from, to].
+func (cl clocks) offsets(from, to time.Duration) (lo, hi time.Duration) {
+	lo, hi = time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
+	for _, n := range cl.c.nodes {
+		l, h := n.Clock().OffsetRange(from, to)
+		lo, hi = min(lo, l), max(hi, h)
+	}
+	return lo, hi
 }
 
 // checkLeases judges the holders' beliefs at true instants.
@@ -555,7 +558,7 @@ func (c *raftCluster) checkPromotions(ms consensus.Membership) {
 // checkEvents reads the watch events a node applied since the last look
 // and holds them to the lease rules: applied time never goes back, and an
 // Expired event only reports a lease whose deadline had passed.
-func (c *raftCluster) checkEvents(n *sim.Node, cn *consensus.Node) {
+func (c *raftCluster) checkEvents(n *sim.Machine, cn *consensus.Node) {
 	cur := c.eventsSeen[n.Name()]
 	if cur.inc != n.Incarnation() {
 		// A restarted node replays from its snapshot: watch it afresh.
@@ -601,7 +604,7 @@ func (c *raftCluster) checkLinearizable() {
 // checkLiveness runs after the calm phase has lasted settle: some node
 // must lead with a quorum's acknowledgement, and a write through every
 // node must be applied.
-func (c *raftCluster) checkLiveness(members []*sim.Node, settle time.Duration, done func()) {
+func (c *raftCluster) checkLiveness(members []*sim.Machine, settle time.Duration, done func()) {
 	c.k.After(settle, sim.EvCheck, xxhash.Sum64String("liveness"), func() {
 		leaders := 0
 		for _, n := range members {
@@ -616,8 +619,8 @@ func (c *raftCluster) checkLiveness(members []*sim.Node, settle time.Duration, d
 		// may still be learning who leads), must be applied within 3s.
 		pending := map[string]error{}
 		deadline := c.k.Now() + 3*time.Second
-		var probe func(n *sim.Node)
-		probe = func(n *sim.Node) {
+		var probe func(n *sim.Machine)
+		probe = func(n *sim.Machine) {
 			name := n.Name()
 			if _, waiting := pending[name]; !waiting || c.k.Now() >= deadline {
 				return

@@ -306,8 +306,8 @@ func runLearnerJoin(run *Run) error {
 	}
 	// Joins and removals are retried until the membership shows them: a
 	// conf change raft refuses (one is already in flight) answers nobody.
-	var addLearner func(n *sim.Node)
-	addLearner = func(n *sim.Node) {
+	var addLearner func(n *sim.Machine)
+	addLearner = func(n *sim.Machine) {
 		if !n.Up() {
 			n.Start()
 		}
@@ -321,7 +321,7 @@ func runLearnerJoin(run *Run) error {
 			}
 		})
 	}
-	cutOff := func(n *sim.Node) {
+	cutOff := func(n *sim.Machine) {
 		for _, id := range k.Nodes() {
 			if id != n.ID() {
 				c.nw.Block(id, n.ID())

@@ -49,14 +49,14 @@ func runOwnershipReturns(run *Run) error {
 
 	spare := h.nodes[voters]
 	founder := h.nodes[r.IntN(voters)]
-	var lagger *sim.Node
+	var lagger *sim.Machine
 	for lagger == nil || lagger == founder {
 		lagger = h.nodes[r.IntN(voters)]
 	}
 	pause := func() time.Duration { return sim.Between(r, 1500*time.Millisecond, 3*time.Second) }
 	run.Knob("returns", fmt.Sprintf("spare %s; founder %s removed and re-added; %s cut off across two changes", spare.Name(), founder.Name(), lagger.Name()))
 
-	voter := func(n *sim.Node) bool {
+	voter := func(n *sim.Machine) bool {
 		for _, m := range h.membership().Voters {
 			if m.ID == n.ID() {
 				return true
@@ -64,9 +64,9 @@ func runOwnershipReturns(run *Run) error {
 		}
 		return false
 	}
-	member := func(n *sim.Node) bool { return h.isMember(n.ID()) }
+	member := func(n *sim.Machine) bool { return h.isMember(n.ID()) }
 	// via is a live voter other than the ones named.
-	via := func(not ...*sim.Node) *sim.Node {
+	via := func(not ...*sim.Machine) *sim.Machine {
 		for _, i := range r.Perm(len(h.nodes)) {
 			n := h.nodes[i]
 			ok := n.Up() && voter(n)
@@ -82,8 +82,8 @@ func runOwnershipReturns(run *Run) error {
 	// add makes n a voter (a learner first; the leader promotes it) and
 	// then runs next; remove takes it out and shuts it down. Each retries
 	// until the membership shows it, and gives up at calm.
-	var add, remove func(n *sim.Node, next func())
-	add = func(n *sim.Node, next func()) {
+	var add, remove func(n *sim.Machine, next func())
+	add = func(n *sim.Machine, next func()) {
 		if k.Now() >= calm {
 			return
 		}
@@ -107,7 +107,7 @@ func runOwnershipReturns(run *Run) error {
 			add(n, next)
 		})
 	}
-	remove = func(n *sim.Node, next func()) {
+	remove = func(n *sim.Machine, next func()) {
 		if k.Now() >= calm {
 			return
 		}
@@ -125,7 +125,7 @@ func runOwnershipReturns(run *Run) error {
 			remove(n, next)
 		})
 	}
-	isolate := func(n *sim.Node) {
+	isolate := func(n *sim.Machine) {
 		var rest []dial.NodeID
 		for _, o := range h.nodes {
 			if o != n {
@@ -158,7 +158,7 @@ func runOwnershipReturns(run *Run) error {
 			})
 		})
 	})
-	var members []*sim.Node
+	var members []*sim.Machine
 	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
 		h.nw.Heal()
 		for _, n := range h.nodes {

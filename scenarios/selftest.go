@@ -309,7 +309,7 @@ func runSelftest(run *Run) error {
 	ackedBy := map[string][]string{} // node -> ids it acknowledged
 	live := map[string]*toyNode{}
 
-	var nodes []*sim.Node
+	var nodes []*sim.Machine
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%d", i+1)
@@ -337,7 +337,7 @@ func runSelftest(run *Run) error {
 			live[name] = t
 			return t
 		}
-		nodes = append(nodes, k.AddNode(name, boot, nw, diskCfg))
+		nodes = append(nodes, k.AddMachine(name, boot, nw, diskCfg))
 	}
 	DrawClocks(run, nodes, 500*time.Millisecond, 200)
 	for _, node := range nodes {
@@ -350,7 +350,7 @@ func runSelftest(run *Run) error {
 	// write to a down node is refused at once.
 	wl := k.Stream("workload")
 	var at time.Duration
-	var node *sim.Node
+	var node *sim.Machine
 	if run.ClientsOff {
 		writes = 0
 	}
@@ -378,7 +378,7 @@ func runSelftest(run *Run) error {
 			}
 			inc := node.Incarnation()
 			t := live[node.Name()]
-			node.Do(func() {
+			node.Exec(func() {
 				t.put(toyRecord{ID: id, Value: value}, func(err error) {
 					if node.Incarnation() != inc {
 						return // the answer died with the process

@@ -18,7 +18,7 @@ func BenchmarkKernelTimers(b *testing.B) {
 		arm = func(env *Env) {
 			env.Clock.AfterFunc(time.Duration(1+env.Rand.IntN(1000))*time.Microsecond, func() { arm(env) })
 		}
-		n := k.AddNode(name, func(env *Env) dial.Handler {
+		n := k.AddMachine(name, func(env *Env) dial.Handler {
 			for i := 0; i < 100; i++ {
 				arm(env)
 			}

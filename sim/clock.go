@@ -20,7 +20,7 @@ import (
 //
 // A node's clock belongs to its machine, so it survives the node's crashes.
 type Clock struct {
-	n        *Node
+	n        *Machine
 	offset   time.Duration // initial skew plus every step so far
 	ppm      int64         // drift in parts per million; > -1e6
 	monoBase time.Duration // monotonic reading at trueBase

@@ -9,10 +9,10 @@ import (
 	"github.com/fenceline/fenceline/dial"
 )
 
-func idleNode(k *Kernel, name string) *Node { return idleNodeCfg(k, name, DefaultDiskConfig) }
+func idleNode(k *Kernel, name string) *Machine { return idleNodeCfg(k, name, DefaultDiskConfig) }
 
-func idleNodeCfg(k *Kernel, name string, disk DiskConfig) *Node {
-	n := k.AddNode(name, func(*Env) dial.Handler {
+func idleNodeCfg(k *Kernel, name string, disk DiskConfig) *Machine {
+	n := k.AddMachine(name, func(*Env) dial.Handler {
 		return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 	}, nopNet{}, disk)
 	n.Start()
@@ -24,7 +24,7 @@ func TestStepMovesNowButNotPendingTimers(t *testing.T) {
 	n := idleNode(k, "a")
 	c := n.Clock()
 	var firedAt time.Duration
-	n.Do(func() { c.AfterFunc(10*time.Second, func() { firedAt = k.Now() }) })
+	n.Exec(func() { c.AfterFunc(10*time.Second, func() { firedAt = k.Now() }) })
 	require.NoError(t, k.RunUntil(time.Second))
 	c.Step(-time.Hour)
 	require.Equal(t, Epoch.Add(time.Second-time.Hour), c.Now(), "a step moves the wall reading")
@@ -38,7 +38,7 @@ func TestDriftChangesBothNowAndTimers(t *testing.T) {
 	c := n.Clock()
 	c.SetDrift(100_000) // +10%: this clock runs fast
 	var firedAt time.Duration
-	n.Do(func() { c.AfterFunc(11*time.Second, func() { firedAt = k.Now() }) })
+	n.Exec(func() { c.AfterFunc(11*time.Second, func() { firedAt = k.Now() }) })
 	require.NoError(t, k.RunUntil(time.Minute))
 	require.Equal(t, 10*time.Second, firedAt, "11s on a clock 10% fast is 10s of true time")
 	require.Equal(t, Epoch.Add(66*time.Second), c.Now())
@@ -51,13 +51,13 @@ func TestTimerStop(t *testing.T) {
 	n := idleNode(k, "a")
 	fired := false
 	var tm interface{ Stop() bool }
-	n.Do(func() { tm = n.Clock().AfterFunc(time.Second, func() { fired = true }) })
+	n.Exec(func() { tm = n.Clock().AfterFunc(time.Second, func() { fired = true }) })
 	require.True(t, tm.Stop())
 	require.False(t, tm.Stop())
 	require.NoError(t, k.RunUntil(time.Minute))
 	require.False(t, fired)
 	var tm2 interface{ Stop() bool }
-	n.Do(func() { tm2 = n.Clock().AfterFunc(time.Second, func() {}) })
+	n.Exec(func() { tm2 = n.Clock().AfterFunc(time.Second, func() {}) })
 	require.NoError(t, k.RunUntil(2*time.Minute))
 	require.False(t, tm2.Stop(), "Stop after the timer ran reports false")
 }

@@ -56,7 +56,7 @@ func (k *Kernel) InstallCryptoRand() (restore func()) {
 // power cut that n's disk raises inside f crashes n right there, as if the
 // machine lost power mid-function. Every call into a node's code goes
 // through here.
-func (k *Kernel) call(n *Node, f func()) {
+func (k *Kernel) call(n *Machine, f func()) {
 	if k.rand != nil {
 		k.rand.cur = n.crypto
 	}

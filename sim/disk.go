@@ -34,7 +34,7 @@ type DiskConfig struct {
 	FaultsUntil time.Duration
 	// SyncLatencyMin and SyncLatencyMax bound how long an fsync takes,
 	// in virtual time: a Sync keeps the node busy that long (the events
-	// that come for it meanwhile wait, see Node.busyUntil); a SyncAsync
+	// that come for it meanwhile wait, see Machine.busyUntil); a SyncAsync
 	// completes that long after it was asked for.
 	SyncLatencyMin, SyncLatencyMax time.Duration
 	// MaxBytes bounds the total size of the node's files; a write past it
@@ -76,7 +76,7 @@ var (
 //     is gone and an unsynced rename is undone.
 //   - A restarted node gets the disk as the crash left it.
 type Disk struct {
-	n       *Node
+	n       *Machine
 	cfg     DiskConfig
 	rng     *rand.Rand
 	dir     map[string]*inode // the names as the running node sees them
@@ -141,7 +141,7 @@ type inode struct {
 	grown bool
 }
 
-func newDisk(n *Node, cfg DiskConfig, rng *rand.Rand) *Disk {
+func newDisk(n *Machine, cfg DiskConfig, rng *rand.Rand) *Disk {
 	return &Disk{n: n, cfg: cfg, rng: rng, dir: map[string]*inode{}, durable: map[string]*inode{}}
 }
 

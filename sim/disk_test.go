@@ -25,9 +25,9 @@ func read(t *testing.T, d *Disk, name string) []byte {
 	return buf
 }
 
-func diskNode(cfg DiskConfig) (*Kernel, *Node) {
+func diskNode(cfg DiskConfig) (*Kernel, *Machine) {
 	k := New(1)
-	n := k.AddNode("a", nil, nopNet{}, cfg)
+	n := k.AddMachine("a", nil, nopNet{}, cfg)
 	return k, n
 }
 
@@ -55,7 +55,7 @@ func TestCrashMayTearTheUnsyncedTail(t *testing.T) {
 	lengths := map[int]bool{}
 	for seed := uint64(0); seed < 64; seed++ {
 		k := New(seed)
-		n := k.AddNode("a", nil, nopNet{}, cfg)
+		n := k.AddMachine("a", nil, nopNet{}, cfg)
 		d := n.Disk()
 		f, _ := d.Create("log")
 		require.NoError(t, d.SyncDir())
@@ -158,14 +158,14 @@ func TestSyncAsyncCompletesLaterOrNeverAfterACrash(t *testing.T) {
 	f, _ := d.Create("log")
 	require.NoError(t, d.SyncDir())
 	done := 0
-	n.Do(func() {
+	n.Exec(func() {
 		_, _ = f.Write([]byte("a"))
 		d.SyncAsync(f, func(err error) { require.NoError(t, err); done++ })
 	})
 	require.NoError(t, k.RunUntil(2*time.Millisecond))
 	require.Equal(t, 1, done)
 
-	n.Do(func() {
+	n.Exec(func() {
 		_, _ = f.Write([]byte("b"))
 		d.SyncAsync(f, func(error) { done++ })
 	})
@@ -175,8 +175,8 @@ func TestSyncAsyncCompletesLaterOrNeverAfterACrash(t *testing.T) {
 	require.Equal(t, "a", string(read(t, d, "log")))
 }
 
-func idleNodeWithDisk(k *Kernel, cfg DiskConfig) *Node {
-	n := k.AddNode("a", func(*Env) dialHandler { return nopHandler{} }, nopNet{}, cfg)
+func idleNodeWithDisk(k *Kernel, cfg DiskConfig) *Machine {
+	n := k.AddMachine("a", func(*Env) dialHandler { return nopHandler{} }, nopNet{}, cfg)
 	n.Start()
 	return n
 }
@@ -193,7 +193,7 @@ func TestPowerCutCrashesTheNodeMidCall(t *testing.T) {
 	require.NoError(t, f.Sync())
 	steps := 0
 	d.CutPowerAfter(3) // the third mutating call below never happens
-	ran := n.Do(func() {
+	ran := n.Exec(func() {
 		tmp, _ := d.Create("journal.tmp") // 1
 		steps++
 		_, _ = tmp.Write([]byte("new")) // 2
@@ -214,15 +214,15 @@ func TestPowerCutCrashesTheNodeMidCall(t *testing.T) {
 func TestOtherPanicsStillPanic(t *testing.T) {
 	k := New(1)
 	n := idleNodeWithDisk(k, DefaultDiskConfig)
-	require.PanicsWithValue(t, "boom", func() { n.Do(func() { panic("boom") }) })
+	require.PanicsWithValue(t, "boom", func() { n.Exec(func() { panic("boom") }) })
 }
 
 func TestOnNodePanicCrashesTheNodeAndReports(t *testing.T) {
 	k := New(1)
 	n := idleNodeWithDisk(k, DefaultDiskConfig)
 	var got any
-	k.OnNodePanic(func(p *Node, v any) { got = v })
-	require.True(t, n.Do(func() { panic("boom") }))
+	k.OnNodePanic(func(p *Machine, v any) { got = v })
+	require.True(t, n.Exec(func() { panic("boom") }))
 	require.Equal(t, "boom", got)
 	require.False(t, n.Up())
 }
@@ -237,7 +237,7 @@ func TestCrashTearsBlockByBlock(t *testing.T) {
 	holes := 0
 	for seed := uint64(0); seed < 64; seed++ {
 		k := New(seed)
-		n := k.AddNode("a", nil, nopNet{}, cfg)
+		n := k.AddMachine("a", nil, nopNet{}, cfg)
 		d := n.Disk()
 		f, _ := d.Create("log")
 		require.NoError(t, d.SyncDir())
@@ -280,13 +280,13 @@ func TestFailedSyncAndFailStop(t *testing.T) {
 	cfg.SyncFailProb = 1
 	k := New(1)
 	var carried, halted []string
-	k.OnCarriedOn(func(n *Node) { carried = append(carried, n.Name()) })
-	k.OnHalt(func(n *Node, err error) { halted = append(halted, n.Name()+": "+err.Error()) })
+	k.OnCarriedOn(func(n *Machine) { carried = append(carried, n.Name()) })
+	k.OnHalt(func(n *Machine, err error) { halted = append(halted, n.Name()+": "+err.Error()) })
 	a := idleNodeCfg(k, "a", cfg)
 	b := idleNodeCfg(k, "b", cfg)
 
 	var f journal.File
-	a.Do(func() {
+	a.Exec(func() {
 		f, _ = a.Disk().Create("log")
 		_, _ = f.Write([]byte("lost"))
 		require.ErrorIs(t, f.Sync(), ErrIO)
@@ -294,7 +294,7 @@ func TestFailedSyncAndFailStop(t *testing.T) {
 	require.Equal(t, []string{"a"}, carried, "a went on after its fsync failed")
 	require.Empty(t, read(t, a.Disk(), "log"), "the failed fsync dropped the bytes")
 
-	b.Do(func() {
+	b.Exec(func() {
 		g, _ := b.Disk().Create("log")
 		if err := g.Sync(); err != nil {
 			halt.Stop(err)
@@ -317,7 +317,7 @@ func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
 	var readBefore, readAfter, nextRan, timerRan, afterRan time.Duration
 	var mono time.Duration
 	k.At(time.Second, EvClient, 0, func() {
-		n.Do(func() {
+		n.Exec(func() {
 			readBefore = k.Now()
 			_, _ = f.Write([]byte("x"))
 			require.NoError(t, f.Sync())
@@ -330,7 +330,7 @@ func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
 	})
 	// An event that comes for the node while it is in the fsyncs waits.
 	k.At(time.Second+5*time.Millisecond, EvClient, 0, func() {
-		n.Do(func() { nextRan = k.Now() })
+		n.Exec(func() { nextRan = k.Now() })
 	})
 	// A clock step that comes meanwhile lands once the step is done.
 	k.At(time.Second+6*time.Millisecond, EvFault, 0, func() { n.Clock().Step(-time.Second) })
@@ -346,7 +346,7 @@ func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
 	require.Equal(t, -time.Second, n.Clock().OffsetAt(time.Second+20*time.Millisecond))
 	require.Equal(t, 2*time.Second, n.Local(), "idle again: local time is true time")
 	// A crash that comes while the node is busy lands after the step.
-	k.At(3*time.Second, EvClient, 0, func() { n.Do(func() { require.NoError(t, f.Sync()) }) })
+	k.At(3*time.Second, EvClient, 0, func() { n.Exec(func() { require.NoError(t, f.Sync()) }) })
 	k.At(3*time.Second+time.Millisecond, EvFault, 0, func() { n.Crash() })
 	require.NoError(t, k.RunUntil(4*time.Second))
 	from, _ := n.DownSpans()

@@ -57,7 +57,7 @@ type Kernel struct {
 	trace  *xxhash.Digest
 	events uint64 // events run (cancelled and stale ones are not counted)
 
-	nodes map[dial.NodeID]*Node
+	nodes map[dial.NodeID]*Machine
 	ids   []dial.NodeID // sorted; the only order nodes are ever visited in
 
 	// maxEvents bounds a run: a livelocked protocol (timers rescheduling
@@ -65,16 +65,16 @@ type Kernel struct {
 	maxEvents uint64
 
 	tracef  func(format string, args ...any) // nil unless a verbose trace is wanted
-	onPanic func(n *Node, v any)             // nil: a node's panic ends the run
+	onPanic func(n *Machine, v any)          // nil: a node's panic ends the run
 	// onHalt hears of a node that stopped itself (core/halt); onCarriedOn
 	// of one that saw an fsync fail and did not.
-	onHalt      func(n *Node, reason error)
-	onCarriedOn func(n *Node)
+	onHalt      func(n *Machine, reason error)
+	onCarriedOn func(n *Machine)
 	rand        *randSwitch
 
 	// cur is the node whose code is running, nil between node calls: its
-	// local time (Node.local) is what Now reads while it runs.
-	cur *Node
+	// local time (Machine.local) is what Now reads while it runs.
+	cur *Machine
 }
 
 // Epoch is the wall reading every node clock starts from (before its
@@ -89,7 +89,7 @@ func New(seed uint64) *Kernel {
 	k := &Kernel{
 		seed:      seed,
 		trace:     xxhash.New(),
-		nodes:     make(map[dial.NodeID]*Node),
+		nodes:     make(map[dial.NodeID]*Machine),
 		maxEvents: DefaultMaxEvents,
 	}
 	var b [8]byte
@@ -106,7 +106,7 @@ func (k *Kernel) Stream(label string) *rand.Rand { return Stream(k.seed, label) 
 
 // Now is virtual time since the run began. Nodes never see it: they see
 // their own clocks. While a node's code runs, Now is that node's local
-// time (Node.local): later than the event that started the call by the
+// time (Machine.local): later than the event that started the call by the
 // fsyncs the node has waited for in it, so the frames it sends, the
 // timers it sets and the answers it gives carry the instant the fsync let
 // them happen at.
@@ -148,16 +148,16 @@ func (k *Kernel) SetTrace(w io.Writer) {
 // dies; its machine, clock and disk live on) and report to f, instead of
 // ending the run. Scenarios turn a node's panic into a checker failure
 // this way, so a sweep names it and goes on.
-func (k *Kernel) OnNodePanic(f func(n *Node, v any)) { k.onPanic = f }
+func (k *Kernel) OnNodePanic(f func(n *Machine, v any)) { k.onPanic = f }
 
 // OnHalt makes f hear of every node that stops itself (core/halt): the
 // kernel has crashed it, as fail-stop asks; a scenario restarts it, as a
 // supervisor would.
-func (k *Kernel) OnHalt(f func(n *Node, reason error)) { k.onHalt = f }
+func (k *Kernel) OnHalt(f func(n *Machine, reason error)) { k.onHalt = f }
 
 // OnCarriedOn makes f hear of every node that saw an fsync fail and did
 // not stop within the step that saw it: the fail-stop rule broken.
-func (k *Kernel) OnCarriedOn(f func(n *Node)) { k.onCarriedOn = f }
+func (k *Kernel) OnCarriedOn(f func(n *Machine)) { k.onCarriedOn = f }
 
 // Logf writes a line to the verbose trace, if one is on. It does not touch
 // the hash: what is logged must already be in the events.
@@ -215,7 +215,7 @@ func (k *Kernel) AtNode(at time.Duration, kind Kind, node dial.NodeID, digest ui
 // atNode schedules fn for the current incarnation of node n: if n crashes
 // (or is down) before the event's time, the event is dropped. This is how a
 // crash cancels timers, pending disk completions and frames in flight to it.
-func (k *Kernel) atNode(at time.Duration, kind Kind, n *Node, digest uint64, fn func()) Handle {
+func (k *Kernel) atNode(at time.Duration, kind Kind, n *Machine, digest uint64, fn func()) Handle {
 	return k.schedule(at, kind, n.id, n.inc, digest, fn)
 }
 
@@ -243,7 +243,7 @@ func (k *Kernel) Step() bool {
 			continue
 		}
 		ev.done = true
-		var n *Node
+		var n *Machine
 		if ev.inc != 0 {
 			n = k.nodes[ev.node]
 			if n == nil || !n.up || n.inc != ev.inc {
@@ -309,10 +309,10 @@ func (k *Kernel) RunUntil(t time.Duration) error {
 // Nodes returns the ids of all nodes, sorted.
 func (k *Kernel) Nodes() []dial.NodeID { return append([]dial.NodeID(nil), k.ids...) }
 
-// Node returns the node with the given id, or nil.
-func (k *Kernel) Node(id dial.NodeID) *Node { return k.nodes[id] }
+// Machine returns the node with the given id, or nil.
+func (k *Kernel) Machine(id dial.NodeID) *Machine { return k.nodes[id] }
 
-func (k *Kernel) addNode(n *Node) {
+func (k *Kernel) addNode(n *Machine) {
 	if _, dup := k.nodes[n.id]; dup {
 		panic(fmt.Sprintf("sim: two nodes with id %v", n.id))
 	}

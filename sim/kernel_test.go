@@ -80,7 +80,7 @@ func (nopNet) Sender(dial.NodeID) dial.Sender { return nil }
 func TestCrashDropsTimersOfTheOldIncarnation(t *testing.T) {
 	k := New(1)
 	fired := 0
-	n := k.AddNode("a", func(env *Env) dial.Handler {
+	n := k.AddMachine("a", func(env *Env) dial.Handler {
 		env.Clock.AfterFunc(time.Second, func() { fired++ })
 		return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 	}, nopNet{}, DefaultDiskConfig)
@@ -100,17 +100,17 @@ func TestCryptoRandFollowsTheSteppedNode(t *testing.T) {
 		restore := k.InstallCryptoRand()
 		defer restore()
 		got := map[string]int64{}
-		nodes := map[string]*Node{}
+		nodes := map[string]*Machine{}
 		for _, name := range []string{"a", "b"} {
 			name := name
-			nodes[name] = k.AddNode(name, func(env *Env) dial.Handler {
+			nodes[name] = k.AddMachine(name, func(env *Env) dial.Handler {
 				return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 			}, nopNet{}, DefaultDiskConfig)
 			nodes[name].Start()
 		}
 		for _, name := range order {
 			n := nodes[name]
-			n.Do(func() {
+			n.Exec(func() {
 				v, err := cryptorand.Int(cryptorand.Reader, big.NewInt(1<<40))
 				require.NoError(t, err)
 				got[name] = v.Int64()

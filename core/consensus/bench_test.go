@@ -32,7 +32,7 @@ func BenchmarkProposalsSim(b *testing.B) {
 			propose(i)
 		})
 	}
-	c.nodes[l].Do(func() {
+	c.nodes[l].Exec(func() {
 		for i := 0; i < 32; i++ {
 			propose(i)
 		}

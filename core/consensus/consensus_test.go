@@ -21,7 +21,7 @@ type cluster struct {
 	t     *testing.T
 	k     *sim.Kernel
 	nw    *netsim.Network
-	nodes []*sim.Node
+	nodes []*sim.Machine
 	live  map[string]*consensus.Node
 	cfg   consensus.Config
 }
@@ -38,7 +38,7 @@ func newCluster(t *testing.T, seed uint64, founders, extra int) *cluster {
 	for i := 0; i < founders+extra; i++ {
 		name := fmt.Sprintf("n%d", i+1)
 		founder := i < founders
-		n := k.AddNode(name, func(env *sim.Env) dial.Handler {
+		n := k.AddMachine(name, func(env *sim.Env) dial.Handler {
 			cfg := c.cfg
 			cfg.Name = name
 			if founder {
@@ -54,7 +54,7 @@ func newCluster(t *testing.T, seed uint64, founders, extra int) *cluster {
 	return c
 }
 
-func (c *cluster) start(ns ...*sim.Node) {
+func (c *cluster) start(ns ...*sim.Machine) {
 	for _, n := range ns {
 		n.Start()
 	}
@@ -78,7 +78,7 @@ func (c *cluster) propose(i int, op kv.Op) (kv.Result, error) {
 	var res kv.Result
 	var err error
 	answered := false
-	c.nodes[i].Do(func() {
+	c.nodes[i].Exec(func() {
 		c.node(i).Propose(op, func(r kv.Result, e error) { res, err, answered = r, e, true })
 	})
 	for !answered {
@@ -113,7 +113,7 @@ func TestThreeNodesElectReplicateAndRead(t *testing.T) {
 	var found bool
 	var rerr error
 	done := false
-	c.nodes[follower].Do(func() {
+	c.nodes[follower].Exec(func() {
 		c.node(follower).Read("x", func(e kv.Entry, f bool, err error) { got, found, rerr, done = e, f, err, true })
 	})
 	for !done {
@@ -196,7 +196,7 @@ func TestPendingBoundRefusesAtOnce(t *testing.T) {
 	c.run(2 * time.Second)
 	l := c.leader()
 	var errs []error
-	c.nodes[l].Do(func() {
+	c.nodes[l].Exec(func() {
 		for i := 0; i < 3; i++ {
 			c.node(l).Propose(kv.Put("z", []byte("v")), func(_ kv.Result, err error) { errs = append(errs, err) })
 		}
@@ -219,7 +219,7 @@ func TestLearnerJoinsAndIsPromoted(t *testing.T) {
 	c.start(c.nodes[3])
 	var joinErr error
 	joined := false
-	c.nodes[l].Do(func() {
+	c.nodes[l].Exec(func() {
 		c.node(l).AddLearner(consensus.NewMember("n4", ""), func(err error) { joinErr, joined = err, true })
 	})
 	for !joined {
@@ -264,7 +264,7 @@ func TestCallbackMayProposeAgain(t *testing.T) {
 			}
 		})
 	}
-	c.nodes[l].Do(again)
+	c.nodes[l].Exec(again)
 	c.run(2 * time.Second)
 	require.Equal(t, 50, applied)
 }

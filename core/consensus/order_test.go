@@ -145,10 +145,10 @@ func runPromises(t *testing.T, seed uint64, b bugs.Set) *promiseChecker {
 	pc := &promiseChecker{t: t, disks: map[dial.NodeID]*syncedFS{}}
 	boot := []consensus.Member{consensus.NewMember("n1", ""), consensus.NewMember("n2", ""), consensus.NewMember("n3", "")}
 	live := map[string]*consensus.Node{}
-	var nodes []*sim.Node
+	var nodes []*sim.Machine
 	for _, m := range boot {
 		name := m.Name
-		n := k.AddNode(name, func(env *sim.Env) dial.Handler {
+		n := k.AddMachine(name, func(env *sim.Env) dial.Handler {
 			fs := &syncedFS{FS: env.Disk, synced: map[string][]byte{}}
 			if old := pc.disks[env.ID]; old != nil {
 				fs.synced = old.synced
@@ -163,7 +163,7 @@ func runPromises(t *testing.T, seed uint64, b bugs.Set) *promiseChecker {
 		nodes = append(nodes, n)
 		n.Start()
 	}
-	leader := func() *sim.Node {
+	leader := func() *sim.Machine {
 		for _, n := range nodes {
 			if live[n.Name()].IsLeader() {
 				return n
@@ -174,7 +174,7 @@ func runPromises(t *testing.T, seed uint64, b bugs.Set) *promiseChecker {
 	var propose func(i int)
 	propose = func(i int) {
 		n := nodes[i%3]
-		n.Do(func() {
+		n.Exec(func() {
 			live[n.Name()].Propose(kv.Put(fmt.Sprintf("k%d", i%7), []byte("v")), func(kv.Result, error) {})
 		})
 		k.After(20*time.Millisecond, sim.EvClient, uint64(i), func() { propose(i + 1) })

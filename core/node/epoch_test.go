@@ -18,7 +18,7 @@ func TestEpochGrowsAcrossCrashesAtEveryStep(t *testing.T) {
 	for cut := 1; cut <= 6; cut++ {
 		k := sim.New(uint64(cut))
 		var got []uint64
-		n := k.AddNode("a", func(env *sim.Env) dial.Handler {
+		n := k.AddMachine("a", func(env *sim.Env) dial.Handler {
 			e, err := nextEpoch(env.Disk)
 			require.NoError(t, err)
 			got = append(got, e)
@@ -41,7 +41,7 @@ func TestEpochGrowsAcrossCrashesAtEveryStep(t *testing.T) {
 
 func TestDamagedEpochIsAnError(t *testing.T) {
 	k := sim.New(1)
-	n := k.AddNode("a", nil, simtest.NopNet{}, sim.DefaultDiskConfig)
+	n := k.AddMachine("a", nil, simtest.NopNet{}, sim.DefaultDiskConfig)
 	d := n.Disk()
 	f, err := d.Create(epochFile)
 	require.NoError(t, err)

@@ -32,7 +32,7 @@ func (NopNet) Sender(dial.NodeID) dial.Sender { return nil }
 // model (sim/disk.go): unsynced bytes lost, or a prefix of them kept.
 type Machine struct {
 	t T
-	n *sim.Node
+	n *sim.Machine
 }
 
 // NewMachine starts a machine whose disk tears a crash's unsynced bytes
@@ -42,7 +42,7 @@ func NewMachine(t T, seed uint64, tornProb float64) *Machine {
 	cfg.TornWriteProb = tornProb
 	k := sim.New(seed)
 	boot := func(*sim.Env) dial.Handler { return dial.HandlerFunc(func(dial.NodeID, []byte) {}) }
-	n := k.AddNode("a", boot, NopNet{}, cfg)
+	n := k.AddMachine("a", boot, NopNet{}, cfg)
 	n.Start()
 	return &Machine{t: t, n: n}
 }
@@ -62,7 +62,7 @@ func (m *Machine) Crash() {
 // did.
 func (m *Machine) Do(f func()) (crashed bool) {
 	m.t.Helper()
-	require.True(m.t, m.n.Do(f))
+	require.True(m.t, m.n.Exec(f))
 	m.Disk().CancelPowerCut()
 	if m.n.Up() {
 		return false

@@ -36,9 +36,9 @@ type Env struct {
 // whatever it keeps in memory is lost when the node crashes.
 type Boot func(env *Env) dial.Handler
 
-// Node is one simulated machine: its clock and disk outlive crashes of the
+// Machine is one simulated machine: its clock and disk outlive crashes of the
 // process that boot starts on it.
-type Node struct {
+type Machine struct {
 	k      *Kernel
 	id     dial.NodeID
 	name   string
@@ -71,11 +71,11 @@ type Node struct {
 
 type downSpan struct{ from, to time.Duration }
 
-// AddNode adds a machine named name to the run; it is not started. Its id is
+// AddMachine adds a machine named name to the run; it is not started. Its id is
 // dial.IDFromName(name). Each node's streams are named after it, so adding a
 // node does not change another node's draws.
-func (k *Kernel) AddNode(name string, boot Boot, net Network, disk DiskConfig) *Node {
-	n := &Node{
+func (k *Kernel) AddMachine(name string, boot Boot, net Network, disk DiskConfig) *Machine {
+	n := &Machine{
 		k:      k,
 		id:     dial.IDFromName(name),
 		name:   name,
@@ -91,25 +91,25 @@ func (k *Kernel) AddNode(name string, boot Boot, net Network, disk DiskConfig) *
 }
 
 // ID is the node's id.
-func (n *Node) ID() dial.NodeID { return n.id }
+func (n *Machine) ID() dial.NodeID { return n.id }
 
 // Name is the node's name.
-func (n *Node) Name() string { return n.name }
+func (n *Machine) Name() string { return n.name }
 
 // Up reports whether the node's process is running.
-func (n *Node) Up() bool { return n.up }
+func (n *Machine) Up() bool { return n.up }
 
 // Clock is the node's machine clock (for faults: steps, drift).
-func (n *Node) Clock() *Clock { return n.clock }
+func (n *Machine) Clock() *Clock { return n.clock }
 
 // Disk is the node's disk (for checkers and faults).
-func (n *Node) Disk() *Disk { return n.disk }
+func (n *Machine) Disk() *Disk { return n.disk }
 
 // Incarnation counts starts and crashes: odd while up.
-func (n *Node) Incarnation() uint64 { return n.inc }
+func (n *Machine) Incarnation() uint64 { return n.inc }
 
 // Start boots the node's process. Starting a running node is a bug.
-func (n *Node) Start() {
+func (n *Machine) Start() {
 	if n.up {
 		panic(fmt.Sprintf("sim: start of running node %s", n.name))
 	}
@@ -135,7 +135,7 @@ func (n *Node) Start() {
 // Crash kills the node's process: its memory is gone, its timers and disk
 // completions never fire, frames in flight to it are dropped, and its disk
 // loses what was not synced. Crashing a node that is down does nothing.
-func (n *Node) Crash() {
+func (n *Machine) Crash() {
 	if !n.up {
 		return
 	}
@@ -152,7 +152,7 @@ func (n *Node) Crash() {
 
 // DownSpans returns the node's crash record: each span from a crash to the
 // restart that followed it (to now, while it is still down).
-func (n *Node) DownSpans() (from, to []time.Duration) {
+func (n *Machine) DownSpans() (from, to []time.Duration) {
 	for _, d := range n.downs {
 		end := d.to
 		if end == 0 {
@@ -166,7 +166,7 @@ func (n *Node) DownSpans() (from, to []time.Duration) {
 // CrashedDuring reports whether the node crashed, or was down, at any
 // instant of [from, to], and the first such instant: the simulator's own
 // record, for checkers that forgive what a crash may take.
-func (n *Node) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
+func (n *Machine) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
 	for _, d := range n.downs {
 		end := d.to
 		if end == 0 {
@@ -181,16 +181,16 @@ func (n *Node) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
 
 // local is the node's own time: the true instant its code is at, which
 // runs ahead of the kernel's while the node is busy in fsyncs.
-func (n *Node) local() time.Duration { return max(n.busyUntil, n.k.now) }
+func (n *Machine) local() time.Duration { return max(n.busyUntil, n.k.now) }
 
 // Local is the node's own time: the instant at which an event that came
 // for it now would run, after the fsyncs it is still busy in. A watcher
 // that sees a frame delivered learns from it when the node takes the frame.
-func (n *Node) Local() time.Duration { return n.local() }
+func (n *Machine) Local() time.Duration { return n.local() }
 
 // Receive hands a frame to the node if the incarnation it was sent to is
 // still running. Networks call it when a frame arrives.
-func (n *Node) Receive(from dial.NodeID, frame []byte, inc uint64) bool {
+func (n *Machine) Receive(from dial.NodeID, frame []byte, inc uint64) bool {
 	if !n.up || n.inc != inc || n.handler == nil {
 		return false
 	}
@@ -198,9 +198,9 @@ func (n *Node) Receive(from dial.NodeID, frame []byte, inc uint64) bool {
 	return true
 }
 
-// Do runs f as the node (on its loop, with its random streams), if the node
+// Exec runs f as the node (on its loop, with its random streams), if the node
 // is up. Client operations enter a node through it.
-func (n *Node) Do(f func()) bool {
+func (n *Machine) Exec(f func()) bool {
 	if !n.up {
 		return false
 	}
