@@ -9,13 +9,13 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 )
 
 // DirFS is a directory of OS files behind the journal's FS seam.
 type DirFS struct{ dir string }
 
-var _ journal.FS = (*DirFS)(nil)
+var _ recfile.FS = (*DirFS)(nil)
 
 // OpenDir returns the FS for dir, creating it if needed.
 func OpenDir(dir string) (*DirFS, error) {
@@ -36,13 +36,13 @@ func (d *DirFS) path(name string) (string, error) {
 
 func notExist(err error, name string) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: %s", journal.ErrNotExist, name)
+		return fmt.Errorf("%w: %s", recfile.ErrNotExist, name)
 	}
 	return err
 }
 
 // Create makes an empty file, replacing any file of that name.
-func (d *DirFS) Create(name string) (journal.File, error) {
+func (d *DirFS) Create(name string) (recfile.File, error) {
 	p, err := d.path(name)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (d *DirFS) Create(name string) (journal.File, error) {
 }
 
 // Open opens an existing file for reading and appending.
-func (d *DirFS) Open(name string) (journal.File, error) {
+func (d *DirFS) Open(name string) (recfile.File, error) {
 	p, err := d.path(name)
 	if err != nil {
 		return nil, err

@@ -4,16 +4,15 @@ import (
 	"io"
 	"testing"
 
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/stretchr/testify/require"
-
-	"github.com/fenceline/fenceline/core/journal"
 )
 
 func TestDirFSFollowsTheSeam(t *testing.T) {
 	d, err := OpenDir(t.TempDir())
 	require.NoError(t, err)
 	_, err = d.Open("journal")
-	require.ErrorIs(t, err, journal.ErrNotExist)
+	require.ErrorIs(t, err, recfile.ErrNotExist)
 
 	f, err := d.Create("journal")
 	require.NoError(t, err)
@@ -52,7 +51,7 @@ func TestDirFSFollowsTheSeam(t *testing.T) {
 	require.Equal(t, int64(3), size)
 	require.NoError(t, h.Close())
 	require.NoError(t, d.Remove("journal"))
-	require.ErrorIs(t, d.Remove("journal"), journal.ErrNotExist)
+	require.ErrorIs(t, d.Remove("journal"), recfile.ErrNotExist)
 }
 
 func TestDirFSRefusesPaths(t *testing.T) {

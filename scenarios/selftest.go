@@ -13,7 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fenceline/fenceline/core/halt"
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/netsim"
@@ -66,7 +66,7 @@ type toyRecord struct {
 
 type toyNode struct {
 	env   *sim.Env
-	log   journal.File
+	log   recfile.File
 	set   map[string]toyRecord
 	order []string // ids in the order this node learned them; gossip walks it
 	peers []dial.NodeID
@@ -84,7 +84,7 @@ type toyBugs struct{ ackBeforeSync, noGossip, trustTail bool }
 func bootToy(env *sim.Env, peers []dial.NodeID, bugs toyBugs) (*toyNode, error) {
 	t := &toyNode{env: env, set: map[string]toyRecord{}, peers: peers, bugs: bugs}
 	f, err := env.Disk.Open(toyLogName)
-	if errors.Is(err, journal.ErrNotExist) {
+	if errors.Is(err, recfile.ErrNotExist) {
 		if f, err = env.Disk.Create(toyLogName); err == nil {
 			err = env.Disk.SyncDir()
 		}
@@ -253,7 +253,7 @@ func decodeToy(b []byte, trustTail bool) (toyRecord, int, error) {
 
 // replayToy reads every whole record and returns the offset after the last
 // one: a torn tail is cut there.
-func replayToy(f journal.File, trustTail bool) ([]toyRecord, int64, error) {
+func replayToy(f recfile.File, trustTail bool) ([]toyRecord, int64, error) {
 	size, err := f.Size()
 	if err != nil {
 		return nil, 0, err

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 )
 
 // DiskConfig is the fault model of one node's disk.
@@ -16,7 +16,7 @@ type DiskConfig struct {
 	// TornWriteProb is the chance that a crash keeps some of a file's
 	// unsynced bytes instead of none of them: half the time a prefix
 	// (possibly ending mid-write), half the time a random subset of its
-	// journal.BlockSize blocks, the lost ones reading as zeros where the
+	// recfile.BlockSize blocks, the lost ones reading as zeros where the
 	// file grew past them, as a file system that writes blocks back out
 	// of order leaves it. A reader that trusts length prefixes without
 	// checksums fails here.
@@ -63,7 +63,7 @@ var (
 )
 
 // Disk is one node's simulated disk: a flat directory of in-memory files
-// with fsync semantics. It implements journal.FS.
+// with fsync semantics. It implements recfile.FS.
 //
 // The model, stated so the design can claim exactly what it survives:
 //   - Write, Truncate, Create, Rename and Remove are visible at once.
@@ -128,7 +128,7 @@ func (d *Disk) mutate() {
 	}
 }
 
-var _ journal.FS = (*Disk)(nil)
+var _ recfile.FS = (*Disk)(nil)
 
 type inode struct {
 	data []byte
@@ -154,7 +154,7 @@ func (d *Disk) used() int64 {
 }
 
 // Create makes an empty file, replacing any file of that name.
-func (d *Disk) Create(name string) (journal.File, error) {
+func (d *Disk) Create(name string) (recfile.File, error) {
 	d.mutate()
 	ino := &inode{grown: true}
 	d.dir[name] = ino
@@ -162,10 +162,10 @@ func (d *Disk) Create(name string) (journal.File, error) {
 }
 
 // Open opens an existing file.
-func (d *Disk) Open(name string) (journal.File, error) {
+func (d *Disk) Open(name string) (recfile.File, error) {
 	ino, ok := d.dir[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", journal.ErrNotExist, name)
+		return nil, fmt.Errorf("%w: %s", recfile.ErrNotExist, name)
 	}
 	return &simFile{d: d, ino: ino, gen: d.gen, name: name}, nil
 }
@@ -175,7 +175,7 @@ func (d *Disk) Rename(oldname, newname string) error {
 	d.mutate()
 	ino, ok := d.dir[oldname]
 	if !ok {
-		return fmt.Errorf("%w: %s", journal.ErrNotExist, oldname)
+		return fmt.Errorf("%w: %s", recfile.ErrNotExist, oldname)
 	}
 	delete(d.dir, oldname)
 	d.dir[newname] = ino
@@ -186,7 +186,7 @@ func (d *Disk) Rename(oldname, newname string) error {
 func (d *Disk) Remove(name string) error {
 	d.mutate()
 	if _, ok := d.dir[name]; !ok {
-		return fmt.Errorf("%w: %s", journal.ErrNotExist, name)
+		return fmt.Errorf("%w: %s", recfile.ErrNotExist, name)
 	}
 	delete(d.dir, name)
 	return nil
@@ -217,7 +217,7 @@ func (d *Disk) SyncDir() error {
 // completion event, after the disk's sync latency. What was written before
 // the call is durable when done runs; a crash before then loses it, and
 // done never runs. This is how a node models an fsync it does not block on.
-func (d *Disk) SyncAsync(f journal.File, done func(error)) {
+func (d *Disk) SyncAsync(f recfile.File, done func(error)) {
 	lat := Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
 	sf, _ := f.(*simFile)
 	var digest uint64
@@ -286,7 +286,7 @@ func (d *Disk) faulty() bool { return d.cfg.FaultsUntil == 0 || d.n.k.now < d.cf
 // block before that reads as zeros (the synced bytes it shares with the
 // synced part survive).
 func (d *Disk) keepBlocks(ino *inode) []byte {
-	const bs = journal.BlockSize
+	const bs = recfile.BlockSize
 	s, e := len(ino.synced), len(ino.data)
 	keep := 0.1 + 0.8*d.rng.Float64()
 	out := append([]byte(nil), ino.synced...)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/halt"
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 )
 
 func read(t *testing.T, d *Disk, name string) []byte {
@@ -116,9 +116,9 @@ func TestNamesNeedSyncDir(t *testing.T) {
 	require.Equal(t, "new", string(read(t, d, "journal")))
 
 	_, err := d.Open("nope")
-	require.ErrorIs(t, err, journal.ErrNotExist)
-	require.ErrorIs(t, d.Rename("nope", "x"), journal.ErrNotExist)
-	require.ErrorIs(t, d.Remove("nope"), journal.ErrNotExist)
+	require.ErrorIs(t, err, recfile.ErrNotExist)
+	require.ErrorIs(t, d.Rename("nope", "x"), recfile.ErrNotExist)
+	require.ErrorIs(t, d.Remove("nope"), recfile.ErrNotExist)
 }
 
 func TestDiskFullAtTheLimit(t *testing.T) {
@@ -233,7 +233,7 @@ func TestOnNodePanicCrashesTheNodeAndReports(t *testing.T) {
 func TestCrashTearsBlockByBlock(t *testing.T) {
 	cfg := DefaultDiskConfig
 	cfg.TornWriteProb = 1
-	const bs = journal.BlockSize
+	const bs = recfile.BlockSize
 	holes := 0
 	for seed := uint64(0); seed < 64; seed++ {
 		k := New(seed)
@@ -285,7 +285,7 @@ func TestFailedSyncAndFailStop(t *testing.T) {
 	a := idleNodeCfg(k, "a", cfg)
 	b := idleNodeCfg(k, "b", cfg)
 
-	var f journal.File
+	var f recfile.File
 	a.Exec(func() {
 		f, _ = a.Disk().Create("log")
 		_, _ = f.Write([]byte("lost"))

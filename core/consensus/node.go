@@ -14,6 +14,7 @@ import (
 	"github.com/fenceline/fenceline/core/halt"
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -38,7 +39,7 @@ type Rand interface{ Uint64() uint64 }
 type Env struct {
 	Clock clock.Clock
 	Net   dial.Sender
-	FS    journal.FS
+	FS    recfile.FS
 	Rand  Rand
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
@@ -32,16 +33,16 @@ import (
 // syncedFS wraps a node's disk and keeps each file's bytes as of its last
 // successful Sync (and follows a rename, as the journal's compaction does).
 type syncedFS struct {
-	journal.FS
+	recfile.FS
 	synced map[string][]byte
 }
 
-func (fs *syncedFS) Create(name string) (journal.File, error) {
+func (fs *syncedFS) Create(name string) (recfile.File, error) {
 	f, err := fs.FS.Create(name)
 	return &syncedFile{File: f, fs: fs, name: name}, err
 }
 
-func (fs *syncedFS) Open(name string) (journal.File, error) {
+func (fs *syncedFS) Open(name string) (recfile.File, error) {
 	f, err := fs.FS.Open(name)
 	if err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func (fs *syncedFS) Rename(oldname, newname string) error {
 }
 
 type syncedFile struct {
-	journal.File
+	recfile.File
 	fs   *syncedFS
 	name string
 }

@@ -58,7 +58,7 @@ func (j *Journal) Compact(index uint64, snapData, confState []byte) error {
 	// The sibling replays exactly like any journal: the snapshot empties
 	// the log and sets commit to index, the entries follow it, and the
 	// hard state (commit >= index) comes last.
-	buf := appendFileHeader(nil)
+	buf := format.AppendHeader(nil)
 	buf = appendSnapshotRecord(buf, &next.snap)
 	for _, run := range runs {
 		buf = appendEntriesRecord(buf, run)

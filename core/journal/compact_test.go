@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/sim/simtest"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestCrashAtEachStepOfCompaction(t *testing.T) {
 	const index = 6
 	// build leaves a synced journal: entries 1..10, commit 8, a vote.
-	build := func(r *rig, fs journal.FS) (*journal.Journal, view) {
+	build := func(r *rig, fs recfile.FS) (*journal.Journal, view) {
 		j, err := journal.Open(fs, jname, journal.Config{})
 		require.NoError(t, err)
 		require.NoError(t, j.Save(hs(1, 0, 0), ents(1, 4, 1), true))

@@ -18,16 +18,12 @@
 //
 // # File format (version 1)
 //
-//	file   = header record*
-//	header = "FLJRNL" version:u16le                      (8 bytes)
-//	record = length:u32le bodycrc:u32le headcrc:u32le body  (12 + length bytes)
-//	body   = kind:u8 payload
-//
-// headcrc is CRC-32C over the first 8 bytes (length and bodycrc), bodycrc is
-// CRC-32C over the body. The header has its own checksum so that a damaged
-// length is caught as damage, instead of sending replay past the end of the
-// file where it would look like a torn write. Payloads use unsigned varints
-// (uv) and length-prefixed byte strings (bytes = uv(len) ‖ len bytes):
+// The journal is a record file (core/recfile: magic "FLJRNL", version 1,
+// each record length, body and header checksums, then a body), whose
+// framing, replay rules and storage seam are shared with the shard log.
+// A journal body is a kind byte and a payload. Payloads use unsigned
+// varints (uv) and length-prefixed byte strings (bytes = uv(len) ‖ len
+// bytes):
 //
 //	entries   (1): uv(first index) uv(count) { uv(term) type:u8 bytes(data) }*count
 //	hardstate (2): uv(term) uv(vote) uv(commit)
@@ -42,34 +38,15 @@
 // # Replay: a torn tail versus corruption
 //
 // Replay reads records in order until the end of the file or the first bad
-// one. A bad record is either a torn tail, which is cut (the file is
-// truncated there and the cut synced), or corruption, which fails Open with
-// ErrCorrupt naming the offset. The rule is that a bad record is torn only
-// when nothing after it can be a record some completed write put there:
-//
-//	what is wrong at offset off                     verdict
-//	fewer than 12 bytes left                        torn
-//	header checksum fails                           torn if every byte from off
-//	                                                to EOF is zero, else corrupt
-//	header holds, body reaches past EOF             torn (whatever the length)
-//	header holds, length 0 or over MaxRecordBytes   corrupt
-//	body checksum fails                             torn if the record ends exactly
-//	                                                at EOF or only zeros follow it,
-//	                                                else corrupt
-//	checksums hold, payload does not decode, or     corrupt
-//	  does not fit the log (a gap in the indexes, a
-//	  truncation of committed entries, a commit past
-//	  the last entry, a second vote in one term)
-//
-// A header is checked before its length is believed, so a damaged length is
-// never mistaken for a tear, and no declared length is allocated before it
-// is known to lie inside the file and under MaxRecordBytes. The zero cases
-// are for real file systems, which may grow a file before its data blocks
-// reach the disk; a bad last record that ends exactly at EOF is the last
-// write landing with garbage in it. Everything else with bytes after it is
-// damage a crash cannot cause (a crash keeps a prefix of what was written),
-// so a record before the tail is never dropped silently: it may hold an
-// acknowledged entry or vote.
+// one, by core/recfile's rules: a bad record is a torn tail, which is cut
+// (the file is truncated there and the cut synced), only when nothing after
+// it can be a record some completed write put there; anything else fails
+// Open with ErrCorrupt naming the offset. On top of recfile's rules, a
+// record whose checksums hold but whose payload does not decode, or does
+// not fit the log (a gap in the indexes, a truncation of committed
+// entries, a commit past the last entry, a second vote in one term), is
+// corrupt: a record before the tail is never dropped silently, since it
+// may hold an acknowledged entry or vote.
 //
 // Cutting a torn tail is safe by the fault model: a crash keeps only a
 // prefix of what was not synced, so a partial record is one whose Save never

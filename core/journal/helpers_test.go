@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/sim/simtest"
 )
 
@@ -110,7 +111,7 @@ type faultFS struct {
 
 var errDead = errors.New("test: process crashed")
 
-var _ journal.FS = (*faultFS)(nil)
+var _ recfile.FS = (*faultFS)(nil)
 
 func (f *faultFS) mutated(op string) {
 	f.ops = append(f.ops, op)
@@ -124,7 +125,7 @@ func (f *faultFS) mutated(op string) {
 	}
 }
 
-func (f *faultFS) Create(name string) (journal.File, error) {
+func (f *faultFS) Create(name string) (recfile.File, error) {
 	if f.dead {
 		return nil, errDead
 	}
@@ -136,7 +137,7 @@ func (f *faultFS) Create(name string) (journal.File, error) {
 	return &faultFile{fs: f, f: file, name: name}, nil
 }
 
-func (f *faultFS) Open(name string) (journal.File, error) {
+func (f *faultFS) Open(name string) (recfile.File, error) {
 	if f.dead {
 		return nil, errDead
 	}
@@ -183,7 +184,7 @@ func (f *faultFS) SyncDir() error {
 
 type faultFile struct {
 	fs   *faultFS
-	f    journal.File
+	f    recfile.File
 	name string
 }
 

@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/fenceline/fenceline/core/recfile"
 )
 
 // Journal is an open raft log file and its content in memory. Reads are
 // served from memory; writes append records and change memory only once
 // the append succeeded.
 type Journal struct {
-	fs   FS
+	fs   recfile.FS
 	name string
 	cfg  Config
-	f    File
+	f    recfile.File
 	// size is the file's length: where the next record goes.
 	size int64
 	// dirty: bytes were appended since the last Sync.
@@ -130,7 +132,7 @@ func (j *Journal) Save(hs *HardState, entries []Entry, sync bool) error {
 
 	// One buffer, one Write: the records of a Save reach the file in one
 	// call, and a crash keeps a prefix of them like of any write.
-	estimate := 64 + len(runs)*(recordHeaderSize+batchPrefixMax)
+	estimate := 64 + len(runs)*(recfile.RecordHeaderSize+batchPrefixMax)
 	for i := range entries {
 		estimate += entryLen(&entries[i])
 	}

@@ -3,20 +3,14 @@ package journal
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
+
+	"github.com/fenceline/fenceline/core/recfile"
 )
 
-// The layout is described in the package doc; these are its numbers.
-const (
-	fileMagic      = "FLJRNL"
-	formatVersion  = 1
-	fileHeaderSize = len(fileMagic) + 2
-
-	recordHeaderSize = 12
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// format is the journal's record file (core/recfile): the header and
+// framing are recfile's; the bodies are the journal's.
+var format = recfile.Format{Magic: "FLJRNL", Version: 1}
 
 // kind tags a record body. Stored on disk: never renumber, only add.
 type kind uint8
@@ -61,37 +55,15 @@ const minEntryBytes = 3
 // kind, first index and count.
 const batchPrefixMax = 1 + 2*binary.MaxVarintLen64
 
-func appendFileHeader(buf []byte) []byte {
-	buf = append(buf, fileMagic...)
-	return binary.LittleEndian.AppendUint16(buf, formatVersion)
-}
-
 // beginRecord reserves a record header and writes the kind; endRecord fills
 // the header in once the body is complete. It returns where the record
 // starts.
 func beginRecord(buf []byte, k kind) ([]byte, int) {
-	start := len(buf)
-	buf = append(buf, make([]byte, recordHeaderSize)...)
+	buf, start := recfile.Begin(buf)
 	return append(buf, byte(k)), start
 }
 
-func endRecord(buf []byte, start int) []byte {
-	h := buf[start : start+recordHeaderSize]
-	body := buf[start+recordHeaderSize:]
-	binary.LittleEndian.PutUint32(h[0:4], uint32(len(body)))
-	binary.LittleEndian.PutUint32(h[4:8], crc32.Checksum(body, castagnoli))
-	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(h[0:8], castagnoli))
-	return buf
-}
-
-// parseRecordHeader returns the body length and body checksum of a record
-// header, and whether the header's own checksum holds.
-func parseRecordHeader(h []byte) (length, bodyCRC uint32, ok bool) {
-	length = binary.LittleEndian.Uint32(h[0:4])
-	bodyCRC = binary.LittleEndian.Uint32(h[4:8])
-	ok = binary.LittleEndian.Uint32(h[8:12]) == crc32.Checksum(h[0:8], castagnoli)
-	return length, bodyCRC, ok
-}
+func endRecord(buf []byte, start int) []byte { return recfile.End(buf, start) }
 
 func appendBytes(buf, p []byte) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(p)))

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +26,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		{kind: kindTruncate, from: 12},
 		{kind: kindSnapshot, snap: Snapshot{Meta: SnapshotMeta{Index: 9, Term: 2, ConfState: []byte("c")}, Data: []byte("image")}},
 	} {
-		f.Add(appendRecordOf(&r)[recordHeaderSize:], uint16(3))
+		f.Add(appendRecordOf(&r)[recfile.RecordHeaderSize:], uint16(3))
 	}
 	f.Add([]byte{byte(kindEntries), 1, 0xff, 0xff, 0xff, 0xff, 0x0f}, uint16(0)) // a count of 4G in 7 bytes
 	f.Add([]byte{byte(kindSnapshot), 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f}, uint16(0))
@@ -38,7 +39,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		require.LessOrEqual(t, after.TotalAlloc-before.TotalAlloc, uint64(allocSlack+64*len(body)), "bytes allocated decoding %d bytes", len(body))
 
 		if err == nil {
-			again, err := decodeRecord(appendRecordOf(&rec)[recordHeaderSize:])
+			again, err := decodeRecord(appendRecordOf(&rec)[recfile.RecordHeaderSize:])
 			require.NoError(t, err)
 			require.Equal(t, rec, again)
 		}

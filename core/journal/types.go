@@ -1,6 +1,10 @@
 package journal
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fenceline/fenceline/core/recfile"
+)
 
 // Entry is one raft log entry. The driver converts raftpb.Entry to and from
 // it; the journal reads Index and Term and stores the rest unread.
@@ -61,11 +65,12 @@ var (
 	// than the one the journal holds.
 	ErrSnapshotOutOfDate = errors.New("journal: snapshot is not newer than the current one")
 	// ErrCorrupt: replay met damage it must not repair (see the package
-	// doc); the wrapping error names the file and offset.
-	ErrCorrupt = errors.New("journal: corrupt")
+	// doc); the wrapping error names the file and offset. It is the
+	// record file's (core/recfile), whose rules tell damage from a tear.
+	ErrCorrupt = recfile.ErrCorrupt
 	// ErrVersion: the file was written in a format version this code does
 	// not read.
-	ErrVersion = errors.New("journal: unsupported format version")
+	ErrVersion = recfile.ErrVersion
 	// ErrTooLarge: a record would exceed Config.MaxRecordBytes. Nothing was
 	// written.
 	ErrTooLarge = errors.New("journal: record over MaxRecordBytes")

@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 )
 
 // epochFile holds the node's boot counter: 8 bytes little-endian and a
@@ -26,11 +26,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // any point leaves the old value or the new one. A file that fails its
 // checksum is an error, never a silent zero: a counter that went back
 // would break the very ordering it exists for.
-func nextEpoch(fs journal.FS) (uint64, error) {
+func nextEpoch(fs recfile.FS) (uint64, error) {
 	var cur uint64
 	f, err := fs.Open(epochFile)
 	switch {
-	case errors.Is(err, journal.ErrNotExist):
+	case errors.Is(err, recfile.ErrNotExist):
 	case err != nil:
 		return 0, err
 	default:

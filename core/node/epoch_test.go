@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/sim"
@@ -49,7 +49,7 @@ func TestDamagedEpochIsAnError(t *testing.T) {
 	_, err = nextEpoch(d)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "refusing to guess")
-	var _ journal.FS = d
+	var _ recfile.FS = d
 }
 
 // A flow log damaged before its tail is moved aside, never read and never

@@ -11,7 +11,7 @@ import (
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -26,7 +26,7 @@ type Rand interface {
 type Env struct {
 	Clock clock.Clock
 	Net   dial.Sender
-	FS    journal.FS
+	FS    recfile.FS
 	Rand  Rand
 	// Shard is the flow store's disk. Nil: a shard log (FlowLog) on FS,
 	// as the simulator runs it; the real node hands in bbolt.
@@ -90,7 +90,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 // restarted owner re-adopts from them, as after any long partition — where
 // refusing to boot would take this node's third of the copies away for
 // good. The returned note says what happened, for the operator.
-func openShardLog(fs journal.FS, epoch uint64) (*shard.Log, string, error) {
+func openShardLog(fs recfile.FS, epoch uint64) (*shard.Log, string, error) {
 	l, err := shard.OpenLog(fs, FlowLog)
 	if !errors.Is(err, shard.ErrCorrupt) {
 		return l, "", err

@@ -1,42 +1,38 @@
 package shard
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"slices"
 
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 )
 
-// Log is a Backend on any journal.FS: one append-only file of checksummed
+// Log is a Backend on any recfile.FS: one append-only file of checksummed
 // records, one per Write, replayed into memory on open. The simulator runs
 // it on sim.Disk, so the FlowShard's durability is tested against the same
 // crash model as the raft journal.
 //
-// File format (version 1), framed like core/journal's:
+// The file is a record file (core/recfile: magic "FLSHRD", version 1),
+// framed, replayed and told torn from corrupt by recfile's rules, like
+// the raft journal. A body is one batch:
 //
-//	file     = "FLSHRD" version:u16le record*
-//	record   = length:u32le bodycrc:u32le headcrc:u32le body
 //	body     = uv(count) mutation*count                  (count >= 1)
 //	mutation = bytes(flow) bytes(key) 0:u8 bytes(value)  a put
 //	         | bytes(flow) bytes(key) 1:u8               a delete
 //
-// Both CRCs are CRC-32C, headcrc over length and bodycrc; bytes = uv(len)
-// ‖ len bytes. A batch is one record, so a crash keeps all of it or none.
-// Replay tells a torn tail from corruption by core/journal's rules (see its
-// package doc): a tail a crash can leave is cut, anything else is
+// bytes = uv(len) ‖ len bytes. A batch is one record, so a crash keeps all
+// of it or none. A tail a crash can leave is cut; anything else is
 // ErrCorrupt.
 //
 // The live state is kept in memory too, so Scan never rereads the file and
 // compaction knows what to write.
 type Log struct {
-	fs    journal.FS
+	fs    recfile.FS
 	name  string
-	f     journal.File
+	f     recfile.File
 	size  int64 // where the next record goes
 	dirty bool  // bytes appended since the last sync
 	err   error // the first I/O failure; sticky
@@ -59,20 +55,21 @@ type LogStats struct {
 }
 
 var (
-	// ErrCorrupt is damage before the tail: bytes a crash cannot leave.
-	ErrCorrupt = errors.New("shard: log corrupt")
+	// ErrCorrupt is damage before the tail: bytes a crash cannot leave
+	// (the record file's, core/recfile, whose rules tell it from a tear).
+	ErrCorrupt = recfile.ErrCorrupt
 	// ErrBatchTooLarge refuses a batch whose record would exceed 64 MiB.
 	ErrBatchTooLarge = errors.New("shard: batch too large")
 	// ErrClosed is returned by every call after Close.
 	ErrClosed = errors.New("shard: closed")
 )
 
+// logFormat is the shard log's record file (core/recfile): the header,
+// framing and replay rules are recfile's; the batches are the log's.
+var logFormat = recfile.Format{Magic: "FLSHRD", Version: 1}
+
 const (
-	logMagic      = "FLSHRD"
-	logVersion    = 1
-	logHeaderSize = len(logMagic) + 2
-	logRecHeader  = 12
-	logMaxBody    = 64 << 20
+	logMaxBody = 64 << 20
 	// A compaction record this big amortises its header, and replay
 	// never needs a buffer much larger.
 	logChunk = 256 << 10
@@ -81,13 +78,11 @@ const (
 	logTmpSuffix  = ".tmp"
 )
 
-var logCRC = crc32.MakeTable(crc32.Castagnoli)
-
 // OpenLog opens (creating if absent) the shard log name on fs and replays
 // it. The file is synced before OpenLog returns: after a process restart
 // without a machine crash it may hold unsynced batches, and the shard is
 // about to act on them as if they were durable.
-func OpenLog(fs journal.FS, name string) (*Log, error) {
+func OpenLog(fs recfile.FS, name string) (*Log, error) {
 	// A leftover from a compaction that died before its rename is
 	// garbage; the next compaction would overwrite it anyway, so a crash
 	// that brings the name back costs nothing and needs no SyncDir.
@@ -101,7 +96,7 @@ func OpenLog(fs journal.FS, name string) (*Log, error) {
 		}
 	}
 	l := &Log{fs: fs, name: name, live: map[string]map[string]string{}}
-	if l.f, err = fs.Open(name); errors.Is(err, journal.ErrNotExist) {
+	if l.f, err = fs.Open(name); errors.Is(err, recfile.ErrNotExist) {
 		err = l.create()
 	} else if err == nil {
 		err = l.replay()
@@ -125,7 +120,7 @@ func (l *Log) create() error {
 		return fmt.Errorf("shard: create %s: %w", l.name, err)
 	}
 	l.f = f
-	if err := l.seal(0, appendLogHeader(nil)); err != nil {
+	if err := l.seal(0, logFormat.AppendHeader(nil)); err != nil {
 		return err
 	}
 	if err := l.fs.SyncDir(); err != nil {
@@ -139,101 +134,29 @@ func (l *Log) replay() error {
 	if err != nil {
 		return fmt.Errorf("shard: size of %s: %w", l.name, err)
 	}
-	if size < int64(logHeaderSize) {
+	short, err := logFormat.CheckHeader(l.f, l.name, size)
+	if err != nil {
+		return fmt.Errorf("shard: %w", err)
+	}
+	if short {
 		// The header is synced before the name is, so a shorter file
 		// never held a record: start it over.
-		return l.seal(0, appendLogHeader(nil))
+		return l.seal(0, logFormat.AppendHeader(nil))
 	}
-	var hdr [logHeaderSize]byte
-	if _, err := l.f.ReadAt(hdr[:], 0); err != nil {
-		return fmt.Errorf("shard: read %s: %w", l.name, err)
-	}
-	if string(hdr[:len(logMagic)]) != logMagic {
-		return fmt.Errorf("%w: %s is not a shard log (magic %q)", ErrCorrupt, l.name, hdr[:len(logMagic)])
-	}
-	if v := binary.LittleEndian.Uint16(hdr[len(logMagic):]); v != logVersion {
-		return fmt.Errorf("shard: %s has format version %d, this code reads %d", l.name, v, logVersion)
-	}
-	off := int64(logHeaderSize)
-	br := bufio.NewReaderSize(io.NewSectionReader(l.f, off, size-off), int(min(max(size-off, 16), logChunk)))
-	for off < size {
-		n, err := l.next(br, off, size)
+	sc := recfile.NewScanner(l.f, l.name, int64(logFormat.HeaderSize()), size, logMaxBody)
+	for {
+		body, err := sc.Next()
 		if err != nil {
-			return err
+			return fmt.Errorf("shard: %w", err)
 		}
-		if n == 0 {
-			break // a torn tail starts at off
+		if body == nil {
+			break // the end, or a torn tail from sc.Off on
 		}
-		off += n
-	}
-	return l.seal(off, nil)
-}
-
-// next applies the record at off and returns its length: 0 for a torn
-// tail, ErrCorrupt for damage.
-func (l *Log) next(br *bufio.Reader, off, size int64) (int64, error) {
-	corrupt := func(why string, args ...any) error {
-		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, l.name, off, fmt.Sprintf(why, args...))
-	}
-	// tornIfZeros: a real file system may grow a file before its blocks
-	// land, leaving zeros to the end, or lose some of the unsynced blocks
-	// a crash found (a hole within the bad record, [off, recEnd));
-	// anything else after a bad record is damage.
-	tornIfZeros := func(from, recEnd int64, why string) (int64, error) {
-		hole, err := journal.HoleIn(l.f, size, off, recEnd)
-		if err != nil {
-			return 0, fmt.Errorf("shard: read %s: %w", l.name, err)
+		if err := decodeLogBody(body, l.apply); err != nil {
+			return fmt.Errorf("shard: %w", sc.Corrupt(sc.RecordStart(body), "%v", err))
 		}
-		if hole {
-			return 0, nil
-		}
-		buf := make([]byte, min(size-from, logChunk))
-		for at := from; at < size; at += int64(len(buf)) {
-			buf = buf[:min(size-at, int64(len(buf)))]
-			if _, err := l.f.ReadAt(buf, at); err != nil {
-				return 0, fmt.Errorf("shard: read %s at %d: %w", l.name, at, err)
-			}
-			if slices.ContainsFunc(buf, func(b byte) bool { return b != 0 }) {
-				return 0, corrupt("%s, and %d bytes follow that a torn write cannot explain", why, size-off)
-			}
-		}
-		return 0, nil
 	}
-	if size-off < logRecHeader {
-		return 0, nil // a header cut short
-	}
-	var h [logRecHeader]byte
-	if _, err := io.ReadFull(br, h[:]); err != nil {
-		return 0, fmt.Errorf("shard: read %s at %d: %w", l.name, off, err)
-	}
-	length := binary.LittleEndian.Uint32(h[0:4])
-	if binary.LittleEndian.Uint32(h[8:12]) != crc32.Checksum(h[0:8], logCRC) {
-		// The length cannot be believed, so the record has no known end.
-		return tornIfZeros(off, off+logRecHeader, "record header checksum fails")
-	}
-	end := off + logRecHeader + int64(length)
-	switch {
-	case end > size:
-		return 0, nil // a body cut short
-	case length == 0 || length > logMaxBody:
-		// A header that checks out was written as it reads; the writer
-		// never writes this length, and whole records may follow.
-		return 0, corrupt("record length %d outside [1, %d]", length, logMaxBody)
-	}
-	body := make([]byte, length)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return 0, fmt.Errorf("shard: read %s at %d: %w", l.name, off, err)
-	}
-	if crc32.Checksum(body, logCRC) != binary.LittleEndian.Uint32(h[4:8]) {
-		if end == size {
-			return 0, nil // the last write landed with garbage in it
-		}
-		return tornIfZeros(end, end, "record body checksum fails")
-	}
-	if err := decodeLogBody(body, l.apply); err != nil {
-		return 0, corrupt("%v", err)
-	}
-	return end - off, nil
+	return l.seal(sc.Off, nil)
 }
 
 // seal ends a replay: cut the file at off, append tail, sync. The cut must
@@ -281,11 +204,12 @@ func (l *Log) Write(batch []Mutation, sync bool) error {
 			return err
 		}
 	}
-	body := binary.AppendUvarint(make([]byte, logRecHeader, logRecHeader+n), uint64(len(batch)))
+	rec, start := recfile.Begin(make([]byte, 0, recfile.RecordHeaderSize+n))
+	rec = binary.AppendUvarint(rec, uint64(len(batch)))
 	for _, m := range batch {
-		body = appendLogMut(body, m.Flow, m.Key, m.Value, m.Value == nil)
+		rec = appendLogMut(rec, m.Flow, m.Key, m.Value, m.Value == nil)
 	}
-	if err := l.write(sealLogRecord(body)); err != nil {
+	if err := l.write(recfile.End(rec, start)); err != nil {
 		return err
 	}
 	for _, m := range batch {
@@ -364,14 +288,15 @@ func (l *Log) compact() error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		rec := binary.AppendUvarint(make([]byte, logRecHeader, logRecHeader+binary.MaxVarintLen64+n), uint64(len(chunk)))
+		rec, start := recfile.Begin(make([]byte, 0, recfile.RecordHeaderSize+binary.MaxVarintLen64+n))
+		rec = binary.AppendUvarint(rec, uint64(len(chunk)))
 		for _, e := range chunk {
 			rec = appendLogMut(rec, e.flow, e.key, e.val, false)
 		}
 		chunk, n = chunk[:0], 0
-		return write(sealLogRecord(rec))
+		return write(recfile.End(rec, start))
 	}
-	err = write(appendLogHeader(nil))
+	err = write(logFormat.AppendHeader(nil))
 	if err == nil {
 		err = l.each(func(flow, key, val string) error {
 			// A key bigger than a chunk gets a record of its own: it
@@ -492,19 +417,6 @@ func (l *Log) sync() error {
 	}
 	l.dirty = false
 	return nil
-}
-
-func appendLogHeader(buf []byte) []byte {
-	return binary.LittleEndian.AppendUint16(append(buf, logMagic...), logVersion)
-}
-
-// sealLogRecord fills in the header reserved at the front of rec.
-func sealLogRecord(rec []byte) []byte {
-	h, body := rec[:logRecHeader], rec[logRecHeader:]
-	binary.LittleEndian.PutUint32(h[0:4], uint32(len(body)))
-	binary.LittleEndian.PutUint32(h[4:8], crc32.Checksum(body, logCRC))
-	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(h[0:8], logCRC))
-	return rec
 }
 
 func appendLogStr[S string | []byte](buf []byte, s S) []byte {

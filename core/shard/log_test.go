@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/sim/simtest"
 )
@@ -409,23 +409,23 @@ func crashWorkload(t *rapid.T, torn float64) {
 
 // opsFS records the mutating calls made through it.
 type opsFS struct {
-	journal.FS
+	recfile.FS
 	ops []string
 }
 
 type opsFile struct {
-	journal.File
+	recfile.File
 	fs   *opsFS
 	name string
 }
 
-func (f *opsFS) Create(name string) (journal.File, error) {
+func (f *opsFS) Create(name string) (recfile.File, error) {
 	f.ops = append(f.ops, "create "+name)
 	file, err := f.FS.Create(name)
 	return &opsFile{File: file, fs: f, name: name}, err
 }
 
-func (f *opsFS) Open(name string) (journal.File, error) {
+func (f *opsFS) Open(name string) (recfile.File, error) {
 	file, err := f.FS.Open(name)
 	if err != nil {
 		return nil, err
@@ -480,7 +480,7 @@ func (w *compactionWorkload) batches() (batches [][]shard.Mutation) {
 
 // build writes every batch before the compacting one and returns the log,
 // the state it holds and the state that is synced.
-func (w *compactionWorkload) build(t *testing.T, r *rig, fs journal.FS, n int) (*shard.Log, model, model) {
+func (w *compactionWorkload) build(t *testing.T, r *rig, fs recfile.FS, n int) (*shard.Log, model, model) {
 	l, err := shard.OpenLog(fs, lname)
 	require.NoError(t, err)
 	var cur, synced model
@@ -742,12 +742,13 @@ func TestLogFileHeaderIsChecked(t *testing.T) {
 	r.Put(lname, bad)
 	_, err := shard.OpenLog(r.Disk(), lname)
 	require.ErrorIs(t, err, shard.ErrCorrupt)
-	require.ErrorContains(t, err, "not a shard log")
+	require.ErrorContains(t, err, "is not a FLSHRD file")
 
 	bad = bytes.Clone(file)
 	bad[6] = 2
 	r.Put(lname, bad)
 	_, err = shard.OpenLog(r.Disk(), lname)
+	require.ErrorIs(t, err, recfile.ErrVersion)
 	require.ErrorContains(t, err, "version 2")
 
 	// Shorter than a header: the header is synced before the name, so

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fenceline/fenceline/core/journal"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -113,17 +113,17 @@ var ErrDisk = errors.New("simtest: disk error")
 // FailFS fails every write and sync of the files it opens once Failing is
 // set: a disk that went bad under a running component.
 type FailFS struct {
-	journal.FS
+	recfile.FS
 	Failing bool
 }
 
 type failFile struct {
-	journal.File
+	recfile.File
 	fs *FailFS
 }
 
 // Create creates a file that fails with the FS.
-func (f *FailFS) Create(name string) (journal.File, error) {
+func (f *FailFS) Create(name string) (recfile.File, error) {
 	file, err := f.FS.Create(name)
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func (f *FailFS) Create(name string) (journal.File, error) {
 }
 
 // Open opens a file that fails with the FS.
-func (f *FailFS) Open(name string) (journal.File, error) {
+func (f *FailFS) Open(name string) (recfile.File, error) {
 	file, err := f.FS.Open(name)
 	if err != nil {
 		return nil, err

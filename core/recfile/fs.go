@@ -1,12 +1,13 @@
-// This file holds the journal's storage seam: the File and FS interfaces,
-// implemented by the simulator's disk (sim) and by OS files (realnet).
+// This file holds the storage seam every record file is written through:
+// the File and FS interfaces, implemented by the simulator's disk (sim)
+// and by OS files (realnet).
 
-package journal
+package recfile
 
 import "errors"
 
 // ErrNotExist is returned by FS.Open for a name that does not exist.
-var ErrNotExist = errors.New("journal: file does not exist")
+var ErrNotExist = errors.New("recfile: file does not exist")
 
 // File is one open file. Writes go to the end; reads may go anywhere.
 //
