@@ -45,7 +45,7 @@ func (c *Clock) record() {
 	// A change lands at the node's local time: a node busy in fsyncs has
 	// already read its clock, in the step it is busy in, at instants up
 	// to its local time, with the clock as it was.
-	p := clockPiece{at: c.n.local(), offset: c.Offset(), ppm: c.ppm}
+	p := clockPiece{at: c.n.Local(), offset: c.Offset(), ppm: c.ppm}
 	if n := len(c.history); n > 0 && c.history[n-1].at == p.at {
 		c.history[n-1] = p
 		return
@@ -56,7 +56,7 @@ func (c *Clock) record() {
 var _ clock.Clock = (*Clock)(nil)
 
 func (c *Clock) mono() time.Duration {
-	elapsed := c.n.local() - c.trueBase
+	elapsed := c.n.Local() - c.trueBase
 	return c.monoBase + elapsed + time.Duration(int64(elapsed)*c.ppm/1_000_000)
 }
 
@@ -79,7 +79,7 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	trueDelay := time.Duration((int64(d)*1_000_000 + (1_000_000 + c.ppm) - 1) / (1_000_000 + c.ppm))
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(d))
-	h := c.n.k.atNode(c.n.local()+trueDelay, EvTimer, c.n, xxhash.Sum64(b[:]), f)
+	h := c.n.k.atNode(c.n.Local()+trueDelay, EvTimer, c.n, xxhash.Sum64(b[:]), f)
 	return simTimer{h}
 }
 
@@ -99,13 +99,13 @@ func (c *Clock) SetDrift(ppm int64) {
 		panic("sim: a clock cannot stop or run backwards")
 	}
 	c.monoBase = c.mono()
-	c.trueBase = c.n.local()
+	c.trueBase = c.n.Local()
 	c.ppm = ppm
 	c.record()
 }
 
 // Offset is the wall reading minus true time (skew plus drift so far).
-func (c *Clock) Offset() time.Duration { return c.Now().Sub(Epoch.Add(c.n.local())) }
+func (c *Clock) Offset() time.Duration { return c.Now().Sub(Epoch.Add(c.n.Local())) }
 
 // Drift is the current drift in parts per million.
 func (c *Clock) Drift() int64 { return c.ppm }

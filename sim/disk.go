@@ -224,7 +224,7 @@ func (d *Disk) SyncAsync(f recfile.File, done func(error)) {
 	if sf != nil {
 		digest = uint64(len(sf.ino.data))
 	}
-	d.n.k.atNode(d.n.local()+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
+	d.n.k.atNode(d.n.Local()+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
 }
 
 // wait spends one fsync's latency of the node's time, if the node is the
@@ -234,7 +234,7 @@ func (d *Disk) wait() {
 	if d.n.k.cur != d.n || d.cfg.SyncLatencyMax == 0 {
 		return
 	}
-	d.n.busyUntil = d.n.local() + Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
+	d.n.busyUntil = d.n.Local() + Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
 }
 
 // crash applies the fault model: names back to the last SyncDir, each

@@ -73,7 +73,7 @@ type Kernel struct {
 	rand        *randSwitch
 
 	// cur is the node whose code is running, nil between node calls: its
-	// local time (Machine.local) is what Now reads while it runs.
+	// local time (Machine.Local) is what Now reads while it runs.
 	cur *Machine
 }
 
@@ -106,13 +106,13 @@ func (k *Kernel) Stream(label string) *rand.Rand { return Stream(k.seed, label) 
 
 // Now is virtual time since the run began. Nodes never see it: they see
 // their own clocks. While a node's code runs, Now is that node's local
-// time (Machine.local): later than the event that started the call by the
+// time (Machine.Local): later than the event that started the call by the
 // fsyncs the node has waited for in it, so the frames it sends, the
 // timers it sets and the answers it gives carry the instant the fsync let
 // them happen at.
 func (k *Kernel) Now() time.Duration {
 	if k.cur != nil {
-		return k.cur.local()
+		return k.cur.Local()
 	}
 	return k.now
 }

@@ -144,7 +144,7 @@ func (n *Machine) Crash() {
 	n.Crashes++
 	// The crash lands after the step the node is busy in: that step's
 	// frames and answers, stamped up to its local time, happened.
-	n.downs = append(n.downs, downSpan{from: n.local()})
+	n.downs = append(n.downs, downSpan{from: n.Local()})
 	n.handler = nil
 	n.disk.crash()
 	n.k.Logf("%s crash", n.name)
@@ -179,14 +179,11 @@ func (n *Machine) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
 	return false, 0
 }
 
-// local is the node's own time: the true instant its code is at, which
-// runs ahead of the kernel's while the node is busy in fsyncs.
-func (n *Machine) local() time.Duration { return max(n.busyUntil, n.k.now) }
-
-// Local is the node's own time: the instant at which an event that came
-// for it now would run, after the fsyncs it is still busy in. A watcher
-// that sees a frame delivered learns from it when the node takes the frame.
-func (n *Machine) Local() time.Duration { return n.local() }
+// Local is the node's own time: the true instant its code is at, which
+// runs ahead of the kernel's while the node is busy in fsyncs, and so the
+// instant at which an event that came for it now would run. A watcher that
+// sees a frame delivered learns from it when the node takes the frame.
+func (n *Machine) Local() time.Duration { return max(n.busyUntil, n.k.now) }
 
 // Receive hands a frame to the node if the incarnation it was sent to is
 // still running. Networks call it when a frame arrives.

@@ -67,8 +67,7 @@ func (s *Shard[V]) flush() {
 		last := n == len(s.pending)
 		sync := last && wantSync
 		if err := s.env.Backend.Write(s.pending[:n], sync); err != nil {
-			if s.cfg.Bugs.RetryFailedSync {
-				s.armSync() // try again at the next fsync interval
+			if s.retryInstead() {
 				return
 			}
 			s.fail(fmt.Errorf("shard: write: %w", err))
@@ -96,8 +95,7 @@ func (s *Shard[V]) flush() {
 		switch {
 		case wantSync && s.unsynced:
 			if err := s.env.Backend.Sync(); err != nil {
-				if s.cfg.Bugs.RetryFailedSync {
-					s.armSync() // try again at the next fsync interval
+				if s.retryInstead() {
 					return
 				}
 				s.fail(fmt.Errorf("shard: sync: %w", err))
@@ -119,6 +117,16 @@ func (s *Shard[V]) flush() {
 // less than the writer was told it holds, and only what a restart reads
 // back can be trusted. A backend that was closed under the writer (an
 // orderly shutdown racing a turn) only stops the writer.
+// retryInstead is the planted RetryFailedSync bug: a failed write or
+// fsync is put off to the next fsync interval instead of stopping the
+// node. It reports whether the bug is on.
+func (s *Shard[V]) retryInstead() bool {
+	if s.cfg.Bugs.RetryFailedSync {
+		s.armSync()
+	}
+	return s.cfg.Bugs.RetryFailedSync
+}
+
 func (s *Shard[V]) fail(err error) {
 	s.err = err
 	if !errors.Is(err, ErrClosed) {
