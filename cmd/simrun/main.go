@@ -232,6 +232,7 @@ func list(w io.Writer) {
 			floors[i] = fmt.Sprintf("%s>=%d", f.Work, f.Least)
 		}
 		fmt.Fprintf(w, "    work floors: %s\n", strings.Join(floors, " "))
+		fmt.Fprintf(w, "    checkers: %s\n", strings.Join(s.Checkers, " "))
 		for _, b := range s.Bugs {
 			last := "not measured yet"
 			if m, ok := scenarios.LastMeasured(s.Name, b.Name); ok {

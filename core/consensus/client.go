@@ -3,6 +3,8 @@ package consensus
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -111,7 +113,7 @@ func (n *Node) readIndexed(rs raft.ReadState) {
 // finishReads answers every read whose index this node has applied.
 func (n *Node) finishReads() {
 	applied := n.appliedIndex()
-	for _, seq := range sortedKeys(n.reads) {
+	for _, seq := range slices.Sorted(maps.Keys(n.reads)) {
 		r := n.reads[seq]
 		if r.index == 0 || r.index > applied {
 			continue

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -236,13 +238,13 @@ func (n *Node) Stop() {
 	if n.tick != nil {
 		n.tick.Stop()
 	}
-	for _, seq := range sortedKeys(n.pending) {
+	for _, seq := range slices.Sorted(maps.Keys(n.pending)) {
 		p := n.pending[seq]
 		delete(n.pending, seq)
 		p.timer.Stop()
 		p.fail(ErrStopped)
 	}
-	for _, seq := range sortedKeys(n.reads) {
+	for _, seq := range slices.Sorted(maps.Keys(n.reads)) {
 		r := n.reads[seq]
 		delete(n.reads, seq)
 		r.timer.Stop()
@@ -520,15 +522,6 @@ func (n *Node) maybeSnapshot() {
 	}
 	n.snapIndex = n.snapWant
 	n.snapWant, n.snapData = 0, nil
-}
-
-func sortedKeys[V any](m map[uint64]V) []uint64 {
-	out := make([]uint64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }

@@ -1,6 +1,8 @@
 package flow
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -244,7 +246,7 @@ func (s *Store) restamp(flow string, mode shard.Mode) {
 		return
 	}
 	changed := map[string]Value{}
-	for _, k := range sortedKeys(f) {
+	for _, k := range slices.Sorted(maps.Keys(f)) {
 		v := f[k]
 		v.Tuple = s.nextTuple(v.Tuple)
 		changed[k] = v

@@ -3,6 +3,8 @@ package flow
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/fenceline/fenceline/core/shard"
@@ -160,7 +162,7 @@ func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[st
 		}
 	case OpGetAll:
 		resp.All = map[string][]byte{}
-		for _, k := range sortedKeys(f) {
+		for _, k := range slices.Sorted(maps.Keys(f)) {
 			if v, ok := get(k); ok {
 				resp.All[k] = v.Data
 			}
@@ -193,14 +195,14 @@ func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[st
 		resp.Int = cur + req.Delta
 		write(req.Key, []byte(strconv.FormatInt(resp.Int, 10)), false, req.TTLMs)
 	case OpClear:
-		for _, k := range sortedKeys(f) {
+		for _, k := range slices.Sorted(maps.Keys(f)) {
 			if _, ok := get(k); ok {
 				write(k, nil, true, 0)
 			}
 		}
 		resp.Succeeded = true
 	case OpSetAll:
-		for _, k := range sortedKeys(req.Entries) {
+		for _, k := range slices.Sorted(maps.Keys(req.Entries)) {
 			write(k, req.Entries[k], false, req.TTLMs)
 		}
 		resp.Succeeded = true

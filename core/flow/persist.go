@@ -2,6 +2,8 @@ package flow
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/fenceline/fenceline/core/shard"
@@ -64,7 +66,7 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 		floor = a.m // adopted, waiting only for its fsync
 	}
 	changed := map[string]Value{}
-	for _, k := range sortedKeys(in) {
+	for _, k := range slices.Sorted(maps.Keys(in)) {
 		if in[k].Tuple.MIdx < floor {
 			continue
 		}
@@ -106,7 +108,7 @@ func (s *Store) evict(flow string) {
 	_, mode, _ := s.sh.Meta(flow)
 	now := s.now().UnixMilli()
 	changed := map[string]Value{}
-	for _, k := range sortedKeys(f) {
+	for _, k := range slices.Sorted(maps.Keys(f)) {
 		if !f[k].Tomb {
 			changed[k] = Value{Tomb: true, Tuple: s.nextTuple(f[k].Tuple), ExpiresAtMs: now}
 		}

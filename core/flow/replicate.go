@@ -2,6 +2,8 @@ package flow
 
 import (
 	"encoding/binary"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -50,7 +52,7 @@ func partition(flow string) uint32 { return uint32(xxhash.Sum64String(flow) % ae
 func flowDigest(f map[string]Value) uint64 {
 	d := xxhash.New()
 	var b [8 + 8 + 8 + 1]byte
-	for _, k := range sortedKeys(f) {
+	for _, k := range slices.Sorted(maps.Keys(f)) {
 		v := f[k]
 		_, _ = d.WriteString(k)
 		binary.LittleEndian.PutUint64(b[0:], v.Tuple.MIdx)
@@ -125,7 +127,7 @@ func (s *Store) antiEntropy() {
 // and to any later adoption that asks this node.
 func (s *Store) prune(flow string, owners map[string]Value) {
 	var extra []string
-	for _, k := range sortedKeys(s.sh.Peek(flow)) {
+	for _, k := range slices.Sorted(maps.Keys(s.sh.Peek(flow))) {
 		if _, ok := owners[k]; !ok {
 			extra = append(extra, k)
 		}

@@ -2,6 +2,8 @@ package flow
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/fenceline/fenceline/clock"
@@ -143,7 +145,7 @@ func New(cfg Config, env Env) (*Store, error) {
 	if s.cfg.Bugs.NoReadopt {
 		// The planted bug: trust this node's disk for the flows it served
 		// at this membership, as if the crash had lost nothing.
-		for _, f := range sortedKeys(s.servedAt) {
+		for _, f := range slices.Sorted(maps.Keys(s.servedAt)) {
 			if s.servedAt[f] == s.mIdx && ownerOf(s.ring, f) == s.env.ID {
 				s.adopted[f] = s.mIdx
 			}
@@ -270,16 +272,7 @@ func (s *Store) ringNow() ring.Ring {
 	return s.ring
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedFlows[V any](m map[string]V) []string { return sortedKeys(m) }
+func sortedFlows[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Adopted reports whether this node serves flow at the membership in
 // force (it owns it and has adopted it). A store that has not yet taken a

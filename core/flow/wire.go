@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
@@ -219,13 +221,13 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 	case FrameAE:
 		s.answerAntiEntropy(from, m)
 	case FrameAEResp:
-		for _, f := range sortedKeys(m.Flows) {
+		for _, f := range slices.Sorted(maps.Keys(m.Flows)) {
 			if !s.validCopy(f, m.Flows[f], m.Modes[f]) {
 				s.BadFrames++
 				return
 			}
 		}
-		for _, f := range sortedKeys(m.Flows) {
+		for _, f := range slices.Sorted(maps.Keys(m.Flows)) {
 			s.merge(f, m.Flows[f], repairMode(m.Modes[f]))
 			if m.M == s.mIdx && from != s.env.ID && ownerOf(s.ring, f) == from && !s.cfg.Bugs.NoPrune {
 				s.prune(f, m.Flows[f])

@@ -1,6 +1,11 @@
 package journal
 
-import "fmt"
+import (
+	"fmt"
+	"io"
+
+	"github.com/fenceline/fenceline/core/recfile"
+)
 
 // Compact drops the entries up to index, replacing them with a snapshot of
 // the state machine at index (snapData, and the membership confState, both
@@ -65,36 +70,20 @@ func (j *Journal) Compact(index uint64, snapData, confState []byte) error {
 	}
 	buf = appendHardStateRecord(buf, next.hs)
 
-	sib := j.name + compactSuffix
-	f, err := j.fs.Create(sib)
-	if err != nil {
-		return fmt.Errorf("journal: compact: create %s: %w", sib, err)
+	f, size, err := recfile.Replace(j.fs, j.name, j.name+compactSuffix, func(w io.Writer) error {
+		_, err := w.Write(buf)
+		return err
+	})
+	if f == nil {
+		return fmt.Errorf("journal: compact: %w", err) // the old file stands
 	}
-	abandon := func(step string, err error) error {
-		_ = f.Close()        // the sibling is garbage now; Open or the next
-		_ = j.fs.Remove(sib) // Compact removes it if this fails
-		return fmt.Errorf("journal: compact: %s %s: %w", step, sib, err)
-	}
-	if n, err := f.Write(buf); err != nil || n != len(buf) {
-		if err == nil {
-			err = fmt.Errorf("short write: %d of %d bytes", n, len(buf))
-		}
-		return abandon("write", err)
-	}
-	if err := f.Sync(); err != nil {
-		return abandon("sync", err)
-	}
-	if err := j.fs.Rename(sib, j.name); err != nil {
-		return abandon("rename", err)
-	}
-
-	// From here the name points at the new file; memory must follow it.
+	// The name points at the new file; memory must follow it.
 	old := j.f
-	j.f, j.size, j.dirty, j.st = f, int64(len(buf)), false, next
+	j.f, j.size, j.dirty, j.st = f, size, false, next
 	_ = old.Close() // everything in it is in the new file, synced
 	j.mustHoldInvariants(true)
-	if err := j.fs.SyncDir(); err != nil {
-		return j.fail(fmt.Errorf("compact: sync directory after renaming %s: %w", sib, err))
+	if err != nil {
+		return j.fail(fmt.Errorf("compact: %w", err))
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package kv
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // Lease is a named lease: how the cluster picks one of anything (one
 // scheduler, one proxyOnce winner) through an ordinary log entry, so the
@@ -32,7 +36,7 @@ func (s *State) Lease(name string) (Lease, bool) {
 // Leases returns every live lease, sorted by name.
 func (s *State) Leases() []Lease {
 	out := make([]Lease, 0, len(s.leases))
-	for _, name := range sortedKeys(s.leases) {
+	for _, name := range slices.Sorted(maps.Keys(s.leases)) {
 		out = append(out, s.leases[name])
 	}
 	return out
@@ -100,7 +104,7 @@ func (s *State) release(name, holder string) (uint64, error) {
 // holder stopped renewing" calls for a different reaction than "the holder
 // released".
 func (s *State) expireLapsed() {
-	for _, name := range sortedKeys(s.leases) {
+	for _, name := range slices.Sorted(maps.Keys(s.leases)) {
 		l := s.leases[name]
 		if l.DeadlineMs > s.appliedMs || (s.cfg.Bugs.ExpireLate && l.DeadlineMs == s.appliedMs) {
 			continue

@@ -3,6 +3,8 @@ package kv
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -27,14 +29,14 @@ func (s *State) Snapshot() []byte {
 	b = binary.AppendUvarint(b, s.appliedIndex)
 	b = binary.AppendUvarint(b, uint64(s.appliedMs))
 	b = binary.AppendUvarint(b, uint64(len(s.data)))
-	for _, k := range sortedKeys(s.data) {
+	for _, k := range slices.Sorted(maps.Keys(s.data)) {
 		e := s.data[k]
 		b = appendBytes(b, k)
 		b = binary.AppendUvarint(b, e.Version)
 		b = appendBytes(b, e.Value)
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.leases)))
-	for _, name := range sortedKeys(s.leases) {
+	for _, name := range slices.Sorted(maps.Keys(s.leases)) {
 		l := s.leases[name]
 		b = appendBytes(b, name)
 		b = appendBytes(b, l.Holder)

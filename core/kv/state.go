@@ -2,6 +2,7 @@ package kv
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -226,12 +227,12 @@ func (s *State) checkInvariants() error {
 		seen[v] = who
 		return nil
 	}
-	for _, k := range sortedKeys(s.data) {
+	for _, k := range slices.Sorted(maps.Keys(s.data)) {
 		if err := claim(s.data[k].Version, fmt.Sprintf("key %q", k)); err != nil {
 			return err
 		}
 	}
-	for _, name := range sortedKeys(s.leases) {
+	for _, name := range slices.Sorted(maps.Keys(s.leases)) {
 		l := s.leases[name]
 		who := fmt.Sprintf("lease %q", name)
 		if err := claim(l.Version, who); err != nil {
@@ -268,7 +269,7 @@ func (s *State) Get(key string) (Entry, bool) {
 // Keys returns the keys starting with prefix, sorted.
 func (s *State) Keys(prefix string) []string {
 	var keys []string
-	for _, k := range sortedKeys(s.data) {
+	for _, k := range slices.Sorted(maps.Keys(s.data)) {
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
@@ -278,14 +279,3 @@ func (s *State) Keys(prefix string) []string {
 
 // Len is the number of keys.
 func (s *State) Len() int { return len(s.data) }
-
-// sortedKeys returns m's keys in order: the only way this package ranges
-// over a map where the order could reach an output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

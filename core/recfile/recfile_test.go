@@ -2,7 +2,10 @@ package recfile_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -165,4 +168,36 @@ func FuzzScan(f *testing.F) {
 		}
 		require.LessOrEqual(t, off, int64(len(b)))
 	})
+}
+
+// A declared length is never allocated before it is known to be inside
+// the file and under the bound: past the end it is a tear, inside the
+// file but over the bound it is corruption.
+func TestHugeDeclaredLengthIsNotAllocated(t *testing.T) {
+	b, ends := file(2)
+	huge := append(bytes.Clone(b), recordHeader(1<<30-1)...)
+	huge = append(huge, "a few body bytes"...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	bodies, off, torn, err := scan(t, huge)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.True(t, torn)
+	require.Len(t, bodies, 2)
+	require.Equal(t, ends[1], off)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by the scan")
+
+	big := append(bytes.Clone(b), recordHeader(2<<20)...)
+	big = append(big, make([]byte, 2<<20)...)
+	big = append(big, b[testFormat.HeaderSize():]...) // whole records after it
+	_, _, _, err = scan(t, big)
+	require.ErrorIs(t, err, recfile.ErrCorrupt, "over the 1 MiB bound the scan was given")
+}
+
+// recordHeader is a record header whose checksums hold for a body of
+// length bytes that is not there.
+func recordHeader(length uint32) []byte {
+	h := binary.LittleEndian.AppendUint32(nil, length)
+	h = binary.LittleEndian.AppendUint32(h, 0)
+	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, crc32.MakeTable(crc32.Castagnoli)))
 }

@@ -267,38 +267,27 @@ func (l *Log) Stats() LogStats {
 // also holds every batch the old one had not synced: more durable, never
 // less. Every failure is sticky, like any other: the recovery is to reopen.
 func (l *Log) compact() error {
-	tmp := l.name + logTmpSuffix
-	f, err := l.fs.Create(tmp)
-	if err != nil {
-		return l.fail(fmt.Errorf("compact: create %s: %w", tmp, err))
-	}
-	var size int64
-	write := func(p []byte) error {
-		n, err := f.Write(p)
-		size += int64(n)
-		if err == nil && n != len(p) {
-			err = io.ErrShortWrite
+	fill := func(w io.Writer) error {
+		type kv struct{ flow, key, val string }
+		var chunk []kv
+		n := 0
+		emit := func() error {
+			if len(chunk) == 0 {
+				return nil
+			}
+			rec, start := recfile.Begin(make([]byte, 0, recfile.RecordHeaderSize+binary.MaxVarintLen64+n))
+			rec = binary.AppendUvarint(rec, uint64(len(chunk)))
+			for _, e := range chunk {
+				rec = appendLogMut(rec, e.flow, e.key, e.val, false)
+			}
+			chunk, n = chunk[:0], 0
+			_, err := w.Write(recfile.End(rec, start))
+			return err
 		}
-		return err
-	}
-	type kv struct{ flow, key, val string }
-	var chunk []kv
-	n := 0
-	emit := func() error {
-		if len(chunk) == 0 {
-			return nil
+		if _, err := w.Write(logFormat.AppendHeader(nil)); err != nil {
+			return err
 		}
-		rec, start := recfile.Begin(make([]byte, 0, recfile.RecordHeaderSize+binary.MaxVarintLen64+n))
-		rec = binary.AppendUvarint(rec, uint64(len(chunk)))
-		for _, e := range chunk {
-			rec = appendLogMut(rec, e.flow, e.key, e.val, false)
-		}
-		chunk, n = chunk[:0], 0
-		return write(recfile.End(rec, start))
-	}
-	err = write(logFormat.AppendHeader(nil))
-	if err == nil {
-		err = l.each(func(flow, key, val string) error {
+		err := l.each(func(flow, key, val string) error {
 			// A key bigger than a chunk gets a record of its own: it
 			// fitted one when it was written.
 			m := logMutLen(flow, key, val, false)
@@ -310,27 +299,22 @@ func (l *Log) compact() error {
 			chunk, n = append(chunk, kv{flow, key, val}), n+m
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		return emit()
 	}
-	if err == nil {
-		err = emit()
-	}
-	if err == nil {
-		l.stats.Syncs++
-		err = f.Sync()
-	}
-	if err == nil {
-		err = l.fs.Rename(tmp, l.name)
-	}
-	if err != nil {
-		_ = f.Close()
-		return l.fail(fmt.Errorf("compact %s: %w", tmp, err))
+	f, size, err := recfile.Replace(l.fs, l.name, l.name+logTmpSuffix, fill)
+	if f == nil {
+		return l.fail(fmt.Errorf("compact: %w", err))
 	}
 	// The name is the new file's now; memory must follow it.
 	_ = l.f.Close() // everything it held is in the new file, synced
 	l.f, l.size, l.dirty = f, size, false
+	l.stats.Syncs++
 	l.stats.Compactions++
-	if err := l.fs.SyncDir(); err != nil {
-		return l.fail(fmt.Errorf("compact: sync directory after renaming %s: %w", tmp, err))
+	if err != nil {
+		return l.fail(fmt.Errorf("compact: %w", err))
 	}
 	return nil
 }

@@ -2,10 +2,12 @@ package scenarios
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
 )
 
@@ -64,4 +66,40 @@ func (t timing) applyFlow(c *flow.Config) {
 	if c.Deadline == 0 {
 		c.Deadline = t.deadline
 	}
+}
+
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return out
+}
+
+// clusterKnobs draws what every cluster scenario draws: the network and
+// the disk. It returns the "knobs" stream for the caller's further draws.
+func clusterKnobs(run *Run, voters int, calm time.Duration) (netsim.Config, sim.DiskConfig, *rand.Rand) {
+	knobs := run.Kernel.Stream("knobs")
+	netCfg := netsim.Draw(run.Kernel.Stream("net-config"))
+	run.Knob("voters", voters)
+	run.Knob("net", netCfg)
+	disk := drawDisk(run, sim.DefaultDiskConfig, 2e-4, calm)
+	return netCfg, disk, knobs
+}
+
+// raftKnobs draws what every consensus scenario draws: the cluster's knobs
+// and its KV and lease client counts. Both counts are drawn, so that the
+// streams stay aligned, but the lease count is printed only by a scenario
+// that runs lease clients (withLeases).
+func raftKnobs(run *Run, voters int, withLeases bool, calm time.Duration) (netsim.Config, sim.DiskConfig, int, int) {
+	netCfg, disk, knobs := clusterKnobs(run, voters, calm)
+	kvClients := 2 + knobs.IntN(5)
+	leaseClients := 2 + knobs.IntN(3)
+	run.Knob("kv_clients", kvClients)
+	if withLeases {
+		run.Knob("lease_clients", leaseClients)
+	} else {
+		leaseClients = 0
+	}
+	return netCfg, disk, kvClients, leaseClients
 }

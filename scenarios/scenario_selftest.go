@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -48,8 +49,9 @@ func init() {
 			{Name: "selftest-no-gossip", Window: 10, MinCaught: 8},
 			{Name: "selftest-trust-tail", Window: 100, MinCaught: 12},
 		},
-		Floors: []Floor{{"writes-acked", 3}, {"crashes", 1}},
-		Run:    runSelftest,
+		Floors:   []Floor{{"writes-acked", 3}, {"crashes", 1}},
+		Checkers: []string{"convergence", "durability", "integrity"},
+		Run:      runSelftest,
 	})
 }
 
@@ -427,7 +429,7 @@ func runSelftest(run *Run) error {
 				run.Fail("convergence", "%s lacks acknowledged record %s after the calm phase", node.Name(), id)
 			}
 		}
-		got := sortedKeys(t.set)
+		got := slices.Sorted(maps.Keys(t.set))
 		if i == 0 {
 			ref = got
 		} else if fmt.Sprint(got) != fmt.Sprint(ref) {
@@ -458,18 +460,9 @@ func checkRecovered(run *Run, name string, t *toyNode, acked []string, submitted
 }
 
 func checkIntegrity(run *Run, name string, t *toyNode, submitted map[string]string) {
-	for _, id := range sortedKeys(t.set) {
+	for _, id := range slices.Sorted(maps.Keys(t.set)) {
 		if want, ok := submitted[id]; !ok || want != t.set[id].Value {
 			run.Fail("integrity", "%s holds record %q=%q that no client wrote", name, id, t.set[id].Value)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fenceline/fenceline/core/consensus"
-	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -29,8 +28,9 @@ func init() {
 		Bugs: []Bug{
 			{Name: "no-vote-sync", Window: 60, MinCaught: 5},
 		},
-		Floors: []Floor{{"kv-ops-ok", 15}, {"votes", 4}, {"crashes-after-vote", 1}},
-		Run:    runElectionCrash,
+		Floors:   []Floor{{"kv-ops-ok", 15}, {"votes", 4}, {"crashes-after-vote", 1}},
+		Checkers: clusterCheckers,
+		Run:      runElectionCrash,
 	})
 }
 
@@ -96,14 +96,7 @@ func runElectionCrash(run *Run) error {
 		}
 		for _, n := range c.nodes {
 			if cn := c.node(n); cn != nil && cn.BelievesSelfLeader() {
-				var rest []dial.NodeID
-				for _, o := range c.nodes {
-					if o != n {
-						rest = append(rest, o.ID())
-					}
-				}
-				k.Logf("fault isolate the leader %s", n.Name())
-				c.nw.Split(k.Nodes(), []dial.NodeID{n.ID()}, rest)
+				c.isolate(n, "isolate the leader "+n.Name())
 				k.After(sim.Between(r, 3*iso/2, 3*iso), sim.EvFault, xxhash.Sum64String("heal"), func() { c.nw.Heal() })
 				break
 			}

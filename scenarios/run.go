@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,135 +16,6 @@ import (
 	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/sim"
 )
-
-// Scenario is one named simulated run.
-type Scenario struct {
-	Name     string
-	Summary  string        // one line: what it provokes
-	Duration time.Duration // virtual time, unless the caller sets one
-	// Default marks the one scenario simrun runs with no -scenario: the
-	// one that exercises the most of the core at once.
-	Default bool
-	Bugs    []Bug
-	// Floors are the least work a run must do to be judged at all: a run
-	// whose clients did too little (answered nothing, granted no lease,
-	// met no fault) proves nothing, and fails the "workload" checker, the
-	// way a VOPR run whose requests were never answered fails. Every
-	// scenario states at least one.
-	Floors []Floor
-	// Run draws the run's knobs (reporting each with r.Knob before any
-	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
-	// and reports what its checkers find with r.Fail.
-	Run func(r *Run) error
-}
-
-// Bug is a planted bug: a switch that turns one defence off, so a test can
-// prove the scenario's checkers notice when the defence is missing.
-type Bug struct {
-	Name string // a line of core/bugs.Table
-	// Window and MinCaught pin the catch rate: with the bug switched on,
-	// at least MinCaught of seeds 1..Window must fail. An undecided run
-	// is not a catch. A checker that decays from catching a bug in a
-	// fifth of seeds to one in fifty fails here long before it stops
-	// catching it at all. `simrun -catch-rates` measures every bug
-	// against its pin (CI runs it); catchrates.txt keeps the last
-	// measurement, which `simrun -list` prints.
-	Window, MinCaught int
-}
-
-// Summary is the bug's line in core/bugs.Table: what it breaks.
-func (b Bug) Summary() string {
-	t, _ := bugs.Lookup(b.Name)
-	return t.Summary
-}
-
-// Floor is one kind of work a run must do at least Least of. The run
-// reports what it did with Run.Did under the same name.
-type Floor struct {
-	Work  string
-	Least int
-}
-
-var registry = map[string]Scenario{}
-
-// Register adds a scenario; names are unique.
-func Register(s Scenario) {
-	if s.Name == "" || s.Run == nil || s.Duration <= 0 {
-		panic(fmt.Sprintf("scenarios: incomplete scenario %q", s.Name))
-	}
-	if _, dup := registry[s.Name]; dup {
-		panic(fmt.Sprintf("scenarios: %q registered twice", s.Name))
-	}
-	if len(s.Floors) == 0 {
-		panic(fmt.Sprintf("scenarios: %q states no work floor", s.Name))
-	}
-	for _, f := range s.Floors {
-		if f.Work == "" || f.Least < 1 {
-			panic(fmt.Sprintf("scenarios: %q has an empty work floor %+v", s.Name, f))
-		}
-	}
-	for _, b := range s.Bugs {
-		if _, ok := bugs.Lookup(b.Name); !ok {
-			panic(fmt.Sprintf("scenarios: %q pins bug %q, which core/bugs.Table does not name", s.Name, b.Name))
-		}
-		if b.Window < 1 || b.MinCaught < 1 || b.MinCaught > b.Window {
-			panic(fmt.Sprintf("scenarios: %q bug %q needs 1 <= MinCaught <= Window, has %d of %d", s.Name, b.Name, b.MinCaught, b.Window))
-		}
-	}
-	if s.Default {
-		for _, other := range registry {
-			if other.Default {
-				panic(fmt.Sprintf("scenarios: %q and %q are both marked Default", other.Name, s.Name))
-			}
-		}
-	}
-	registry[s.Name] = s
-}
-
-// All returns every scenario, sorted by name.
-func All() []Scenario {
-	names := Names()
-	out := make([]Scenario, len(names))
-	for i, name := range names {
-		out[i] = registry[name]
-	}
-	return out
-}
-
-// Names returns the scenario names, sorted.
-func Names() []string {
-	names := make([]string, 0, len(registry))
-	for name := range registry {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// Default is the name of the scenario marked Default.
-func Default() string {
-	for _, s := range All() {
-		if s.Default {
-			return s.Name
-		}
-	}
-	panic("scenarios: no scenario is marked Default")
-}
-
-// ErrUnknownScenario and ErrUnknownBug are usage errors.
-var (
-	ErrUnknownScenario = fmt.Errorf("unknown scenario")
-	ErrUnknownBug      = fmt.Errorf("unknown bug")
-)
-
-// Lookup returns the named scenario, or an error that lists the valid names.
-func Lookup(name string) (Scenario, error) {
-	s, ok := registry[name]
-	if !ok {
-		return Scenario{}, fmt.Errorf("%w %q; valid scenarios: %s", ErrUnknownScenario, name, strings.Join(Names(), ", "))
-	}
-	return s, nil
-}
 
 // Options choose one run.
 type Options struct {
@@ -291,7 +164,7 @@ type Run struct {
 // Bugs is the set of planted bugs switched on for this run, for the
 // configurations of the core packages the scenario runs.
 func (r *Run) Bugs() bugs.Set {
-	s, err := bugs.Of(sortedKeys(r.bugs)...)
+	s, err := bugs.Of(slices.Sorted(maps.Keys(r.bugs))...)
 	if err != nil {
 		panic(err) // Execute only lets a scenario's pinned bugs through
 	}
@@ -434,6 +307,11 @@ func Execute(name string, opts Options) (Result, error) {
 		run.Fail("run", "%v", err)
 	}
 	run.judgeWork(s.Floors)
+	for _, c := range append(res.Checkers(), res.UndecidedCheckers()...) {
+		if !s.declares(c) {
+			run.Fail("undeclared", "scenario %s reported under checker %q, which its Checkers do not name", s.Name, c)
+		}
+	}
 	if run.Shortened && res.Failures == 0 {
 		run.Undecided("run", "shortened to %v of the scenario's %v: the checks that judge the whole run (liveness, convergence, work done) could not", opts.Duration, s.Duration)
 	}
@@ -442,24 +320,4 @@ func Execute(name string, opts Options) (Result, error) {
 	res.Events = k.Events()
 	res.Virtual = k.Now()
 	return *res, nil
-}
-
-func (s Scenario) hasBug(name string) bool {
-	for _, b := range s.Bugs {
-		if b.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (s Scenario) bugNames() string {
-	if len(s.Bugs) == 0 {
-		return "(none)"
-	}
-	names := make([]string, len(s.Bugs))
-	for i, b := range s.Bugs {
-		names[i] = b.Name
-	}
-	return strings.Join(names, ", ")
 }

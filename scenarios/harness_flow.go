@@ -3,6 +3,8 @@ package scenarios
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,12 +14,16 @@ import (
 	"github.com/fenceline/fenceline/checker"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
-	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
 )
+
+// flowCheckers are what finishFlows judges a flow cluster by, besides its
+// consensus checkers: every flow's history (flow-linearizability), the
+// isolated-owner rule (d17), the bridge's promises, replica convergence.
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "bridge", "replica-convergence")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -224,167 +230,6 @@ func (r faultRecord) HandoverLost(f string, a, b dial.NodeID, from, to time.Dura
 	return false
 }
 
-// Flows: a few hot ones every client hits, and many cold ones, in
-// imposter-port scope and header scope.
-func flowIDs(cold int) (hot, all []string) {
-	hot = []string{ring.ImposterKey(8080, "8080"), ring.ImposterKey(8080, "hot-a"), ring.ImposterKey(9090, "9090")}
-	all = append(all, hot...)
-	for i := 0; i < cold; i++ {
-		all = append(all, ring.ImposterKey(8080, fmt.Sprintf("user-%d", i)))
-	}
-	return hot, all
-}
-
-var flowKeys = []string{"a", "b", "c"}
-
-// startFlowClients runs perNode closed-loop clients pinned to each node in
-// pinned (each client always calls the same node, as a client behind one
-// node's load balancer would).
-func (h *flowHarness) startFlowClients(pinned []*sim.Machine, perNode int, hot, all []string, until time.Duration) {
-	h.allFlows = all
-	if h.run.ClientsOff {
-		return
-	}
-	r := h.k.Stream("workload/flow")
-	id := 0
-	for _, n := range pinned {
-		for i := 0; i < perNode; i++ {
-			client, node := id, n
-			id++
-			h.k.At(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, uint64(client), func() {
-				h.flowStep(client, node, r, hot, all, until)
-			})
-		}
-	}
-}
-
-// startOwnedClients adds count clients pinned to n that work on the flows
-// n owns right now: the clients of an owner about to be deposed, which
-// keep calling it on its side of a partition.
-func (h *flowHarness) startOwnedClients(n *sim.Machine, count int, until time.Duration) {
-	s := h.flows[n.Name()]
-	if s == nil || !n.Up() || h.run.ClientsOff {
-		return
-	}
-	var owned []string
-	for _, f := range h.allFlows {
-		if id, _ := s.Owner(f); id == n.ID() {
-			owned = append(owned, f)
-		}
-	}
-	if len(owned) == 0 {
-		return
-	}
-	r := h.k.Stream("workload/owned/" + n.Name())
-	for i := 0; i < count; i++ {
-		client := 1000 + len(h.flowHist.Ops())%1000*10 + i
-		h.k.After(sim.Between(r, 0, 10*time.Millisecond), sim.EvClient, uint64(client), func() {
-			h.flowStep(client, n, r, owned, owned, until)
-		})
-	}
-}
-
-func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
-	IntN(int) int
-	Int64N(int64) int64
-}, hot, all []string, stopAt time.Duration) {
-	if h.k.Now() >= stopAt {
-		return
-	}
-	next := func() {
-		h.k.After(time.Duration(r.IntN(20))*time.Millisecond, sim.EvClient, uint64(client), func() {
-			h.flowStep(client, n, r, hot, all, stopAt)
-		})
-	}
-	var until time.Duration // the latest instant the call can take effect
-	f := all[r.IntN(len(all))]
-	if r.IntN(10) < 7 {
-		f = hot[r.IntN(len(hot))]
-	}
-	key := flowKeys[r.IntN(len(flowKeys))]
-	val := kvValues[r.IntN(len(kvValues))]
-	var req flow.Request
-	var in linearizability.FlowInput
-	switch pick := r.IntN(100); {
-	case pick < 30:
-		req, in = flow.Request{Op: flow.OpGet}, linearizability.FlowInput{Op: linearizability.FlowGet}
-	case pick < 48:
-		req, in = flow.Request{Op: flow.OpSet, Value: []byte(val)}, linearizability.FlowInput{Op: linearizability.FlowSet, Value: val}
-	case pick < 55:
-		// A scenario transition: several keys in one step.
-		entries, model := map[string][]byte{}, map[string]string{}
-		for _, k := range flowKeys[:1+r.IntN(len(flowKeys))] {
-			v := kvValues[r.IntN(len(kvValues))]
-			entries[k], model[k] = []byte(v), v
-		}
-		req = flow.Request{Op: flow.OpSetAll, Entries: entries}
-		in = linearizability.FlowInput{Op: linearizability.FlowSetAll, Entries: linearizability.EncodeFlowAll(model)}
-	case pick < 65:
-		absent := r.IntN(2) == 0
-		exp := kvValues[r.IntN(len(kvValues))]
-		req = flow.Request{Op: flow.OpCas, Value: []byte(val), Expect: []byte(exp), ExpectAbsent: absent}
-		in = linearizability.FlowInput{Op: linearizability.FlowCas, Value: val, Expect: exp, ExpectAbsent: absent}
-		if absent {
-			req.Expect, in.Expect = nil, ""
-		}
-	case pick < 80:
-		key = "n" // counters live apart from the letter values, so most incrs succeed
-		req, in = flow.Request{Op: flow.OpIncr, Delta: 1}, linearizability.FlowInput{Op: linearizability.FlowIncr, Delta: 1}
-	case pick < 85:
-		req, in = flow.Request{Op: flow.OpDelete}, linearizability.FlowInput{Op: linearizability.FlowDelete}
-	case pick < 97:
-		req, in = flow.Request{Op: flow.OpGetAll}, linearizability.FlowInput{Op: linearizability.FlowGetAll}
-	default:
-		req, in = flow.Request{Op: flow.OpClear}, linearizability.FlowInput{Op: linearizability.FlowClear}
-	}
-	req.Flow = f
-	if req.Op != flow.OpGetAll && req.Op != flow.OpClear && req.Op != flow.OpSetAll {
-		req.Key, in.Key = key, key
-	}
-	op := h.flowHist.Call(client, f, in, h.k.Now())
-	defer func() { h.flowHist.Bound(op, until) }()
-	var forwarded bool
-	var taken time.Duration
-	until, forwarded = h.callFlowOp(n, uint64(client), uint64(op), op, &taken, req, func(resp flow.Response, err error) {
-		now := h.k.Now()
-		// The call waited for the node's fsyncs twice: before the node
-		// took it, and before the event that answered it ran.
-		if w := (taken - h.flowHist.Op(op).Call) + (now - h.k.EventAt()); w > 0 {
-			h.waited[op] = w
-		}
-		if err == nil || errors.Is(err, flow.ErrNotInteger) {
-			// Served: where and when it was applied, by the record.
-			if !forwarded {
-				h.services = append(h.services, checker.FlowService{Flow: f, Node: n.ID(), At: taken})
-			} else if s, ok := h.applied[op]; ok {
-				h.services = append(h.services, s)
-			}
-		}
-		delete(h.applied, op)
-		switch {
-		case err == nil:
-			out := linearizability.FlowOutput{Found: resp.Found, Value: string(resp.Value), Succeeded: resp.Succeeded, Int: resp.Int}
-			if req.Op == flow.OpGetAll {
-				m := map[string]string{}
-				for k, v := range resp.All { //fenceline:unordered copying into a map
-					m[k] = string(v)
-				}
-				out.All = linearizability.EncodeFlowAll(m)
-			}
-			h.flowHist.Return(op, out, now)
-		case errors.Is(err, flow.ErrNotInteger):
-			h.flowHist.Return(op, linearizability.FlowOutput{NotInteger: true}, now)
-		case errors.Is(err, errClientDeadline):
-			h.flowHist.GiveUp(op, errClientDeadline.Error(), now)
-		case flow.Known(err):
-			h.flowHist.Refuse(op, err.Error(), now)
-		default:
-			h.flowHist.GiveUp(op, err.Error(), now)
-		}
-		next()
-	})
-}
-
 // errClientDeadline is a client giving up on a call no node answered in
 // time (its node crashed under it, or the store lost the call).
 var errClientDeadline = errors.New("client deadline (node crashed?)")
@@ -497,24 +342,8 @@ func (h *flowHarness) checkConvergence(members []*sim.Machine) {
 			own := s.Copy(f)
 			for _, id := range s.Placement(f)[1:] {
 				rn := h.byID[id]
-				rs := h.flows[rn.Name()]
-				if !rn.Up() || rs == nil {
-					continue
-				}
-				theirs := rs.Copy(f)
-				for _, k := range sortedKeys(own) {
-					if theirs[k].Tuple != own[k].Tuple {
-						h.run.Fail("replica-convergence", "%s's copy of %s key %s has tuple %v; the owner %s has %v",
-							rn.Name(), f, k, theirs[k].Tuple, n.Name(), own[k].Tuple)
-					}
-				}
-				// Both ways: a key only a replica holds is a copy the
-				// owner's authority never reached.
-				for _, k := range sortedKeys(theirs) {
-					if _, ok := own[k]; !ok {
-						h.run.Fail("replica-convergence", "%s's copy of %s holds key %s (tuple %v), which the owner %s does not",
-							rn.Name(), f, k, theirs[k].Tuple, n.Name())
-					}
+				if rs := h.flows[rn.Name()]; rn.Up() && rs != nil {
+					checker.ReplicaConvergence(h.run, f, n.Name(), own, rn.Name(), rs.Copy(f))
 				}
 			}
 		}
@@ -557,7 +386,7 @@ func (h *flowHarness) checkFlowsServed(members []*sim.Machine, hot []string, set
 			}
 		}
 		h.k.At(deadline, sim.EvCheck, xxhash.Sum64String("flows-served-check"), func() {
-			for _, key := range sortedKeys(pending) {
+			for _, key := range slices.Sorted(maps.Keys(pending)) {
 				h.run.Fail("liveness", "flow read %s was not served within 5s of a healed cluster (last: %v)", key, pending[key])
 			}
 		})
@@ -567,7 +396,7 @@ func (h *flowHarness) checkFlowsServed(members []*sim.Machine, hot []string, set
 func (h *flowHarness) report() {
 	ok, refused, unknown := h.flowHist.Count()
 	var served, shed, adoptions uint64
-	for _, name := range sortedKeys(h.flows) {
+	for _, name := range slices.Sorted(maps.Keys(h.flows)) {
 		s := h.flows[name]
 		served += s.Served
 		shed += s.Shed
@@ -583,7 +412,7 @@ func (h *flowHarness) report() {
 	for _, s := range h.services {
 		byFlow[s.Flow] = append(byFlow[s.Flow], s)
 	}
-	for _, f := range sortedKeys(byFlow) {
+	for _, f := range slices.Sorted(maps.Keys(byFlow)) {
 		ss := byFlow[f]
 		sort.SliceStable(ss, func(i, j int) bool { return ss[i].At < ss[j].At })
 		var runs []string
@@ -599,4 +428,93 @@ func (h *flowHarness) report() {
 	}
 	h.run.Did("flow-ops-ok", ok)
 	h.run.Did("calls-shed", int(shed))
+}
+
+// flowSetup draws what every flow scenario draws and builds the cluster.
+func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []string, []string, time.Duration) {
+	k := run.Kernel
+	calm := run.Duration * 55 / 100
+	netCfg, disk, _ := clusterKnobs(run, voters, calm)
+	cold := 5 + k.Stream("knobs/flows").IntN(40)
+	perNode := 1 + k.Stream("knobs/clients").IntN(3)
+	run.Knob("cold_flows", cold)
+	run.Knob("clients_per_node", perNode)
+	run.Knob("calm_at", calm)
+	cfg.Bugs = run.Bugs()
+	if cfg.AntiEntropy == 0 {
+		// Every 2s, not the default 5s, so the calm phase holds enough
+		// rounds that the network's steady loss cannot starve one pair of
+		// nodes of all of them (the convergence bound is in rounds).
+		cfg.AntiEntropy = 2 * time.Second
+	}
+	run.Knob("anti_entropy_every", cfg.AntiEntropy)
+	c := newRaftCluster(run, names(voters+extra), voters, netCfg, disk)
+	h := startFlowCluster(c, cfg)
+	h.calm, h.perNode = calm, perNode
+	hot, all := flowIDs(cold)
+	return h, hot, all, calm
+}
+
+func (h *flowHarness) finishFlows(members []*sim.Machine, chaos *Chaos) {
+	h.finish(chaos)
+	h.checkFlowLinearizable()
+	h.checkD17()
+	h.checkBridge()
+	h.checkConvergence(members)
+	h.report()
+}
+
+// runUnderChaos is the body flow-ops and replica-repair share: start every
+// node, inject faults until calm, run the clients and the periodic checks,
+// check every flow is served after the heal, and judge the run.
+func (h *flowHarness) runUnderChaos(faults FaultConfig, hot, all []string, calm time.Duration) error {
+	for _, n := range h.nodes {
+		n.Start()
+	}
+	chaos := StartChaos(h.run, h.nw, h.nodes, faults, calm)
+	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
+	h.startChecks(100 * time.Millisecond)
+	h.k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { h.checkFlowsServed(h.nodes, hot, 3*time.Second) })
+	if err := h.k.RunUntil(h.run.Duration); err != nil {
+		return err
+	}
+	h.finishFlows(h.nodes, chaos)
+	return nil
+}
+
+// ownerOf is the node that owns flow in the most advanced membership.
+func (h *flowHarness) ownerOf(f string) *sim.Machine {
+	for _, n := range h.nodes {
+		if s := h.flows[n.Name()]; n.Up() && s != nil {
+			if id, ok := s.Owner(f); ok {
+				return h.byID[id]
+			}
+		}
+	}
+	return nil
+}
+
+// settleMembers ends a run whose membership changed: at calm the network
+// heals and every member that is down starts again; the members are then
+// held to liveness and every hot flow served, and judged at the end.
+func (h *flowHarness) settleMembers(calm time.Duration, member func(*sim.Machine) bool, hot []string) error {
+	var members []*sim.Machine
+	h.k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
+		h.nw.Heal()
+		for _, n := range h.nodes {
+			if member(n) {
+				if !n.Up() {
+					n.Start()
+				}
+				members = append(members, n)
+			}
+		}
+		h.checkLiveness(members, 5*time.Second, nil)
+		h.checkFlowsServed(members, hot, 3*time.Second)
+	})
+	if err := h.k.RunUntil(h.run.Duration); err != nil {
+		return err
+	}
+	h.finishFlows(members, nil)
+	return nil
 }

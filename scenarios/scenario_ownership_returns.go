@@ -8,7 +8,6 @@ import (
 
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
-	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/sim"
 )
 
@@ -30,8 +29,9 @@ func init() {
 		Bugs: []Bug{
 			{Name: "stale-adoption", Window: 60, MinCaught: 3},
 		},
-		Floors: []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
-		Run:    runOwnershipReturns,
+		Floors:   []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
+		Checkers: flowCheckers,
+		Run:      runOwnershipReturns,
 	})
 }
 
@@ -126,14 +126,7 @@ func runOwnershipReturns(run *Run) error {
 		})
 	}
 	isolate := func(n *sim.Machine) {
-		var rest []dial.NodeID
-		for _, o := range h.nodes {
-			if o != n {
-				rest = append(rest, o.ID())
-			}
-		}
-		k.Logf("fault cut %s off", n.Name())
-		h.nw.Split(k.Nodes(), []dial.NodeID{n.ID()}, rest)
+		h.isolate(n, "cut "+n.Name()+" off")
 		// Its own clients keep writing to it on its side: what it takes
 		// in before it stops (D-17) reaches no one else, and comes back
 		// with it, a copy the new owners' adoptions never saw.
@@ -158,23 +151,5 @@ func runOwnershipReturns(run *Run) error {
 			})
 		})
 	})
-	var members []*sim.Machine
-	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
-		h.nw.Heal()
-		for _, n := range h.nodes {
-			if member(n) {
-				if !n.Up() {
-					n.Start()
-				}
-				members = append(members, n)
-			}
-		}
-		h.checkLiveness(members, 5*time.Second, nil)
-		h.checkFlowsServed(members, hot, 3*time.Second)
-	})
-	if err := k.RunUntil(run.Duration); err != nil {
-		return err
-	}
-	h.finishFlows(members, nil)
-	return nil
+	return h.settleMembers(calm, member, hot)
 }

@@ -20,6 +20,13 @@ import (
 	"github.com/fenceline/fenceline/sim"
 )
 
+// clusterCheckers are what every consensus cluster is judged by: sampled
+// while it runs (replica-agreement, promotion, lease-stream), at the
+// lease calls (lease-answer) and at finish (kv-linearizability,
+// lease-safety, votes, and liveness: every client call resolved).
+var clusterCheckers = []string{"replica-agreement", "promotion", "lease-stream", "lease-answer",
+	"kv-linearizability", "lease-safety", "votes", "liveness"}
+
 // raftCluster is the harness the consensus scenarios share: machines, the
 // consensus node running on each, client workloads that record histories,
 // and the checkers that judge them from outside the nodes.
@@ -43,11 +50,7 @@ type raftCluster struct {
 	// stream starts a new one.
 	streams map[string]*checker.LeaseStream
 
-	// Replica agreement: the first digest seen at each applied index, and
-	// the voters seen at each membership index.
-	digestAt   map[uint64]uint64
-	digestBy   map[uint64]string
-	votersAt   map[uint64]string
+	agreement  *checker.ReplicaAgreement
 	eventsSeen map[string]eventCursor
 	// votes is every vote a node granted, as the network saw it sent.
 	votes []checker.VoteGrant
@@ -55,10 +58,7 @@ type raftCluster struct {
 	// instant the first node applied it.
 	memberships []checker.MembershipChange
 	seenM       map[uint64]bool
-	// Promotions: nodes seen as learners, and those already judged when
-	// first seen as voters.
-	wasLearner map[dial.NodeID]bool
-	promoted   map[dial.NodeID]bool
+	promotions  *checker.Promotions
 
 	// clientDeadline bounds how long a client waits for any answer.
 	clientDeadline time.Duration
@@ -88,13 +88,10 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		flows:          map[string]*flow.Store{},
 		hist:           linearizability.NewHistory(0),
 		streams:        map[string]*checker.LeaseStream{},
-		digestAt:       map[uint64]uint64{},
-		digestBy:       map[uint64]string{},
-		votersAt:       map[uint64]string{},
+		agreement:      checker.NewReplicaAgreement(),
 		eventsSeen:     map[string]eventCursor{},
-		wasLearner:     map[dial.NodeID]bool{},
 		seenM:          map[uint64]bool{1: true},
-		promoted:       map[dial.NodeID]bool{},
+		promotions:     checker.NewPromotions(),
 		clientDeadline: 3 * time.Second,
 	}
 	c.nw.Watch(func(s netsim.Sending) {
@@ -204,241 +201,6 @@ func (a *answer) once() bool {
 	return true
 }
 
-// kvClient is one closed-loop client: one operation in flight at a time,
-// against a random node, on a small key set with a small value domain so
-// that A → B → A happens.
-type kvClient struct {
-	id       int
-	lastSeen map[string]kv.Entry
-}
-
-var kvKeys = []string{"k1", "k2", "k3"}
-
-// kvValues are the values clients write; the empty one is a value too.
-var kvValues = []string{"a", "b", "c", ""}
-
-func (c *raftCluster) startKVClients(count int, until time.Duration) {
-	c.kvClients += count
-	if c.run.ClientsOff {
-		return
-	}
-	r := c.k.Stream("workload/kv")
-	for i := 0; i < count; i++ {
-		cl := &kvClient{id: i, lastSeen: map[string]kv.Entry{}}
-		c.k.At(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, uint64(i), func() { c.kvStep(cl, r, until) })
-	}
-}
-
-func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until time.Duration) {
-	if c.k.Now() >= until {
-		return
-	}
-	next := func() {
-		c.k.After(time.Duration(r.IntN(30))*time.Millisecond, sim.EvClient, uint64(cl.id), func() { c.kvStep(cl, r, until) })
-	}
-	n := c.nodes[r.IntN(len(c.nodes))]
-	key := kvKeys[r.IntN(len(kvKeys))]
-	value := kvValues[r.IntN(len(kvValues))]
-	now := c.k.Now()
-	a := &answer{}
-	var opID int
-	giveUp := func() {
-		if a.once() {
-			c.hist.GiveUp(opID, "client deadline", c.k.Now())
-			next()
-		}
-	}
-	refuse := func(why string) {
-		if a.once() {
-			c.hist.Refuse(opID, why, c.k.Now())
-			next()
-		}
-	}
-	unknownOrRefused := func(err error) {
-		if consensus.Unknown(err) {
-			if a.once() {
-				c.hist.GiveUp(opID, err.Error(), c.k.Now())
-				next()
-			}
-			return
-		}
-		refuse(err.Error())
-	}
-	// propose runs one write: an answered one is recorded by applied,
-	// which returns what the history keeps of it.
-	propose := func(op kv.Op, applied func(kv.Result) linearizability.KVOutput) {
-		if !c.call(n, func(cn *consensus.Node) {
-			cn.Propose(op, func(res kv.Result, err error) {
-				switch {
-				case err != nil:
-					unknownOrRefused(err)
-				case res.Err != nil:
-					refuse(res.Err.Error())
-				default:
-					if a.once() {
-						c.hist.Return(opID, applied(res), c.k.Now())
-						next()
-					}
-				}
-			})
-		}) {
-			refuse("node down")
-		}
-	}
-	switch pick := r.IntN(20); {
-	case pick >= 17:
-		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVDelete}, now)
-		propose(kv.Delete(key), func(res kv.Result) linearizability.KVOutput {
-			delete(cl.lastSeen, key)
-			return linearizability.KVOutput{Found: res.Found, Version: res.Version}
-		})
-	case pick < 7:
-		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVPut, Value: value}, now)
-		propose(kv.Put(key, []byte(value)), func(res kv.Result) linearizability.KVOutput {
-			cl.lastSeen[key] = kv.Entry{Value: []byte(value), Version: res.Version}
-			return linearizability.KVOutput{Version: res.Version}
-		})
-	case pick < 13:
-		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVGet}, now)
-		ok := c.call(n, func(cn *consensus.Node) {
-			cn.Read(key, func(e kv.Entry, found bool, err error) {
-				if err != nil {
-					unknownOrRefused(err)
-					return
-				}
-				if a.once() {
-					out := linearizability.KVOutput{Found: found}
-					if found {
-						out.Value, out.Version = string(e.Value), e.Version
-						cl.lastSeen[key] = e
-					}
-					c.hist.Return(opID, out, c.k.Now())
-					next()
-				}
-			})
-		})
-		if !ok {
-			refuse("node down")
-		}
-	default:
-		seen := cl.lastSeen[key]
-		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVCas, Expect: seen.Version, Value: value}, now)
-		guard := kv.VersionIs(key, seen.Version)
-		guard.Value = seen.Value // what the value-guard bug compares instead
-		if seen.Version == 0 && r.IntN(2) == 0 {
-			guard = kv.Absent(key) // the other way to say "absent"
-		}
-		propose(kv.Txn([]kv.Guard{guard}, []kv.Op{kv.Put(key, []byte(value))}, nil), func(res kv.Result) linearizability.KVOutput {
-			out := linearizability.KVOutput{Succeeded: res.Succeeded}
-			if res.Succeeded {
-				out.Version = res.Version
-				cl.lastSeen[key] = kv.Entry{Value: []byte(value), Version: res.Version}
-			}
-			return out
-		})
-	}
-	if !a.done {
-		c.k.After(c.clientDeadline, sim.EvClient, uint64(opID), giveUp)
-	}
-}
-
-// startLeaseClients runs holders that take, renew and release one lease
-// from random nodes, recording what each came to believe it held.
-func (c *raftCluster) startLeaseClients(count int, ttl time.Duration, until time.Duration) {
-	c.leaseClients += count
-	if c.run.ClientsOff {
-		return
-	}
-	r := c.k.Stream("workload/lease")
-	for i := 0; i < count; i++ {
-		holder := fmt.Sprintf("h%d", i+1)
-		c.k.At(sim.Between(r, 0, 200*time.Millisecond), sim.EvClient, xxhash.Sum64String(holder), func() {
-			c.leaseStep(holder, r, ttl, until, nil)
-		})
-	}
-}
-
-const leaseName = "scheduler"
-
-// leaseStep makes one lease call. With boundary set, it is a renewal
-// through that node, made exactly a TTL after the call that last granted
-// the lease through it: the node stamps it with the tenure's deadline, to
-// the millisecond unless a clock moved, and it must find the lease lapsed.
-func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl, until time.Duration, boundary *sim.Machine) {
-	if c.k.Now() >= until {
-		return
-	}
-	next := func(d time.Duration) {
-		c.k.After(d, sim.EvClient, xxhash.Sum64String(holder), func() { c.leaseStep(holder, r, ttl, until, nil) })
-	}
-	n := c.nodes[r.IntN(len(c.nodes))]
-	ttlMs := ttl.Milliseconds()
-	var op kv.Op
-	kind := checker.LeaseRelease
-	switch pick := r.IntN(10); {
-	case boundary != nil:
-		n = boundary
-		op, kind = kv.LeaseRenew(leaseName, holder, ttlMs), checker.LeaseRenew
-		c.run.Did("boundary-renewals", 1)
-	case pick < 5:
-		op, kind = kv.LeaseAcquire(leaseName, holder, ttlMs), checker.LeaseAcquire
-	case pick < 8:
-		op, kind = kv.LeaseRenew(leaseName, holder, ttlMs), checker.LeaseRenew
-	default:
-		op = kv.LeaseRelease(leaseName, holder)
-	}
-	// From the moment it asks to release, the holder no longer counts on
-	// the lease, whatever becomes of the request: the call is its record.
-	c.leaseCalls = append(c.leaseCalls, checker.LeaseCall{Holder: holder, Lease: leaseName, Kind: kind, Node: n.Name(), TTL: ttl, Call: c.k.Now()})
-	call := len(c.leaseCalls) - 1
-	a := &answer{}
-	pace := ttl / 3
-	ok := c.call(n, func(cn *consensus.Node) {
-		cn.Propose(op, func(res kv.Result, err error) {
-			if !a.once() {
-				return
-			}
-			lc := &c.leaseCalls[call]
-			if !consensus.Unknown(err) {
-				lc.Answered, lc.Answer = true, c.k.Now()
-			}
-			if err == nil && res.Err == nil && kind != checker.LeaseRelease {
-				lc.Granted, lc.Token = true, res.Lease.Token
-				checker.LeaseAnswer(c.run, *lc, res.Lease)
-				if r.IntN(4) == 0 {
-					// Probe the deadline itself, not somewhere before it.
-					at := lc.Call + ttl
-					c.k.At(at, sim.EvClient, xxhash.Sum64String(holder), func() { c.leaseStep(holder, r, ttl, until, n) })
-					return
-				}
-			}
-			next(time.Duration(r.IntN(int(pace) + 1)))
-		})
-	})
-	if !ok {
-		a.once()
-		c.leaseCalls[call].Answered, c.leaseCalls[call].Answer = true, c.k.Now()
-		next(pace)
-		return
-	}
-	c.k.After(c.clientDeadline, sim.EvClient, xxhash.Sum64String(holder), func() {
-		if a.once() {
-			next(pace)
-		}
-	})
-}
-
-// grants counts the grants and renewals clients were told of.
-func (c *raftCluster) grants() int {
-	n := 0
-	for _, lc := range c.leaseCalls {
-		if lc.Granted {
-			n++
-		}
-	}
-	return n
-}
-
 // clocks is the simulator's record of the cluster's clocks, for the
 // lease checker.
 type clocks struct{ c *raftCluster }
@@ -496,62 +258,31 @@ func (c *raftCluster) checkNow() {
 			continue
 		}
 		idx, dig := cn.Digest()
-		if idx > 0 {
-			if prev, ok := c.digestAt[idx]; !ok {
-				c.digestAt[idx], c.digestBy[idx] = dig, n.Name()
-			} else if prev != dig {
-				c.run.Fail("replica-agreement", "%s and %s applied index %d to different states (%016x vs %016x)",
-					c.digestBy[idx], n.Name(), idx, prev, dig)
-			}
-		}
+		c.agreement.Applied(c.run, n.Name(), idx, dig)
 		ms := cn.Membership()
-		if ms.Index > 0 {
-			voters := fmt.Sprint(memberNames(ms.Voters))
-			if prev, ok := c.votersAt[ms.Index]; !ok {
-				c.votersAt[ms.Index] = voters
-			} else if prev != voters {
-				c.run.Fail("replica-agreement", "%s has voters %s at membership index %d; another node had %s",
-					n.Name(), voters, ms.Index, prev)
-			}
-		}
+		c.agreement.Voters(c.run, n.Name(), ms.Index, memberNames(ms.Voters))
 		c.checkEvents(n, cn)
 	}
 }
 
 // checkPromotions judges a membership the instant the first node applies
-// it: a node that was a learner and is now a voter must
-// have held the log up to within the promotion lag of the promoting
-// entry. What it holds is read from its own journal by the simulator,
-// not from the leader's opinion of its progress. A learner promoted while
-// still replaying grows the quorum with a node that cannot yet vote for
-// anything current (DESIGN hazard 10).
+// it (checker.Promotions), with what each promoted node held read from
+// its own journal.
 func (c *raftCluster) checkPromotions(ms consensus.Membership) {
 	lag := c.cfg.PromoteLag
 	if lag == 0 {
 		lag = 8 // consensus's default
 	}
-	for _, m := range ms.Learners {
-		c.wasLearner[m.ID] = true
-		delete(c.promoted, m.ID) // a node that returns is judged again
-	}
-	for _, m := range ms.Voters {
-		if !c.wasLearner[m.ID] || c.promoted[m.ID] {
-			continue
-		}
-		c.promoted[m.ID] = true
-		c.run.Did("promotions", 1)
-		n := c.byID[m.ID]
-		cn := c.node(n)
+	held := func(id dial.NodeID) (uint64, bool) {
+		cn := c.node(c.byID[id])
 		if cn == nil {
-			continue // down: what it held is not judged
+			return 0, false
 		}
-		// The promoting entry is at ms.Index; the leader saw the learner
-		// within lag of its last entry just before it, and the learner
-		// has only gained since.
-		if last := cn.LastIndex(); last+lag+1 < ms.Index {
-			c.run.Fail("promotion", "%s became a voter at index %d holding the log only to %d: promoted more than %d entries behind",
-				n.Name(), ms.Index, last, lag)
-		}
+		return cn.LastIndex(), true
+	}
+	name := func(id dial.NodeID) string { return c.byID[id].Name() }
+	if n := c.promotions.Membership(c.run, ms.Index, memberIDs(ms.Learners), memberIDs(ms.Voters), lag, held, name); n > 0 {
+		c.run.Did("promotions", n)
 	}
 }
 
@@ -585,6 +316,14 @@ func (c *raftCluster) checkEvents(n *sim.Machine, cn *consensus.Node) {
 		}
 	}
 	c.eventsSeen[n.Name()] = cur
+}
+
+func memberIDs(ms []consensus.Member) []dial.NodeID {
+	out := make([]dial.NodeID, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
 }
 
 func memberNames(ms []consensus.Member) []string {
@@ -687,3 +426,80 @@ func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
 }
 
 func (r crashRecord) Name(id dial.NodeID) string { return r.c.byID[id].Name() }
+
+// finish runs the end-of-run checkers and prints the run's figures.
+func (c *raftCluster) finish(chaos *Chaos) {
+	c.checkNow()
+	// Every client call got an answer: applied, refused, or given up on
+	// at the client's deadline. A call left hanging is a liveness bug in
+	// the client path (a callback lost), whatever the cluster did.
+	for _, op := range c.hist.Ops() {
+		if op.Return == 0 && op.Call+c.clientDeadline < c.k.Now() {
+			c.run.Fail("liveness", "client %d's call on %s at %v never resolved", op.Client, op.Key, op.Call)
+		}
+	}
+	c.checkLinearizable()
+	c.checkLeases()
+	checker.Votes(c.run, c.votes, func(id dial.NodeID) string { return c.byID[id].Name() })
+	c.run.Did("votes", len(c.votes))
+	ok, refused, unknown := c.hist.Count()
+	if c.kvClients > 0 {
+		c.run.Did("kv-ops-ok", ok)
+	}
+	if c.leaseClients > 0 {
+		c.run.Did("lease-grants", c.grants())
+	}
+	if chaos != nil {
+		c.run.Did("faults", chaos.Partitions+chaos.Crashes+chaos.Steps+chaos.Drifts)
+	}
+	faults := c.faults
+	if chaos != nil {
+		faults = chaos.String()
+	}
+	if faults == "" {
+		faults = "none"
+	}
+	kvOps := ""
+	if c.hist.Len() > 0 {
+		kvOps = fmt.Sprintf("kv ops ok=%d refused=%d unknown=%d; ", ok, refused, unknown)
+	}
+	c.run.Logf("cluster: %sfaults %s; net sent=%d delivered=%d dropped=%d",
+		kvOps, faults, c.nw.Sent, c.nw.Delivered, c.nw.Dropped)
+}
+
+// membership is the membership of the most advanced live node.
+func (c *raftCluster) membership() consensus.Membership {
+	var best consensus.Membership
+	for _, n := range c.nodes {
+		if cn := c.node(n); cn != nil {
+			if ms := cn.Membership(); ms.Index > best.Index {
+				best = ms
+			}
+		}
+	}
+	return best
+}
+
+// isMember reports whether id is a voter or learner in the most advanced
+// membership any live node has applied.
+func (c *raftCluster) isMember(id dial.NodeID) bool {
+	ms := c.membership()
+	for _, m := range append(ms.Voters, ms.Learners...) {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// isolate partitions n from every other node, both ways, logging why.
+func (c *raftCluster) isolate(n *sim.Machine, why string) {
+	var rest []dial.NodeID
+	for _, o := range c.nodes {
+		if o != n {
+			rest = append(rest, o.ID())
+		}
+	}
+	c.k.Logf("fault %s", why)
+	c.nw.Split(c.k.Nodes(), []dial.NodeID{n.ID()}, rest)
+}

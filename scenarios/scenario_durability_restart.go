@@ -1,0 +1,265 @@
+package scenarios
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/checker"
+	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/netsim"
+	"github.com/fenceline/fenceline/sim"
+)
+
+func init() {
+	Register(Scenario{
+		Name: "durability-restart",
+		Summary: "imposters in sync, async and none modes under steady writers; crashes of one node, of an owner with " +
+			"its successors, and of the whole cluster, at random points relative to the fsyncs; each mode held to its promise",
+		Duration: 40 * time.Second,
+		Bugs: []Bug{
+			{Name: "ack-before-sync", Window: 30, MinCaught: 3},
+			{Name: "no-readopt", Window: 30, MinCaught: 6},
+			{Name: "retry-failed-sync", Window: 30, MinCaught: 5},
+		},
+		Floors:   []Floor{{"writes-acked", 1500}, {"reads", 1500}, {"crashes", 4}},
+		Checkers: plus(clusterCheckers, "durability", "bridge", "replica-convergence"),
+		Run:      runDurabilityRestart,
+	})
+}
+
+type durability struct {
+	h       *flowHarness
+	flows   []*checker.VersionedFlow
+	window  time.Duration // how long an async write may be in a copy's memory only
+	crashes int
+}
+
+func runDurabilityRestart(run *Run) error {
+	k := run.Kernel
+	knobs := k.Stream("knobs")
+	voters := 3 + knobs.IntN(3)
+	// A network that delays, duplicates and reorders but never loses:
+	// the promises are about crashes, and a lost push would make an async
+	// write's copies fewer than the crash schedule says.
+	netCfg := netsim.DefaultConfig
+	netCfg.LatencyMin = sim.Between(knobs, 100*time.Microsecond, time.Millisecond)
+	netCfg.LatencyMax = netCfg.LatencyMin + sim.Between(knobs, 0, 5*time.Millisecond)
+	netCfg.Dup = float64(knobs.IntN(4)) / 100
+	netCfg.Reorder, netCfg.ReorderMax = float64(knobs.IntN(4))/100, 3*time.Millisecond
+	commitDelay := sim.Between(knobs, 500*time.Microsecond, 4*time.Millisecond)
+	perMode := 2 + knobs.IntN(4)
+	calm := run.Duration * 70 / 100
+	run.Knob("voters", voters)
+	run.Knob("net", netCfg)
+	// fsyncs fail often enough here that a shard sees one in most runs:
+	// the fail-stop rule is this scenario's to judge.
+	disk := drawDisk(run, sim.DefaultDiskConfig, 1e-3, calm)
+	run.Knob("commit_delay", commitDelay)
+	run.Knob("flows_per_mode", perMode)
+	run.Knob("calm_at", calm)
+
+	cfg := flow.Config{AntiEntropy: 2 * time.Second, Shard: shard.Config{CommitDelay: commitDelay}}
+	cfg.Bugs = run.Bugs()
+	cfg.Shard.Bugs = run.Bugs()
+	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	h := startFlowCluster(c, cfg)
+	h.calm = calm
+	DrawClocks(run, h.nodes, 200*time.Millisecond, 100)
+
+	syncEvery := 50 * time.Millisecond
+	d := &durability{h: h,
+		// An async write is on its owner's disk within the commit delay and
+		// one fsync interval of being applied, and on a replica's within
+		// that and the push's flight (latency, reordering). Clocks drift by
+		// at most 100ppm here; a millisecond covers it.
+		window: commitDelay + syncEvery + netCfg.LatencyMax + netCfg.ReorderMax + time.Millisecond}
+	rg := ring.New(ids(h.nodes))
+	for _, mode := range []shard.Mode{shard.Sync, shard.Async, shard.None} {
+		for i := 0; i < perMode; i++ {
+			name := ring.ImposterKey(8000+uint16(mode), fmt.Sprintf("user-%d", i))
+			d.flows = append(d.flows, &checker.VersionedFlow{Name: name, Mode: mode, Placement: rg.Placement(ring.ClassFlow, name).Nodes()})
+		}
+	}
+	for _, n := range h.nodes {
+		n.Start()
+	}
+	for i, f := range d.flows {
+		d.startWriter(uint64(i), f, calm)
+	}
+	d.scheduleCrashes(calm)
+	// After the last crash, every flow is read through every node: the
+	// reads that judge what the crashes took.
+	for i, f := range d.flows {
+		d.startReader(uint64(1000+i), f, calm, run.Duration-time.Second)
+	}
+	h.startChecks(100 * time.Millisecond)
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	h.finish(nil)
+	checker.Durability(run, d.flows, crashRecord{h.raftCluster}, d.window)
+	h.checkBridge()
+	h.checkConvergence(h.nodes)
+	d.report()
+	return nil
+}
+
+// startWriter runs a flow's one writer until calm: read the flow, then
+// write the next version, again and again, through a random node. The
+// read before each write is what notices a loss: after a crash the first
+// answer a client gets is a read.
+func (d *durability) startWriter(client uint64, f *checker.VersionedFlow, until time.Duration) {
+	h := d.h
+	if h.run.ClientsOff {
+		return
+	}
+	r := h.k.Stream("workload/durability/" + f.Name)
+	var step func()
+	next := func() { h.k.After(sim.Between(r, 0, 10*time.Millisecond), sim.EvClient, client, step) }
+	step = func() {
+		if h.k.Now() >= until {
+			return
+		}
+		n := h.nodes[r.IntN(len(h.nodes))]
+		d.read(client, f, n, func() {
+			version := len(f.Writes) + 1
+			f.Writes = append(f.Writes, checker.VersionWrite{Call: h.k.Now()})
+			req := flow.Request{Flow: f.Name, Op: flow.OpSetAll, Entries: setAll(version), Mode: f.Mode}
+			h.callFlow(n, client, client, req, func(_ flow.Response, err error) {
+				f.Writes[version-1].Return, f.Writes[version-1].Outcome = h.k.Now(), outcomeOf(err)
+				next()
+			})
+		})
+	}
+	h.k.After(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, client, step)
+}
+
+// startReader reads a flow through every node in turn from one time to
+// another, retrying through refusals (an owner re-adopting after a crash).
+func (d *durability) startReader(client uint64, f *checker.VersionedFlow, from, until time.Duration) {
+	h := d.h
+	if h.run.ClientsOff {
+		return
+	}
+	i := 0
+	var step func()
+	step = func() {
+		if h.k.Now() >= until {
+			return
+		}
+		n := h.nodes[i%len(h.nodes)]
+		i++
+		d.read(client, f, n, func() { h.k.After(200*time.Millisecond, sim.EvClient, client, step) })
+	}
+	h.k.At(from+time.Duration(client%50)*time.Millisecond, sim.EvClient, client, step)
+}
+
+// read records one get-all of f through n; then runs after it settles.
+func (d *durability) read(client uint64, f *checker.VersionedFlow, n *sim.Machine, then func()) {
+	h := d.h
+	call := h.k.Now()
+	h.callFlow(n, client, client, flow.Request{Flow: f.Name, Op: flow.OpGetAll, Mode: f.Mode}, func(resp flow.Response, err error) {
+		if err == nil {
+			version, torn := checker.SetAllVersion(resp.All, flowKeysAll)
+			if torn {
+				h.run.Fail("durability", "flow %s (%s) read through %s at %v is torn: %q", f.Name, f.Mode, n.Name(), call, resp.All)
+			} else {
+				f.Reads = append(f.Reads, checker.VersionRead{Node: n.Name(), Call: call, Return: h.k.Now(), Version: version})
+			}
+		}
+		then()
+	})
+}
+
+// scheduleCrashes runs crash episodes until calm, one at a time: one
+// node, or one flow's owner and successors together, or every node. The
+// victims die within a 60ms span or at one instant, and all of them
+// restart within 300ms of each other, so a node re-adopting after the
+// crash finds every copy back within AdoptWait.
+func (d *durability) scheduleCrashes(calm time.Duration) {
+	h := d.h
+	r := h.k.Stream("faults")
+	var episode func()
+	episode = func() {
+		now := h.k.Now()
+		if now >= calm-3*time.Second {
+			return
+		}
+		var victims []*sim.Machine
+		kind := ""
+		switch r.IntN(3) {
+		case 0:
+			kind = "one node"
+			victims = []*sim.Machine{h.nodes[r.IntN(len(h.nodes))]}
+		case 1:
+			f := d.flows[r.IntN(len(d.flows))]
+			kind = "the placement of " + f.Name
+			for _, id := range f.Placement {
+				victims = append(victims, h.byID[id])
+			}
+		default:
+			kind = "every node"
+			victims = h.nodes
+		}
+		// Victims die at random points within 60ms (the fsync cadence is
+		// 50ms), or, half the time when there are several, at one instant:
+		// a power cut, which leaves every copy's last commit delay unsynced.
+		spread := 60 * time.Millisecond
+		if len(victims) > 1 && r.IntN(2) == 0 {
+			spread = 0
+			kind += " (one power cut)"
+		}
+		restart := now + sim.Between(r, 300*time.Millisecond, 2*time.Second)
+		last := restart
+		h.k.Logf("crash episode: %s", kind)
+		for _, n := range victims {
+			n := n
+			at := now + sim.Between(r, 0, spread)
+			back := restart + sim.Between(r, 0, 300*time.Millisecond)
+			last = max(last, back)
+			h.k.At(at, sim.EvFault, xxhash.Sum64String("crash "+n.Name()), func() {
+				if n.Up() {
+					d.crashes++
+					n.Crash()
+				}
+			})
+			h.k.At(back, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+				if !n.Up() {
+					n.Start()
+				}
+			})
+		}
+		h.k.At(last+sim.Between(r, 2*time.Second, 4*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
+	}
+	h.k.At(sim.Between(r, 2*time.Second, 4*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
+}
+
+func (d *durability) report() {
+	var writes, acked, reads int
+	for _, f := range d.flows {
+		writes += len(f.Writes)
+		reads += len(f.Reads)
+		for _, w := range f.Writes {
+			if w.Outcome == checker.WriteOK {
+				acked++
+			}
+		}
+	}
+	var fsyncs, syncAcks uint64
+	for _, name := range slices.Sorted(maps.Keys(d.h.flows)) {
+		st, _ := d.h.flows[name].Shard()
+		fsyncs += st.Fsyncs
+		syncAcks += st.SyncAcks
+	}
+	d.h.run.Logf("durability: writes=%d acked=%d reads=%d crashes=%d; last incarnations: fsyncs=%d sync-acks=%d",
+		writes, acked, reads, d.crashes, fsyncs, syncAcks)
+	d.h.run.Did("writes-acked", acked)
+	d.h.run.Did("reads", reads)
+	d.h.run.Did("crashes", d.crashes)
+}

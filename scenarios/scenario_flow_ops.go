@@ -1,0 +1,32 @@
+package scenarios
+
+import (
+	"time"
+
+	"github.com/fenceline/fenceline/core/flow"
+)
+
+func init() {
+	Register(Scenario{
+		Name:     "flow-ops",
+		Summary:  "3–7 nodes, clients on every node on hot and cold flows; partitions, loss, reordering, crashes, clock skew",
+		Duration: 40 * time.Second,
+		Default:  true,
+		Bugs: []Bug{
+			{Name: "local-fallback", Window: 50, MinCaught: 30},
+		},
+		Floors:   []Floor{{"flow-ops-ok", 10}, {"faults", 4}},
+		Checkers: flowCheckers,
+		Run:      runFlowOps,
+	})
+}
+
+func runFlowOps(run *Run) error {
+	k := run.Kernel
+	voters := 3 + k.Stream("knobs/size").IntN(5)
+	h, hot, all, calm := flowSetup(run, voters, 0, flow.Config{})
+	faults := DrawFaults(k.Stream("knobs/faults"), voters)
+	run.Knob("faults", faults)
+	DrawClocks(run, h.nodes, 300*time.Millisecond, 100)
+	return h.runUnderChaos(faults, hot, all, calm)
+}

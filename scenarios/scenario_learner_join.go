@@ -1,0 +1,108 @@
+package scenarios
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/sim"
+)
+
+func init() {
+	Register(Scenario{
+		Name:     "learner-join",
+		Summary:  "nodes join as learners under load and are promoted once caught up; founders are removed",
+		Duration: 40 * time.Second,
+		Bugs: []Bug{
+			{Name: "promote-early", Window: 30, MinCaught: 20},
+		},
+		Floors:   []Floor{{"kv-ops-ok", 30}, {"promotions", 2}},
+		Checkers: plus(clusterCheckers, "membership"),
+		Run:      runLearnerJoin,
+	})
+}
+
+// runLearnerJoin grows a 3-voter cluster by two learners under load; the
+// leader promotes each once it has caught up; then a founder is removed.
+func runLearnerJoin(run *Run) error {
+	k := run.Kernel
+	calm := run.Duration * 6 / 10
+	netCfg, disk, kvClients, _ := raftKnobs(run, 3, false, calm)
+	r := k.Stream("faults")
+	joinAt := sim.Between(r, 2*time.Second, 6*time.Second)
+	removeAt := joinAt + sim.Between(r, 6*time.Second, 10*time.Second)
+	// A joining node is cut off from everyone for a while as it is
+	// added, so it is well behind when it first could be promoted: the
+	// leader must wait for it to catch up.
+	behind := sim.Between(k.Stream("knobs/behind"), 300*time.Millisecond, 1500*time.Millisecond)
+	run.Knob("join_at", joinAt)
+	run.Knob("joiner_cut_off", behind)
+	run.Knob("remove_at", removeAt)
+	run.Knob("calm_at", calm)
+
+	all := names(5)
+	c := newRaftCluster(run, all, 3, netCfg, disk)
+	for _, n := range c.nodes[:3] {
+		n.Start()
+	}
+	// Joins and removals are retried until the membership shows them: a
+	// conf change raft refuses (one is already in flight) answers nobody.
+	var addLearner func(n *sim.Machine)
+	addLearner = func(n *sim.Machine) {
+		if !n.Up() {
+			n.Start()
+		}
+		via := c.nodes[r.IntN(3)]
+		c.call(via, func(cn *consensus.Node) {
+			cn.AddLearner(consensus.NewMember(n.Name(), n.Name()+":7000"), func(error) {})
+		})
+		k.After(time.Second, sim.EvClient, xxhash.Sum64String("join "+n.Name()), func() {
+			if !c.isMember(n.ID()) {
+				addLearner(n)
+			}
+		})
+	}
+	cutOff := func(n *sim.Machine) {
+		for _, id := range k.Nodes() {
+			if id != n.ID() {
+				c.nw.Block(id, n.ID())
+				c.nw.Block(n.ID(), id)
+			}
+		}
+		k.Logf("fault cut %s off for %v as it joins", n.Name(), behind)
+		k.After(behind, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { c.nw.Heal() })
+	}
+	k.At(joinAt, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[3]); cutOff(c.nodes[3]) })
+	k.At(joinAt+time.Second+behind, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[4]); cutOff(c.nodes[4]) })
+	removed := c.nodes[0]
+	var remove func()
+	remove = func() {
+		via := c.nodes[1+r.IntN(4)]
+		c.call(via, func(cn *consensus.Node) { cn.RemoveMember(removed.ID(), func(error) {}) })
+		k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove"), func() {
+			if c.isMember(removed.ID()) {
+				remove()
+			} else {
+				removed.Crash() // a removed node is shut down
+			}
+		})
+	}
+	k.At(removeAt, sim.EvClient, xxhash.Sum64String("remove"), remove)
+	c.startKVClients(kvClients, calm)
+	c.startChecks(50 * time.Millisecond)
+	k.At(calm+5*time.Second, sim.EvCheck, xxhash.Sum64String("members"), func() {
+		ms := c.membership()
+		want := fmt.Sprint(all[1:])
+		if got := fmt.Sprint(memberNames(ms.Voters)); got != want || len(ms.Learners) != 0 {
+			run.Fail("membership", "voters %s learners %d after the joins and removal; want voters %s and no learners", got, len(ms.Learners), want)
+		}
+	})
+	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { c.checkLiveness(c.nodes[1:], 5*time.Second, nil) })
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	c.finish(nil)
+	return nil
+}

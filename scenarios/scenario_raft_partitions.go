@@ -1,0 +1,53 @@
+package scenarios
+
+import (
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/sim"
+)
+
+func init() {
+	Register(Scenario{
+		Name:     "raft-partitions",
+		Summary:  "3 or 5 voters; KV and lease clients on every node; partitions of every shape, loss, reordering, crashes, clock skew and steps",
+		Duration: 30 * time.Second,
+		Bugs: []Bug{
+			{Name: "value-guard", Window: 50, MinCaught: 25},
+			{Name: "release-any", Window: 50, MinCaught: 30},
+			{Name: "expire-late", Window: 50, MinCaught: 14},
+		},
+		Floors:   []Floor{{"kv-ops-ok", 15}, {"lease-grants", 3}, {"faults", 3}},
+		Checkers: clusterCheckers,
+		Run:      runRaftPartitions,
+	})
+}
+
+func runRaftPartitions(run *Run) error {
+	k := run.Kernel
+	voters := 3 + 2*k.Stream("knobs/size").IntN(2)
+	calm := run.Duration * 6 / 10
+	netCfg, disk, kvClients, leaseClients := raftKnobs(run, voters, true, calm)
+	faults := DrawFaults(k.Stream("knobs/faults"), voters)
+	ttl := 2 * time.Second
+	run.Knob("faults", faults)
+	run.Knob("calm_at", calm)
+	run.Knob("lease_ttl", ttl)
+
+	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	DrawClocks(run, c.nodes, 500*time.Millisecond, 200)
+	for _, n := range c.nodes {
+		n.Start()
+	}
+	chaos := StartChaos(run, c.nw, c.nodes, faults, calm)
+	c.startKVClients(kvClients, calm)
+	c.startLeaseClients(leaseClients, ttl, calm)
+	c.startChecks(50 * time.Millisecond)
+	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { c.checkLiveness(c.nodes, 5*time.Second, nil) })
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	c.finish(chaos)
+	return nil
+}
