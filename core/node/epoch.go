@@ -22,8 +22,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // outrank any its previous incarnation issued — including pushes still in
 // flight when it crashed — and copies converge.
 //
-// The update is write-sibling, sync, rename, sync-directory: a crash at
-// any point leaves the old value or the new one. A file that fails its
+// The update is recfile.Replace (write a sibling, sync, rename, sync the
+// directory): a crash at any point leaves the old value or the new one. A file that fails its
 // checksum is an error, never a silent zero: a counter that went back
 // would break the very ordering it exists for.
 func nextEpoch(fs recfile.FS) (uint64, error) {
@@ -49,24 +49,14 @@ func nextEpoch(fs recfile.FS) (uint64, error) {
 	var b [12]byte
 	binary.LittleEndian.PutUint64(b[:8], next)
 	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(b[:8], castagnoli))
-	tmp := epochFile + ".tmp"
-	t, err := fs.Create(tmp)
+	f, _, err = recfile.Replace(fs, epochFile, epochFile+".tmp", func(w io.Writer) error {
+		_, err := w.Write(b[:])
+		return err
+	})
+	if f != nil {
+		_ = f.Close() // written and synced; only the name may be undurable
+	}
 	if err != nil {
-		return 0, err
-	}
-	if _, err := t.Write(b[:]); err != nil {
-		return 0, err
-	}
-	if err := t.Sync(); err != nil {
-		return 0, err
-	}
-	if err := t.Close(); err != nil {
-		return 0, err
-	}
-	if err := fs.Rename(tmp, epochFile); err != nil {
-		return 0, err
-	}
-	if err := fs.SyncDir(); err != nil {
 		return 0, err
 	}
 	return next, nil
