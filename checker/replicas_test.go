@@ -2,6 +2,7 @@ package checker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -109,4 +110,27 @@ func TestSetAllVersion(t *testing.T) {
 		require.Equal(t, tc.version, v, "%q", tc.all)
 		require.Equal(t, tc.torn, torn, "%q", tc.all)
 	}
+}
+
+func TestAdversaryRejected(t *testing.T) {
+	name := func(id dial.NodeID) string { return map[dial.NodeID]string{1: "n1", 2: "n2"}[id] }
+	var rec Record
+	AdversaryRejected(&rec, 40, nil, name)
+	require.True(t, rec.OK())
+
+	AdversaryRejected(&rec, 0, nil, name)
+	require.Equal(t, []string{"adversary: the adversary delivered no frame"}, rec.Unsure)
+
+	rec = Record{}
+	AdversaryRejected(&rec, 40, []AdversaryFrame{{Attack: "redirect", To: 2, At: 3 * time.Second}}, name)
+	require.Equal(t, []string{"adversary: n2 took a frame the adversary made (redirect) at 3s"}, rec.Failures)
+
+	rec = Record{}
+	many := make([]AdversaryFrame, 25)
+	for i := range many {
+		many[i] = AdversaryFrame{Attack: "forge", To: 1}
+	}
+	AdversaryRejected(&rec, 40, many, name)
+	require.Len(t, rec.Failures, 11)
+	require.Equal(t, "adversary: ... and 15 more adversary frames got through", rec.Failures[10])
 }

@@ -116,22 +116,23 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 func (h *flowHarness) watch(s netsim.Sending) {
 	// A delivered frame is taken by its node when the node is free: at
 	// its local time, after the fsyncs it is still busy in.
+	frame := h.plain(s.Frame)
 	var taken time.Duration
 	if s.Fate == netsim.Delivered {
 		taken = h.byID[s.To].Local()
 	}
-	if len(s.Frame) > 0 && s.Frame[0] != flow.FramePrefix && s.Fate == netsim.Delivered {
-		if info, err := consensus.DecodeFrame(s.Frame); err == nil {
+	if len(frame) > 0 && frame[0] != flow.FramePrefix && s.Fate == netsim.Delivered {
+		if info, err := consensus.DecodeFrame(frame); err == nil {
 			h.contacts = append(h.contacts, checker.Contact{To: s.To, From: s.From, At: taken, FromLeader: info.FromLeader(), Ack: info.ToLeader()})
 		}
 		return
 	}
-	if len(s.Frame) == 0 || s.Frame[0] != flow.FramePrefix {
+	if len(frame) == 0 || frame[0] != flow.FramePrefix {
 		return
 	}
 	switch s.Fate {
 	case netsim.Sent:
-		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameAdopt {
+		if info, err := flow.DecodeFrame(frame); err == nil && info.Kind == flow.FrameAdopt {
 			if key := (adoptionKey{s.From, h.byID[s.From].Incarnation(), info.Flow, info.ID}); h.firstAsk[key] == 0 {
 				h.firstAsk[key] = s.At
 			}
@@ -140,7 +141,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			return
 		}
 		h.arriveBy = max(h.arriveBy, s.ArriveBy)
-		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameOp {
+		if info, err := flow.DecodeFrame(frame); err == nil && info.Kind == flow.FrameOp {
 			h.forwarded = true
 			if h.callOp >= 0 {
 				h.opFrames[&s.Frame[0]] = opFrame{op: h.callOp, copies: s.Copies}
@@ -160,7 +161,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			}
 			return
 		}
-		if info, err := flow.DecodeFrame(s.Frame); err == nil && info.Kind == flow.FrameAdoptResp {
+		if info, err := flow.DecodeFrame(frame); err == nil && info.Kind == flow.FrameAdoptResp {
 			asked, ok := h.firstAsk[adoptionKey{s.To, h.byID[s.To].Incarnation(), info.Flow, info.ID}]
 			if !ok {
 				asked = s.At // an answer to no ask the network carried
@@ -172,7 +173,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			h.frameFate(s)
 			return
 		}
-		if info, err := flow.DecodeFrame(s.Frame); err == nil && (info.Kind == flow.FrameAdopt || info.Kind == flow.FrameAdoptResp) {
+		if info, err := flow.DecodeFrame(frame); err == nil && (info.Kind == flow.FrameAdopt || info.Kind == flow.FrameAdoptResp) {
 			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	}

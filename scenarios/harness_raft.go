@@ -14,6 +14,7 @@ import (
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/netsim"
@@ -70,6 +71,47 @@ type raftCluster struct {
 	kvClients, leaseClients int
 	// timing is the protocol timings the run drew.
 	timing timing
+
+	// With keys set (seal), every flow node puts its frames in the
+	// envelope (core/transport); the simulator holds the keys too, and
+	// reads what crossed the wire with observer. admitted is every frame
+	// the adversary made that a node's envelope let through.
+	keys      *transport.Keys
+	observer  *transport.Observer
+	links     map[string]*transport.Link // each node's envelope, latest incarnation
+	adversary *netsim.Adversary
+	admitted  []checker.AdversaryFrame
+}
+
+// seal turns the envelope on for every node booted from now on.
+func (c *raftCluster) seal(keys transport.Keys) {
+	c.keys, c.observer, c.links = &keys, transport.NewObserver(keys), map[string]*transport.Link{}
+}
+
+// plain is a frame's contents as the simulator reads them: the frame
+// itself, or, with the envelope on, what it seals, opened with the keys
+// the simulator holds. Nil for a frame that does not open.
+func (c *raftCluster) plain(frame []byte) []byte {
+	if c.observer == nil {
+		return frame
+	}
+	_, p, ok := c.observer.Open(frame)
+	if !ok {
+		return nil
+	}
+	return p
+}
+
+// admit is the simulator's record of what a node's envelope let through:
+// a frame handed over while the adversary was delivering one of its own
+// is one it made.
+func (c *raftCluster) admit(dial.NodeID, []byte) {
+	if c.adversary == nil {
+		return
+	}
+	if inj, ok := c.adversary.Delivering(); ok {
+		c.admitted = append(c.admitted, checker.AdversaryFrame{Attack: inj.Attack, To: inj.To, At: inj.At})
+	}
 }
 
 type eventCursor struct {
@@ -95,10 +137,11 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		clientDeadline: 3 * time.Second,
 	}
 	c.nw.Watch(func(s netsim.Sending) {
-		if s.Fate != netsim.Sent || len(s.Frame) == 0 || s.Frame[0] != 1 {
+		frame := c.plain(s.Frame)
+		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 {
 			return
 		}
-		if info, err := consensus.DecodeFrame(s.Frame); err == nil && info.Kind == consensus.FrameVoteResp && !info.Reject {
+		if info, err := consensus.DecodeFrame(frame); err == nil && info.Kind == consensus.FrameVoteResp && !info.Reject {
 			c.votes = append(c.votes, checker.VoteGrant{Voter: info.From, Candidate: info.To, Term: info.Term, At: c.k.Now()})
 		}
 	})
@@ -127,7 +170,13 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 				cfg.Bootstrap = boot
 			}
 			if c.flowCfg != nil {
-				nd, err := node.Open(node.Config{Consensus: cfg, Flow: *c.flowCfg}, node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
+				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg}
+				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand}
+				if c.keys != nil {
+					ncfg.Transport = transport.Config{Keys: *c.keys, Bugs: b}
+					nenv.Admitted = c.admit
+				}
+				nd, err := node.Open(ncfg, nenv)
 				if err != nil {
 					err = haltOnIO(err)
 					run.Fail("boot", "%s: %v", name, err)
@@ -136,6 +185,9 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 					return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 				}
 				c.live[name], c.flows[name] = nd.Consensus, nd.Flow
+				if nd.Link != nil {
+					c.links[name] = nd.Link
+				}
 				nd.Consensus.OnMembership(c.recordMembership)
 				return nd
 			}

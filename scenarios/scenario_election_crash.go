@@ -60,10 +60,11 @@ func runElectionCrash(run *Run) error {
 	}
 	crashes := 0
 	c.nw.Watch(func(s netsim.Sending) {
-		if s.Fate != netsim.Sent || k.Now() >= calm || len(s.Frame) == 0 || s.Frame[0] != 1 {
+		frame := c.plain(s.Frame)
+		if s.Fate != netsim.Sent || k.Now() >= calm || len(frame) == 0 || frame[0] != 1 {
 			return
 		}
-		info, err := consensus.DecodeFrame(s.Frame)
+		info, err := consensus.DecodeFrame(frame)
 		if err != nil {
 			return
 		}

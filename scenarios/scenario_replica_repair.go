@@ -36,7 +36,7 @@ func runReplicaRepair(run *Run) error {
 	h.nw.DropIf(func(_, _ dial.NodeID, frame []byte) bool {
 		// The frame's kind, read by the protocol's own decoder: only
 		// replication pushes are dropped.
-		if info, err := flow.DecodeFrame(frame); err != nil || info.Kind != flow.FramePush || !sim.Chance(dr, pushLoss) {
+		if info, err := flow.DecodeFrame(h.plain(frame)); err != nil || info.Kind != flow.FramePush || !sim.Chance(dr, pushLoss) {
 			return false
 		}
 		dropped++

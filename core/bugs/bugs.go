@@ -22,6 +22,17 @@ import (
 
 // Set is a set of planted bugs, one switch each.
 type Set struct {
+	// --- core/transport: the envelope.
+
+	// NoAddressing makes a receiver skip the check that a request is
+	// addressed to it: a request captured on its way to one member opens
+	// at any other, whose replay window has not seen its number.
+	NoAddressing bool
+	// BareReplies sends replies in the clear and has receivers accept a
+	// bare reply as it stands, without a seal or a request it answers:
+	// anything on the path can answer a vote request with "granted".
+	BareReplies bool
+
 	// --- core/kv: the replicated state machine and its leases.
 
 	// NoClockClamp makes apply trust a command's AtMs as it is, so the
@@ -132,7 +143,7 @@ type Set struct {
 	// bytes that are gone.
 	RetryFailedSync bool
 
-	// --- scenarios/selftest.go: the toy protocol that checks the
+	// --- scenarios/scenario_selftest.go: the toy protocol that checks the
 	// simulator itself.
 
 	// SelftestAckBeforeSync acknowledges a put before its fsync completes.
@@ -153,6 +164,8 @@ type Bug struct {
 
 // Table is every planted bug, in the order of Set's fields.
 var Table = []Bug{
+	{"no-addressing", "a request opens at any node, not only the one it is addressed to", func(s *Set) *bool { return &s.NoAddressing }},
+	{"bare-replies", "replies travel in the clear and are accepted without a seal or a request they answer", func(s *Set) *bool { return &s.BareReplies }},
 	{"no-clock-clamp", "apply trusts a command's AtMs as is: applied time can go back", func(s *Set) *bool { return &s.NoClockClamp }},
 	{"value-guard", "transactions compare values instead of versions (A → B → A passes)", func(s *Set) *bool { return &s.ValueGuard }},
 	{"release-any", "any holder may release a lease", func(s *Set) *bool { return &s.ReleaseAny }},

@@ -245,3 +245,49 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 		s.BadFrames++
 	}
 }
+
+// The flow store's request and reply families, for the envelope
+// (core/transport). A push is one-way.
+const (
+	FamilyOp    = 1 // op → op-resp
+	FamilyAE    = 2 // ae → ae-resp
+	FamilyAdopt = 3 // adopt → adopt-resp
+)
+
+// kindPrefix is how every flow frame's JSON begins: the kind is msg's
+// first field and never omitted.
+const kindPrefix = `{"k":"`
+
+// FrameKind says, for the envelope, which family a flow frame belongs to
+// and whether it is a reply, from the kind at the head of the frame
+// without decoding the rest.
+func FrameKind(frame []byte) (family uint8, reply bool, ok bool) {
+	if len(frame) < 1+len(kindPrefix) || frame[0] != FramePrefix || string(frame[1:1+len(kindPrefix)]) != kindPrefix {
+		return 0, false, false
+	}
+	rest := frame[1+len(kindPrefix):]
+	end := 0
+	for end < len(rest) && end < 16 && rest[end] != '"' {
+		end++
+	}
+	if end == len(rest) || rest[end] != '"' {
+		return 0, false, false
+	}
+	switch string(rest[:end]) {
+	case FrameOp:
+		return FamilyOp, false, true
+	case FrameOpResp:
+		return FamilyOp, true, true
+	case FrameAE:
+		return FamilyAE, false, true
+	case FrameAEResp:
+		return FamilyAE, true, true
+	case FrameAdopt:
+		return FamilyAdopt, false, true
+	case FrameAdoptResp:
+		return FamilyAdopt, true, true
+	case FramePush:
+		return 0, false, true
+	}
+	return 0, false, false
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -31,6 +32,11 @@ type Env struct {
 	// Shard is the flow store's disk. Nil: a shard log (FlowLog) on FS,
 	// as the simulator runs it; the real node hands in bbolt.
 	Shard shard.Backend
+	// Admitted, if set, sees every frame the envelope lets through, as it
+	// hands it to the parts: the world's record of what got past the
+	// link (the simulator's adversary checker reads it). Nil in the real
+	// node.
+	Admitted func(from dial.NodeID, frame []byte)
 }
 
 // FlowLog is the flow shard's file on FS when no backend is handed in:
@@ -41,12 +47,21 @@ const FlowLog = "flow.log"
 type Config struct {
 	Consensus consensus.Config
 	Flow      flow.Config
+	// Transport, when its Keys hold a data key, puts every frame the node
+	// sends and receives in the envelope (core/transport); the node fills
+	// in Self, Epoch, Rand and Classify. The real node always sets it; the
+	// simulator's scenarios set it where the envelope is under test
+	// (transport-adversary), and elsewhere exchange plain frames, which
+	// the parts treat the same.
+	Transport transport.Config
 }
 
 // Node is one cluster node.
 type Node struct {
 	Consensus *consensus.Node
 	Flow      *flow.Store
+	// Link is the envelope, nil without Config.Transport's keys.
+	Link      *transport.Link
 	BadFrames uint64
 	// Quarantined, when set, says the flow shard's log was found damaged
 	// at boot and where it was moved; the node started with an empty
@@ -57,7 +72,16 @@ type Node struct {
 // Open boots the node: the consensus part from its journal, then the flow
 // store, which asks the consensus part for membership and isolation.
 func Open(cfg Config, env Env) (*Node, error) {
-	cn, err := consensus.Open(cfg.Consensus, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.FS, Rand: env.Rand})
+	n := &Node{}
+	// With the envelope, the parts send through the link, which needs the
+	// boot epoch, read after the journal opens: a frame the consensus part
+	// sends before then is lost, as any frame may be.
+	net := env.Net
+	sealed := cfg.Transport.Keys.Data != nil
+	if sealed {
+		net = linkSender{n}
+	}
+	cn, err := consensus.Open(cfg.Consensus, consensus.Env{Clock: env.Clock, Net: net, FS: env.FS, Rand: env.Rand})
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +90,21 @@ func Open(cfg Config, env Env) (*Node, error) {
 		cn.Stop()
 		return nil, fmt.Errorf("node: boot epoch: %w", err)
 	}
+	if sealed {
+		tc := cfg.Transport
+		tc.Self, tc.Epoch, tc.Rand, tc.Classify, tc.Clock = cn.ID(), epoch, env.Rand, Classify, env.Clock
+		inner := dial.HandlerFunc(n.route)
+		if env.Admitted != nil {
+			inner = func(from dial.NodeID, frame []byte) {
+				env.Admitted(from, frame)
+				n.route(from, frame)
+			}
+		}
+		if n.Link, err = transport.New(tc, env.Net, inner); err != nil {
+			cn.Stop()
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
 	backend, quarantined := env.Shard, ""
 	if backend == nil {
 		if backend, quarantined, err = openShardLog(env.FS, epoch); err != nil {
@@ -73,13 +112,43 @@ func Open(cfg Config, env Env) (*Node, error) {
 			return nil, fmt.Errorf("node: flow shard: %w", err)
 		}
 	}
-	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: env.Net, Ctl: control{cn}, Rand: env.Rand, Backend: backend})
+	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: control{cn}, Rand: env.Rand, Backend: backend})
 	if err != nil {
 		cn.Stop()
 		_ = backend.Close() // the store's error is the one worth reporting
 		return nil, fmt.Errorf("node: flow store: %w", err)
 	}
-	return &Node{Consensus: cn, Flow: fs, Quarantined: quarantined}, nil
+	n.Consensus, n.Flow, n.Quarantined = cn, fs, quarantined
+	return n, nil
+}
+
+// linkSender sends through the node's link once it exists.
+type linkSender struct{ n *Node }
+
+func (s linkSender) Send(to dial.NodeID, frame []byte) error {
+	if s.n.Link == nil {
+		return dial.ErrUnreachable
+	}
+	return s.n.Link.Send(to, frame)
+}
+
+// Classify says what a frame is to the envelope: raft frames are control
+// traffic, flow frames data, each with its protocol's request and reply
+// families.
+func Classify(frame []byte) (transport.Kind, bool) {
+	if len(frame) == 0 {
+		return transport.Kind{}, false
+	}
+	var family uint8
+	var reply, ok bool
+	class := transport.Data
+	if frame[0] == flow.FramePrefix {
+		family, reply, ok = flow.FrameKind(frame)
+	} else {
+		class = transport.Control
+		family, reply, ok = consensus.FrameKind(frame)
+	}
+	return transport.Kind{Class: class, Family: family, Reply: reply}, ok
 }
 
 // openShardLog opens the flow shard's log. A log damaged before its tail
@@ -106,8 +175,18 @@ func openShardLog(fs recfile.FS, epoch uint64) (*shard.Log, string, error) {
 	return l, fmt.Sprintf("%v: moved to %s; starting with an empty shard", err, aside), oerr
 }
 
-// HandleFrame routes a frame to the part it is for.
+// HandleFrame takes a frame from the network: through the envelope, if
+// the node has one, to the part it is for.
 func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
+	if n.Link != nil {
+		n.Link.HandleFrame(from, frame)
+		return
+	}
+	n.route(from, frame)
+}
+
+// route hands a plain frame to the part it is for, by its first byte.
+func (n *Node) route(from dial.NodeID, frame []byte) {
 	if len(frame) == 0 {
 		n.BadFrames++
 		return
