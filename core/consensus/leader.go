@@ -162,14 +162,34 @@ func (n *Node) promoteCaughtUpLearners() {
 }
 
 // OnMembership registers f to be told of every membership change this
-// node applies, as it applies it: the simulator's record of when each
-// membership came into force, for checkers that compute ownership
-// themselves. f must not call back into the node.
+// node applies, as it applies it, and of the membership a snapshot it
+// installs carries: the simulator's record of when each membership came
+// into force, for checkers that compute ownership themselves, and the real
+// node's source of its peers' addresses. f must not call back into the
+// node.
 func (n *Node) OnMembership(f func(Membership)) { n.onMembership = f }
 
 // LastIndex is the index of the last entry in this node's log: what it
 // holds, committed or not. Checkers compare it across nodes.
 func (n *Node) LastIndex() uint64 { return n.j.LastIndex() }
+
+// Info is the node's raft state, for an operator's status page.
+type Info struct {
+	State                    string // StateLeader, StateFollower, ...
+	Term, Applied, Commit    uint64
+	LastIndex, SnapshotIndex uint64
+	Leader                   dial.NodeID // 0: none known
+	Pending                  int         // proposals and reads awaiting an answer
+	Sent, SendErrors         uint64
+}
+
+// Info reports the node's raft state.
+func (n *Node) Info() Info {
+	st := n.rn.BasicStatus()
+	return Info{State: st.RaftState.String(), Term: st.Term, Applied: st.Applied, Commit: st.Commit,
+		LastIndex: n.j.LastIndex(), SnapshotIndex: n.snapIndex, Leader: dial.NodeID(st.Lead),
+		Pending: len(n.pending) + len(n.reads), Sent: n.Sent, SendErrors: n.SendErrors}
+}
 
 // Status is a one-line description of this node's raft state, for traces
 // and checker messages.

@@ -92,7 +92,8 @@ type Node struct {
 	lastExp   uint64            // tick of the last expiry proposal
 	promoting map[uint64]uint64 // learner -> tick its promotion was proposed
 	// onMembership, if set, is told of every membership change as it is
-	// applied (see OnMembership).
+	// applied, and of the membership an installed snapshot brings (see
+	// OnMembership).
 	onMembership func(Membership)
 	tick         clock.Timer
 	stopped      bool
@@ -252,6 +253,14 @@ func (n *Node) Stop() {
 	}
 }
 
+// Close stops the node and closes its journal, whose every record was
+// synced before anything that depended on it was sent: the orderly
+// shutdown of a real node.
+func (n *Node) Close() error {
+	n.Stop()
+	return n.j.Close()
+}
+
 func (p *pendingProp) fail(err error) {
 	if p.conf != nil {
 		p.conf(err)
@@ -399,6 +408,11 @@ func (n *Node) installSnapshot(s pb.Snapshot) {
 		halt.Stopf("consensus: %s: installing snapshot at %d: %w", n.cfg.Name, s.Metadata.Index, err)
 	}
 	n.snapIndex = s.Metadata.Index
+	// The snapshot may carry a membership this node never applied entry
+	// by entry: a newcomer learns who its peers are, and where, here.
+	if n.onMembership != nil {
+		n.onMembership(n.Membership())
+	}
 }
 
 func (n *Node) send(m pb.Message) {

@@ -240,6 +240,9 @@ func (s *Store) Copy(flow string) map[string]Value {
 // ID is this node's id.
 func (s *Store) ID() dial.NodeID { return s.env.ID }
 
+// PermitsInUse is how many of the bridge's permits calls hold now.
+func (s *Store) PermitsInUse() int { return s.cfg.Permits - s.permits }
+
 // Flows returns the ids of every flow this node holds a copy of, sorted.
 func (s *Store) Flows() []string { return s.sh.Flows() }
 

@@ -205,6 +205,17 @@ func (n *Node) Stop() {
 	n.Consensus.Stop()
 }
 
+// Close is the orderly shutdown: the flow store writes and fsyncs what it
+// holds and closes its shard, then the consensus part stops and closes its
+// journal. Calls in flight are answered as failed.
+func (n *Node) Close() error {
+	err := n.Flow.Close()
+	if cerr := n.Consensus.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // control answers the flow store's questions from the consensus part.
 type control struct{ cn *consensus.Node }
 

@@ -100,12 +100,12 @@ var (
 
 // Stats count the writer's work.
 type Stats struct {
-	Puts      uint64 // Put calls that changed the shard
-	Batches   uint64 // backend writes
-	Fsyncs    uint64 // backend writes with sync, and Syncs
-	SyncAcks  uint64 // WhenDurable answers that waited for an fsync
-	Evicted   uint64 // flows evicted over the cap
-	Purged    uint64 // dead flows removed after their grace
-	Busy      uint64 // Puts refused at MaxPending
-	Recovered int    // flows found on the backend at open
+	Puts      uint64 `json:"puts"`      // Put calls that changed the shard
+	Batches   uint64 `json:"batches"`   // backend writes
+	Fsyncs    uint64 `json:"fsyncs"`    // backend writes with sync, and Syncs
+	SyncAcks  uint64 `json:"sync_acks"` // WhenDurable answers that waited for an fsync
+	Evicted   uint64 `json:"evicted"`   // flows evicted over the cap
+	Purged    uint64 `json:"purged"`    // dead flows removed after their grace
+	Busy      uint64 `json:"busy"`      // Puts refused at MaxPending
+	Recovered int    `json:"recovered"` // flows found on the backend at open
 }

@@ -289,6 +289,11 @@ func (l *Link) HandleFrame(_ dial.NodeID, frame []byte) {
 	}
 	if h.hello() {
 		l.stats.Opened++
+		if h.toEpoch != l.cfg.Epoch {
+			// A greeting from a peer that does not know who we are now:
+			// answer it, so its first request is not dropped.
+			l.hello(h.from, h.class)
+		}
 		return
 	}
 	k, ok := l.cfg.Classify(plain)
@@ -343,6 +348,16 @@ func (l *Link) HandleFrame(_ dial.NodeID, frame []byte) {
 	l.in.HandleFrame(h.from, plain)
 }
 
+// Greet tells a peer this node's epoch, and, if the hello names the
+// wrong epoch for the peer (this node does not know it yet, or the peer
+// has restarted since), the peer answers with its own: afterwards the
+// first request either way is not dropped for naming the wrong
+// incarnation. A node greets its peers when it learns where they are (the
+// real node does on every membership change, and when it starts); without
+// it, the first request to each peer costs a round trip. At most one
+// hello per peer per HelloEvery.
+func (l *Link) Greet(to dial.NodeID) { l.hello(to, Data) }
+
 // hello tells a peer this node's epoch, at most once per HelloEvery.
 func (l *Link) hello(to dial.NodeID, class Class) {
 	now := l.cfg.Clock.Mono()
@@ -352,9 +367,13 @@ func (l *Link) hello(to dial.NodeID, class Class) {
 	if _, ok := l.helloAt[to]; !ok && len(l.helloAt) >= l.cfg.MaxPeers {
 		return
 	}
-	l.helloAt[to] = now
 	h := header{class: class, flags: flagHello, from: l.cfg.Self, to: to, nonce: l.nonce(), epoch: l.cfg.Epoch, toEpoch: l.known[to]}
 	hdr := h.append(make([]byte, 0, HeaderSize+16))
+	if err := l.out.Send(to, l.aead(class).Seal(hdr, h.nonce[:], nil, hdr)); err != nil {
+		return // not even queued (no address yet, say): it does not count against the pace
+	}
+	// Sent, it may still be lost like any frame; the next drop or
+	// greeting says it again.
+	l.helloAt[to] = now
 	l.stats.Hellos++
-	_ = l.out.Send(to, l.aead(class).Seal(hdr, h.nonce[:], nil, hdr)) // lost like any frame; the next drop says it again
 }

@@ -515,3 +515,24 @@ func TestObserver(t *testing.T) {
 	_, ok = transport.HeaderOf([]byte("short"))
 	require.False(t, ok)
 }
+
+// A greeting teaches the greeted node's epoch both ways: the greeter's
+// first request after it opens.
+func TestGreet(t *testing.T) {
+	a, b := newPeer(t, 1, 1, keys, nil), newPeer(t, 2, 7, keys, nil)
+	a.link.Greet(2)
+	hello := a.wire.last(t)
+	ok, _ := deliver(b, hello)
+	require.False(t, ok, "a hello reaches no node")
+	a.link.HandleFrame(0, b.wire.last(t)) // b's answer
+	require.NoError(t, a.link.Send(2, req('d', 1, "first")))
+	ok, _ = deliver(b, a.wire.last(t))
+	require.True(t, ok, "the first request opens")
+	// b knew a's epoch from the hello: its hello named it, so a does not
+	// answer again (no ping-pong).
+	b.clk.Advance(time.Second)
+	require.NoError(t, b.link.Send(1, req('d', 0, "x")))
+	ok, _ = deliver(a, b.wire.last(t))
+	require.True(t, ok)
+	require.Empty(t, a.wire.sent)
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/transport"
+	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/realnet"
+)
+
+// joinTimeout bounds how long a new node keeps asking to be added.
+const joinTimeout = 30 * time.Second
+
+// joinCluster asks the member at via to add this node as a learner, with
+// the control key's attestation, and introduces the node to the members
+// the answer names (it must reach the leader before it has applied the
+// membership that adds it). A node that is already a member — a restart —
+// asks nothing. A refusal of the attestation ends it at once; anything
+// else is retried with backoff until joinTimeout.
+func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, name, peer, httpAddr, via string, log *slog.Logger) error {
+	var member bool
+	if err := nd.Do(ctx, func(c *node.Node) { member = c.Consensus.Membership().Index > 0 }); err != nil {
+		return err
+	}
+	if member {
+		log.Info("already a member; not joining again", "via", via)
+		return nil
+	}
+	att, err := keys.Attest(name, peer, httpAddr)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: hex.EncodeToString(att)})
+	url := via
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	url = strings.TrimSuffix(url, "/") + "/_cluster/members"
+	client := &http.Client{Timeout: 15 * time.Second}
+	deadline := time.Now().Add(joinTimeout)
+	backoff := 100 * time.Millisecond
+	for {
+		ans, retry, err := askToJoin(ctx, client, url, body)
+		if err == nil {
+			peers := map[dial.NodeID]string{}
+			for _, m := range ans.Members {
+				peers[dial.IDFromName(m.Name)] = m.Peer
+			}
+			log.Info("joined as a learner", "via", via, "members", len(ans.Members))
+			return nd.Introduce(ctx, peers)
+		}
+		if !retry || time.Now().After(deadline) {
+			return err
+		}
+		log.Warn("join not answered yet; retrying", "via", via, "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func askToJoin(ctx context.Context, client *http.Client, url string, body []byte) (joinAnswer, bool, error) {
+	var ans joinAnswer
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return ans, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return ans, true, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		if err := json.Unmarshal(b, &ans); err != nil {
+			return ans, false, fmt.Errorf("join answer: %w", err)
+		}
+		return ans, false, nil
+	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest:
+		return ans, false, errors.New(strings.TrimSpace(string(b)))
+	default:
+		return ans, true, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+}

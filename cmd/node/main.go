@@ -1,0 +1,188 @@
+// Command node is a fenceline node on real TCP and disk: the cluster core
+// (raft membership and leases, the owned and fenced flow store) behind an
+// HTTP API, with peers reached over the authenticated envelope.
+//
+// With no flags it founds a one-node cluster on loopback, generating its
+// cluster keys into its data dir:
+//
+//	go run ./cmd/node
+//	curl -s 127.0.0.1:2525/_cluster/status
+//
+// A second node joins through any member's HTTP address, with the same
+// key files:
+//
+//	go run ./cmd/node -name n2 -data-dir d2 -peer 127.0.0.2:25525 -http 127.0.0.2:2525 \
+//	    -join 127.0.0.1:2525 -control-key-file fenceline-data/control.key -data-key-file fenceline-data/data.key
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/fenceline/fenceline/core/transport"
+	"github.com/fenceline/fenceline/realnet"
+)
+
+// The defaults. The HTTP port is mountebank's, so existing test suites
+// find the node where they found mb; the peer port is far from it and
+// from 4545, where mountebank's users put their imposters.
+const (
+	defaultHTTP    = "127.0.0.1:2525"
+	defaultPeer    = "127.0.0.1:25525"
+	defaultDataDir = "fenceline-data"
+	defaultName    = "n1"
+)
+
+// config is what the flags say.
+type config struct {
+	name, dataDir, peer, http, join string
+	controlKeyFile, dataKeyFile     string
+	logFormat                       string
+	shutdownGrace                   time.Duration
+}
+
+// errUsage marks a mistake in how the node was started: exit code 2.
+var errUsage = errors.New("usage")
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	// A mistake gets one line (run prints it); -h gets the flags.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&c.name, "name", defaultName, "the node's name; its id is max(1, xxh64(name)), so keep it across restarts")
+	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "where the journal, the flow store and generated keys live")
+	fs.StringVar(&c.peer, "peer", defaultPeer, "address to listen on for peers, and to advertise to them")
+	fs.StringVar(&c.http, "http", defaultHTTP, "address of the HTTP API")
+	fs.StringVar(&c.join, "join", "", "HTTP address of a member to join through (otherwise the node founds a cluster)")
+	fs.StringVar(&c.controlKeyFile, "control-key-file", "", "the control key (32 bytes, raw or 64 hex digits); default: <data-dir>/control.key, generated if absent")
+	fs.StringVar(&c.dataKeyFile, "data-key-file", "", "the data key; default: <data-dir>/data.key, generated if absent")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 5*time.Second, "how long SIGTERM waits for calls in flight")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: node [flags]")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return c, err
+		}
+		return c, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return c, fmt.Errorf("%w: -log-format %q: want text or json", errUsage, c.logFormat)
+	}
+	for flagName, addr := range map[string]string{"-peer": c.peer, "-http": c.http} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return c, fmt.Errorf("%w: %s %q: %v", errUsage, flagName, addr, err)
+		}
+	}
+	if c.name == "" {
+		return c, fmt.Errorf("%w: -name must not be empty", errUsage)
+	}
+	if c.shutdownGrace <= 0 {
+		return c, fmt.Errorf("%w: -shutdown-grace must be positive", errUsage)
+	}
+	return c, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the node's life: 0 after a clean shutdown, 2 for a mistake in
+// how it was started (one clear line on stderr), 1 for a failure after.
+func run(args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "node:", err)
+		return 2
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if c.logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(h)
+
+	keys, err := loadKeys(c)
+	if err != nil {
+		fmt.Fprintln(stderr, "node:", err)
+		return 2
+	}
+	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Keys: keys,
+		Bootstrap: c.join == "", Log: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "node:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", c.http)
+	if err != nil {
+		fmt.Fprintf(stderr, "node: listen for HTTP on %s: %v\n", c.http, err)
+		_ = nd.Close()
+		return 2
+	}
+	api := newAPI(nd, keys, c.name, ln.Addr().String(), log)
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("serving", "http", ln.Addr().String(), "peer", nd.PeerAddr())
+
+	if c.join != "" {
+		if err := joinCluster(context.Background(), nd, keys, c.name, nd.PeerAddr(), ln.Addr().String(), c.join, log); err != nil {
+			log.Error("join failed", "via", c.join, "err", err)
+			_ = srv.Close()
+			_ = nd.Close()
+			return 1
+		}
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-served:
+		log.Error("HTTP server stopped", "err", err)
+	}
+	// Stop taking calls, let those in flight finish within the grace,
+	// then close the node: the shard written and fsynced, the journal
+	// closed.
+	ctx, cancel := context.WithTimeout(context.Background(), c.shutdownGrace)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	if err := nd.Close(); err != nil {
+		log.Error("close", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// loadKeys reads the key files, or the data dir's keys, generating them
+// (mode 0600) when neither file is named and the dir has none.
+func loadKeys(c config) (transport.Keys, error) {
+	var k transport.Keys
+	var err error
+	if k.Control, err = loadKey(c.controlKeyFile, c.dataDir, "control.key"); err != nil {
+		return k, err
+	}
+	if k.Data, err = loadKey(c.dataKeyFile, c.dataDir, "data.key"); err != nil {
+		return k, err
+	}
+	return k, nil
+}

@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/linearizability"
+	"github.com/fenceline/fenceline/realnet"
+)
+
+// These tests start the real binary as separate processes on loopback
+// (127.0.0.1-3), with real TCP between them and real files.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func nodeBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and starts the node binary")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fenceline-node-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "node")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+// proc is one node process.
+type proc struct {
+	t      *testing.T
+	name   string
+	args   []string
+	dir    string
+	http   string
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	mu     *sync.Mutex
+}
+
+type lockedBuffer struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (b lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	p.cmd = exec.Command(binPath, p.args...)
+	p.cmd.Dir = p.dir
+	p.cmd.Stderr = lockedBuffer{p.mu, p.stderr}
+	require.NoError(p.t, p.cmd.Start())
+	require.Eventually(p.t, func() bool { return p.status() != nil }, 10*time.Second, 20*time.Millisecond,
+		"%s serves its status", p.name)
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+type status struct {
+	Name     string `json:"name"`
+	ID       string `json:"id"`
+	Leader   string `json:"leader"`
+	IsLeader bool   `json:"is_leader"`
+	Voters   []struct {
+		Name string `json:"name"`
+	} `json:"voters"`
+}
+
+var httpClient = &http.Client{Timeout: 3 * time.Second}
+
+func (p *proc) status() *status {
+	resp, err := httpClient.Get("http://" + p.http + "/_cluster/status")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var st status
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return nil
+	}
+	return &st
+}
+
+// cluster starts n1 (founding) and joins n2 and n3 through it.
+func cluster(t *testing.T) []*proc {
+	nodeBinary(t)
+	root := t.TempDir()
+	keyFile := func(name string) string {
+		path := filepath.Join(root, name)
+		require.NoError(t, os.WriteFile(path, []byte(hex.EncodeToString(realnet.GenerateKey())+"\n"), 0o600))
+		return path
+	}
+	ck, dk := keyFile("control.key"), keyFile("data.key")
+	var ps []*proc
+	for i, name := range []string{"n1", "n2", "n3"} {
+		ip := fmt.Sprintf("127.0.0.%d", i+1)
+		args := []string{"-name", name, "-data-dir", filepath.Join(root, name), "-peer", ip + ":25525", "-http", ip + ":2525",
+			"-control-key-file", ck, "-data-key-file", dk}
+		if i > 0 {
+			args = append(args, "-join", "127.0.0.1:2525")
+		}
+		p := &proc{t: t, name: name, args: args, dir: root, http: ip + ":2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{}}
+		p.start()
+		ps = append(ps, p)
+		t.Cleanup(p.kill)
+	}
+	require.Eventually(t, func() bool {
+		st := ps[0].status()
+		return st != nil && len(st.Voters) == 3
+	}, 15*time.Second, 50*time.Millisecond, "three voters")
+	return ps
+}
+
+// flowCall is one flow-state request through a node's API, as a client
+// records it: ok with an answer, refused (a 4xx, or a 503 whose reason
+// says nothing was applied), or unknown (a timeout, a dropped connection,
+// a 503 "timeout").
+type flowCall struct {
+	method, path, body string
+}
+
+type flowAnswer struct {
+	code   int
+	reason string
+	body   map[string]json.RawMessage
+	err    error // transport failure: the outcome is unknown
+}
+
+func do(node string, c flowCall) flowAnswer {
+	req, _ := http.NewRequest(c.method, "http://"+node+c.path, strings.NewReader(c.body))
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return flowAnswer{err: err}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := flowAnswer{code: resp.StatusCode}
+	_ = json.Unmarshal(b, &a.body)
+	if r, ok := a.body["reason"]; ok {
+		_ = json.Unmarshal(r, &a.reason)
+	}
+	return a
+}
+
+// refused reports an answer that says the operation was not applied.
+func (a flowAnswer) refused() bool {
+	if a.err != nil {
+		return false
+	}
+	switch a.reason {
+	case "fenced", "not_owner", "isolated", "not_adopted", "shed", "unreachable", "bad_request":
+		return true
+	}
+	return a.code >= 400 && a.code < 500 && a.code != http.StatusNotFound
+}
+
+// recorder is a history shared by concurrent clients.
+type recorder struct {
+	mu    sync.Mutex
+	h     *linearizability.History
+	start time.Time
+	// stale is the harness switch that proves the check bites: every
+	// read that found a value is recorded as having found the value the
+	// flow's previous read found, as a node serving a stale copy would
+	// answer.
+	stale    bool
+	lastRead map[string]string
+}
+
+func (r *recorder) call(client int, flow string, in linearizability.FlowInput) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.h.Call(client, flow, in, time.Since(r.start))
+}
+
+func (r *recorder) finish(id int, in linearizability.FlowInput, a flowAnswer) (ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Since(r.start)
+	switch {
+	case a.err == nil && (a.code == http.StatusOK || (a.code == http.StatusNotFound && a.reason == "not_found")):
+		out := linearizability.FlowOutput{}
+		switch in.Op {
+		case linearizability.FlowGet:
+			if v, found := a.body["value"]; found && a.code == http.StatusOK {
+				out.Found, out.Value = true, string(v)
+				flow := r.h.Op(id).Key
+				if prev, seen := r.lastRead[flow]; r.stale && seen {
+					out.Value = prev
+				}
+				r.lastRead[flow] = string(v)
+			}
+		case linearizability.FlowCas:
+			_ = json.Unmarshal(a.body["succeeded"], &out.Succeeded)
+		}
+		r.h.Return(id, out, now)
+		return true
+	case a.refused():
+		r.h.Refuse(id, a.reason, now)
+	default:
+		why := a.reason
+		if a.err != nil {
+			why = a.err.Error()
+		}
+		r.h.GiveUp(id, why, now)
+	}
+	return false
+}
+
+// client runs random set, get, cas and clear operations on a few flows of
+// imposter 4545, through random nodes, until stop.
+func client(id int, nodes []string, r *recorder, stop <-chan struct{}, oks *int64, mu *sync.Mutex) {
+	rnd := rand.New(rand.NewPCG(uint64(id), 7))
+	flows := []string{"f0", "f1", "f2", "f3", "f4", "f5"}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		f := flows[rnd.IntN(len(flows))]
+		base := "/admin/imposters/4545/flow-state/" + f
+		v := fmt.Sprintf("%d", rnd.IntN(4))
+		var in linearizability.FlowInput
+		var c flowCall
+		switch rnd.IntN(4) {
+		case 0:
+			in = linearizability.FlowInput{Op: linearizability.FlowSet, Key: "k", Value: v}
+			c = flowCall{"PUT", base + "/k", `{"value": ` + v + `, "durability": "sync"}`}
+		case 1:
+			in = linearizability.FlowInput{Op: linearizability.FlowGet, Key: "k"}
+			c = flowCall{"GET", base + "/k", ""}
+		case 2:
+			e := fmt.Sprintf("%d", rnd.IntN(4))
+			in = linearizability.FlowInput{Op: linearizability.FlowCas, Key: "k", Expect: e, Value: v}
+			c = flowCall{"POST", base + "/k/cas", `{"expect": ` + e + `, "value": ` + v + `}`}
+		default:
+			in = linearizability.FlowInput{Op: linearizability.FlowClear}
+			c = flowCall{"DELETE", base, ""}
+		}
+		op := r.call(id, "i4545:"+f, in)
+		if r.finish(op, in, do(nodes[rnd.IntN(len(nodes))], c)) {
+			mu.Lock()
+			*oks++
+			mu.Unlock()
+		}
+		time.Sleep(time.Duration(rnd.IntN(10)) * time.Millisecond)
+	}
+}
+
+// Three real processes under concurrent flow operations through every
+// node, while a node that is not the leader is killed -9 and restarted,
+// then the leader: the history, with 503s and timeouts as unknown
+// outcomes, is linearizable flow by flow, and operations resume after
+// each kill.
+func TestThreeProcessesKilledUnderLoad(t *testing.T) {
+	ps := cluster(t)
+	nodes := []string{ps[0].http, ps[1].http, ps[2].http}
+	rec := &recorder{h: linearizability.NewHistory(0), start: time.Now(), lastRead: map[string]string{}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var oks int64
+	var okMu sync.Mutex
+	count := func() int64 { okMu.Lock(); defer okMu.Unlock(); return oks }
+	for id := range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); client(id, nodes, rec, stop, &oks, &okMu) }()
+	}
+	leader := func() int {
+		for i, p := range ps {
+			if st := p.status(); st != nil && st.IsLeader {
+				return i
+			}
+		}
+		return -1
+	}
+	// resumed waits until operations succeed again and says how long it took.
+	resumed := func(what string) time.Duration {
+		start, before := time.Now(), count()
+		require.Eventually(t, func() bool { return count() > before+20 }, 20*time.Second, 10*time.Millisecond, "operations resume after %s", what)
+		return time.Since(start)
+	}
+	resumed("the start")
+
+	// Kill a node that is not the leader; restart it.
+	l := leader()
+	require.GreaterOrEqual(t, l, 0)
+	victim := ps[(l+1)%3]
+	victim.kill()
+	t.Logf("killed %s (not the leader); operations went on after %v", victim.name, resumed("killing "+victim.name))
+	time.Sleep(time.Second)
+	victim.start()
+	resumed("restarting " + victim.name)
+
+	// Kill the leader; a new one is elected; restart the old one.
+	l = leader()
+	require.GreaterOrEqual(t, l, 0)
+	old := ps[l]
+	killedAt := time.Now()
+	old.kill()
+	require.Eventually(t, func() bool { nl := leader(); return nl >= 0 && ps[nl] != old }, 15*time.Second, 10*time.Millisecond, "a new leader")
+	t.Logf("killed the leader %s; a new leader after %v; operations resumed after %v", old.name, time.Since(killedAt), resumed("killing the leader"))
+	old.start()
+	resumed("restarting " + old.name)
+
+	close(stop)
+	wg.Wait()
+	ok, refused, unknown := rec.h.Count()
+	t.Logf("history: ok=%d refused=%d unknown=%d", ok, refused, unknown)
+	require.Greater(t, ok, 200, "enough answered to judge")
+	for _, res := range linearizability.CheckFlows(rec.h, 30*time.Second) {
+		require.NotEqual(t, porcupine.Unknown, res.Verdict, "flow %s: the check could not decide", res.Flow)
+		if res.Verdict != porcupine.Ok {
+			for _, p := range ps {
+				t.Logf("%s log:\n%s", p.name, p.log())
+			}
+		}
+		require.Equal(t, porcupine.Ok, res.Verdict, "flow %s is not linearizable:\n%s", res.Flow, res.Describe)
+	}
+}
+
+// The check bites: with the harness switch that records stale reads, the
+// same workload on the same cluster is not linearizable.
+func TestTheCheckBitesOnStaleReads(t *testing.T) {
+	ps := cluster(t)
+	nodes := []string{ps[0].http, ps[1].http, ps[2].http}
+	rec := &recorder{h: linearizability.NewHistory(0), start: time.Now(), stale: true, lastRead: map[string]string{}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var oks int64
+	var okMu sync.Mutex
+	for id := range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); client(id, nodes, rec, stop, &oks, &okMu) }()
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	failed := 0
+	for _, res := range linearizability.CheckFlows(rec.h, 30*time.Second) {
+		if res.Verdict == porcupine.Illegal {
+			failed++
+		}
+	}
+	require.Positive(t, failed, "stale reads must fail the check")
+}
+
+// With no flags at all the node founds a one-node cluster on loopback,
+// with keys generated into ./fenceline-data (mode 0600), and leads it.
+func TestNoFlagsFoundsAOneNodeCluster(t *testing.T) {
+	nodeBinary(t)
+	dir := t.TempDir()
+	p := &proc{t: t, name: "n1", dir: dir, http: defaultHTTP, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	p.start()
+	defer p.kill()
+	require.Eventually(t, func() bool { st := p.status(); return st != nil && st.IsLeader }, 10*time.Second, 20*time.Millisecond)
+	for _, k := range []string{"control.key", "data.key"} {
+		fi, err := os.Stat(filepath.Join(dir, defaultDataDir, k))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), k)
+	}
+	// SIGTERM: a clean stop, exit 0.
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.cmd.Wait())
+	require.Contains(t, p.log(), "msg=stopped")
+}
+
+// A mistake in how the node is started is one line on stderr and exit
+// code 2: a bad flag, a short key file, a data dir another node holds.
+func TestBadStartsExitTwo(t *testing.T) {
+	bin := nodeBinary(t)
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.key")
+	require.NoError(t, os.WriteFile(short, []byte("short"), 0o600))
+	holder := &proc{t: t, name: "n1", dir: dir, http: "127.0.0.4:2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{},
+		args: []string{"-http", "127.0.0.4:2525", "-peer", "127.0.0.4:25525"}}
+	holder.start()
+	defer holder.kill()
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"unknown flag":   {[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+		"short key":      {[]string{"-control-key-file", short}, "holds 5 bytes"},
+		"bad address":    {[]string{"-http", "nowhere"}, "-http"},
+		"locked dir":     {[]string{"-http", "127.0.0.5:2525", "-peer", "127.0.0.5:25525"}, "another process holds its lock"},
+		"stray argument": {[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Dir = dir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, name)
+		require.Equal(t, 2, exit.ExitCode(), name)
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		require.Contains(t, lines[len(lines)-1], tc.want, name)
+		require.True(t, strings.HasPrefix(lines[len(lines)-1], "node: "), name)
+	}
+}
