@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,8 @@ type api struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	flowOp *prometheus.CounterVec
+	// watchers counts open watch streams (bounded by maxWatchers).
+	watchers atomic.Int64
 }
 
 func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *slog.Logger) *api {
@@ -53,6 +56,10 @@ func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *s
 	a.mux.HandleFunc("GET /_cluster/status", a.status)
 	a.mux.HandleFunc("POST /_cluster/members", a.join)
 	a.mux.HandleFunc("DELETE /_cluster/members/{name}", a.remove)
+	a.mux.HandleFunc("PUT /_cluster/leases/{name}", a.leasePut)
+	a.mux.HandleFunc("GET /_cluster/leases/{name}", a.leaseGet)
+	a.mux.HandleFunc("DELETE /_cluster/leases/{name}", a.leaseDelete)
+	a.mux.HandleFunc("GET /_cluster/watch", a.watch)
 	const fs = "/admin/imposters/{port}/flow-state/{flow}"
 	a.mux.HandleFunc("GET "+fs+"/{key}", a.flowGet)
 	a.mux.HandleFunc("PUT "+fs+"/{key}", a.flowPut)
@@ -68,6 +75,11 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // --- answers
+
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -441,3 +441,60 @@ func TestBadStartsExitTwo(t *testing.T) {
 		require.True(t, strings.HasPrefix(lines[len(lines)-1], "node: "), name)
 	}
 }
+
+// Leases through the API: a refusal is 409 naming the holder and when its
+// lease lapses; only the holder releases; the watch stream shows the
+// grant, the expiry and the release as distinct events.
+func TestLeasesAndWatch(t *testing.T) {
+	nodeBinary(t)
+	dir := t.TempDir()
+	p := &proc{t: t, name: "n1", dir: dir, http: "127.0.0.6:2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{},
+		args: []string{"-http", "127.0.0.6:2525", "-peer", "127.0.0.6:25525"}}
+	p.start()
+	defer p.kill()
+	require.Eventually(t, func() bool { st := p.status(); return st != nil && st.IsLeader }, 10*time.Second, 20*time.Millisecond)
+
+	resp, err := http.Get("http://" + p.http + "/_cluster/watch?prefix=sched")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
+	events := make(chan map[string]any, 16)
+	go func() {
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var e map[string]any
+			if dec.Decode(&e) != nil {
+				close(events)
+				return
+			}
+			events <- e
+		}
+	}()
+	lease := func(c flowCall) flowAnswer { return do(p.http, c) }
+	a := lease(flowCall{"PUT", "/_cluster/leases/scheduler", `{"holder": "a", "ttlSeconds": 0.5}`})
+	require.Equal(t, http.StatusOK, a.code)
+	b := lease(flowCall{"PUT", "/_cluster/leases/scheduler", `{"holder": "b", "ttlSeconds": 5}`})
+	require.Equal(t, http.StatusConflict, b.code)
+	require.Equal(t, "held", b.reason)
+	require.JSONEq(t, `"a"`, string(b.body["holder"]))
+	require.Contains(t, b.body, "until_ms")
+	require.Equal(t, http.StatusConflict, lease(flowCall{"DELETE", "/_cluster/leases/scheduler?holder=b", ""}).code, "only the holder releases")
+	require.Equal(t, http.StatusBadRequest, lease(flowCall{"PUT", "/_cluster/leases/scheduler", `{"holder": "b"}`}).code, "no ttl")
+	require.Eventually(t, func() bool {
+		return lease(flowCall{"GET", "/_cluster/leases/scheduler", ""}).code == http.StatusNotFound
+	}, 5*time.Second, 50*time.Millisecond, "a's lease lapses")
+	require.Equal(t, http.StatusOK, lease(flowCall{"PUT", "/_cluster/leases/scheduler", `{"holder": "b", "ttlSeconds": 5}`}).code)
+	require.Equal(t, http.StatusOK, lease(flowCall{"DELETE", "/_cluster/leases/scheduler?holder=b", ""}).code)
+
+	var kinds []string
+	for len(kinds) < 4 {
+		select {
+		case e, ok := <-events:
+			require.True(t, ok, "the stream ended")
+			kinds = append(kinds, fmt.Sprintf("%v %v", e["type"], e["holder"]))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events so far: %v", kinds)
+		}
+	}
+	require.Equal(t, []string{"put a", "expired a", "put b", "deleted b"}, kinds)
+}

@@ -128,6 +128,14 @@ func (n *Node) finishReads() {
 // appliedIndex is the highest index whose effects are in this node's state.
 func (n *Node) appliedIndex() uint64 { return n.rn.BasicStatus().Applied }
 
+// Barrier answers once this node has applied everything that was
+// committed when it was called, as confirmed with a quorum (raft's
+// ReadIndex, as Read does): state read from this node afterwards, such as
+// LocalLease, is a linearizable read. Errors only mean "no answer".
+func (n *Node) Barrier(done func(err error)) {
+	n.Read("", func(_ kv.Entry, _ bool, err error) { done(err) })
+}
+
 // LocalGet reads this node's applied state: no quorum, no leader, possibly
 // stale. Named differently from Read on purpose.
 func (n *Node) LocalGet(key string) (kv.Entry, bool) { return n.kv.Get(key) }

@@ -10,10 +10,10 @@ import (
 // Joining is decided by an attestation made with the control key, never
 // by what a node says about itself: a node asks a member to add it, with
 // the control key's MAC over exactly what it asks to become (its name and
-// its peer and HTTP addresses). The member checks the MAC before it
-// proposes anything, and the raft entry carries the attestation so that
-// every node that applies it can check it again. A node without the
-// control key can become neither learner nor voter.
+// its peer and HTTP addresses), and the member checks the MAC before it
+// proposes anything. A node without the control key can become neither
+// learner nor voter: it can make no attestation, and it could not open a
+// raft frame if it were added.
 
 // AttestationSize is the length of an attestation.
 const AttestationSize = sha256.Size
