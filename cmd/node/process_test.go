@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +23,9 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/transport"
+	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/realnet"
 )
@@ -498,3 +504,57 @@ func TestLeasesAndWatch(t *testing.T) {
 	}
 	require.Equal(t, []string{"put a", "expired a", "put b", "deleted b"}, kinds)
 }
+
+// A stranger at the peer port gets bounded work: garbage, a frame sealed
+// under other keys and an oversize length each end in a closed connection;
+// the node keeps serving and counts each.
+func TestStrangersAtThePeerPort(t *testing.T) {
+	nodeBinary(t)
+	dir := t.TempDir()
+	p := &proc{t: t, name: "n1", dir: dir, http: "127.0.0.7:2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{},
+		args: []string{"-http", "127.0.0.7:2525", "-peer", "127.0.0.7:25525"}}
+	p.start()
+	defer p.kill()
+	// A frame sealed under another cluster's keys, addressed to n1.
+	var foreign []byte
+	other, err := transport.New(transport.Config{Self: 9, Epoch: 1, Keys: transport.Keys{Data: realnet.GenerateKey()},
+		Rand: rand.New(rand.NewPCG(1, 2)), Clock: clock.NewManual(time.Unix(0, 0)),
+		Classify: func([]byte) (transport.Kind, bool) { return transport.Kind{Class: transport.Data}, true }},
+		senderFunc(func(_ dial.NodeID, f []byte) error { foreign = f; return nil }), dial.HandlerFunc(func(dial.NodeID, []byte) {}))
+	require.NoError(t, err)
+	require.NoError(t, other.Send(dial.IDFromName("n1"), []byte("hello")))
+	for name, first := range map[string][]byte{
+		"garbage":         append(binary.BigEndian.AppendUint32(nil, 18), "GET / HTTP/1.1\r\n\r\n"...),
+		"oversize length": binary.BigEndian.AppendUint32(nil, 0xFFFFFFF0),
+		"a bare forgery":  frameOf(transport.Forge(transport.Control, 1, 2, dial.IDFromName("n1"), 1, transport.Nonce{}, transport.Nonce{}, []byte{1, 8, 4})),
+		"another cluster": frameOf(foreign),
+	} {
+		c, err := net.Dial("tcp", "127.0.0.7:25525")
+		require.NoError(t, err, name)
+		_, _ = c.Write(first)
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		require.Error(t, err, name)
+		var ne net.Error
+		require.False(t, errors.As(err, &ne) && ne.Timeout(), "%s: closed, not left open", name)
+		_ = c.Close()
+	}
+	require.NotNil(t, p.status(), "still serving")
+	var st struct {
+		Transport realnet.TCPStats `json:"transport"`
+	}
+	resp, err := http.Get("http://" + p.http + "/_cluster/status")
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	resp.Body.Close()
+	require.Equal(t, uint64(3), st.Transport.AuthFailed, "garbage, the forgery, another cluster's frame")
+	require.Equal(t, uint64(1), st.Transport.Oversize)
+}
+
+func frameOf(b []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+}
+
+type senderFunc func(dial.NodeID, []byte) error
+
+func (f senderFunc) Send(to dial.NodeID, b []byte) error { return f(to, b) }
