@@ -3,6 +3,7 @@ package linearizability
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -739,4 +740,32 @@ func describeOpsWith(describe func(input, output any) string, ops []porcupine.Op
 		}
 	}
 	return b.String()
+}
+
+// VisualizeFlow writes porcupine's HTML visualization of one flow's whole
+// history (refused operations left out, unknown outcomes shown as "?",
+// each write held to the window the recorder bounded it to) to w: the
+// picture to open when CheckFlows says the flow is not linearizable. It
+// returns porcupine's verdict on the history it drew.
+func VisualizeFlow(h *History, flow string, timeout time.Duration, w io.Writer) (porcupine.CheckResult, error) {
+	var ops []porcupine.Operation
+	for _, op := range h.ops {
+		if op.Key != flow || op.Outcome == Refused {
+			continue
+		}
+		in := op.Input.(FlowInput)
+		out, ret := FlowOutput{Unknown: true}, int64(math.MaxInt64)
+		switch {
+		case op.Outcome == OK:
+			out, ret = op.Output.(FlowOutput), int64(op.Return)
+		case in.Op.reads():
+			continue // an unanswered read tells nothing
+		case op.Bounded:
+			ret = int64(op.Until)
+		}
+		ops = append(ops, porcupine.Operation{ClientId: op.Client, Input: in, Output: out, Call: int64(op.Call), Return: ret})
+	}
+	model := flowModelFrom(emptyFlow)
+	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	return res, porcupine.Visualize(model, info, w)
 }

@@ -1,6 +1,7 @@
 package linearizability
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -514,4 +515,26 @@ func TestFlowSetAll(t *testing.T) {
 	h.Return(torn, FlowOutput{All: EncodeFlowAll(map[string]string{"a": "1", "z": "keep"})}, 8)
 	res = CheckFlows(h, 5*time.Second)
 	require.Equal(t, porcupine.Illegal, res[0].Verdict)
+}
+
+// The visualization draws one flow's history, unknown and refused
+// operations included as the checker sees them, and says its verdict.
+func TestVisualizeFlow(t *testing.T) {
+	r := newFlowRun()
+	r.ok(0, fset("a", "1"), done, 1, 2)
+	r.unknown(1, fset("a", "3"), 2, 3)
+	r.refused(1, fset("a", "9"), 3, 4)
+	r.ok(0, fset("a", "2"), done, 5, 6)
+	r.ok(1, fget("a"), found("1"), 7, 8)
+	var html bytes.Buffer
+	res, err := VisualizeFlow(r.h, testFlow, time.Second, &html)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Illegal, res)
+	require.Contains(t, html.String(), "<html")
+	require.Contains(t, html.String(), `set(\"a\", \"2\")`, "the operations are drawn")
+
+	var ok bytes.Buffer
+	res, err = VisualizeFlow(newFlowRun().h, testFlow, time.Second, &ok)
+	require.NoError(t, err)
+	require.Equal(t, porcupine.Ok, res, "an empty history")
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"path/filepath"
 	"slices"
 	"time"
@@ -24,7 +25,11 @@ type NodeConfig struct {
 	Name     string
 	DataDir  string
 	PeerAddr string // listen on it, and advertise it to the cluster
-	Keys     transport.Keys
+	// Advertise, if set, is the peer address advertised instead of
+	// PeerAddr: where peers reach this node through something in between
+	// (a proxy, a NAT).
+	Advertise string
+	Keys      transport.Keys
 	// Bootstrap makes a node whose journal is empty found a one-node
 	// cluster of itself. Without it, an empty node waits to be added.
 	Bootstrap bool
@@ -92,6 +97,9 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	id := dial.IDFromName(cfg.Name)
 	tcfg := cfg.TCP
 	tcfg.Self, tcfg.Listen, tcfg.Keys = id, cfg.PeerAddr, cfg.Keys
+	if host, _, err := net.SplitHostPort(cfg.PeerAddr); err == nil && net.ParseIP(host) != nil && tcfg.DialFrom == "" {
+		tcfg.DialFrom = host // dial from the address we listen on
+	}
 	n.tcp, err = ListenTCP(tcfg, func(from dial.NodeID, frame []byte) error {
 		return n.loop.TryPost(func() {
 			if n.core != nil {
@@ -108,8 +116,12 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	_, _ = cryptorand.Read(seed[:]) // never fails (crypto/rand panics instead)
 	rnd := rand.New(rand.NewChaCha8(seed))
 
-	// Advertise where the listener is (PeerAddr may ask for port 0).
+	// Advertise where the listener is (PeerAddr may ask for port 0), or
+	// what we were told to.
 	advertise := n.tcp.Addr().String()
+	if cfg.Advertise != "" {
+		advertise = cfg.Advertise
+	}
 	ccfg := cfg.Core
 	ccfg.Consensus.Name, ccfg.Consensus.Addr = cfg.Name, advertise
 	if cfg.Bootstrap {
@@ -173,6 +185,14 @@ func (n *Node) Introduce(ctx context.Context, peers map[dial.NodeID]string) erro
 
 // ID is the node's id.
 func (n *Node) ID() dial.NodeID { return dial.IDFromName(n.cfg.Name) }
+
+// Advertised is the peer address the node gives the cluster.
+func (n *Node) Advertised() string {
+	if n.cfg.Advertise != "" {
+		return n.cfg.Advertise
+	}
+	return n.tcp.Addr().String()
+}
 
 // PeerAddr is where the node listens for peers.
 func (n *Node) PeerAddr() string { return n.tcp.Addr().String() }

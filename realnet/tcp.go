@@ -42,6 +42,11 @@ type TCPConfig struct {
 	// IdleTimeout closes an inbound connection that has carried nothing
 	// for that long (peers exchange heartbeats far more often). 60s.
 	IdleTimeout time.Duration
+	// DialFrom, if set, is the local IP outbound connections are dialled
+	// from: a node on 127.0.0.2 dials from 127.0.0.2, so that whatever
+	// sits between nodes (a test's proxies, a firewall) can tell them
+	// apart by source address.
+	DialFrom string
 	// DialTimeout and WriteTimeout bound a dial and one write. 1s, 5s.
 	DialTimeout, WriteTimeout time.Duration
 	// BackoffMin and BackoffMax bound the wait after a failed dial or a
@@ -404,7 +409,7 @@ func (p *peerOut) run() {
 		}
 		if p.conn == nil {
 			p.t.st.dials.Add(1)
-			c, err := net.DialTimeout("tcp", p.addr, p.t.cfg.DialTimeout)
+			c, err := p.t.dialer().Dial("tcp", p.addr)
 			if err != nil {
 				p.t.st.dialFailures.Add(1)
 				fail(false)
@@ -432,6 +437,14 @@ func (p *peerOut) run() {
 		backoff = 0
 		p.backoffUntil.Store(0)
 	}
+}
+
+func (t *TCP) dialer() *net.Dialer {
+	d := &net.Dialer{Timeout: t.cfg.DialTimeout}
+	if t.cfg.DialFrom != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(t.cfg.DialFrom)}
+	}
+	return d
 }
 
 func writeFrame(w *bufio.Writer, frame []byte) error {

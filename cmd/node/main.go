@@ -45,10 +45,10 @@ const (
 
 // config is what the flags say.
 type config struct {
-	name, dataDir, peer, http, join string
-	controlKeyFile, dataKeyFile     string
-	logFormat                       string
-	shutdownGrace                   time.Duration
+	name, dataDir, peer, advertise, http, join string
+	controlKeyFile, dataKeyFile                string
+	logFormat                                  string
+	shutdownGrace                              time.Duration
 }
 
 // errUsage marks a mistake in how the node was started: exit code 2.
@@ -63,6 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.name, "name", defaultName, "the node's name; its id is max(1, xxh64(name)), so keep it across restarts")
 	fs.StringVar(&c.dataDir, "data-dir", defaultDataDir, "where the journal, the flow store and generated keys live")
 	fs.StringVar(&c.peer, "peer", defaultPeer, "address to listen on for peers, and to advertise to them")
+	fs.StringVar(&c.advertise, "advertise-peer", "", "peer address to advertise, if peers reach this node elsewhere than -peer (a proxy, a NAT)")
 	fs.StringVar(&c.http, "http", defaultHTTP, "address of the HTTP API")
 	fs.StringVar(&c.join, "join", "", "HTTP address of a member to join through (otherwise the node founds a cluster)")
 	fs.StringVar(&c.controlKeyFile, "control-key-file", "", "the control key (32 bytes, raw or 64 hex digits); default: <data-dir>/control.key, generated if absent")
@@ -84,7 +85,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("%w: -log-format %q: want text or json", errUsage, c.logFormat)
 	}
-	for flagName, addr := range map[string]string{"-peer": c.peer, "-http": c.http} {
+	for flagName, addr := range map[string]string{"-peer": c.peer, "-http": c.http, "-advertise-peer": c.advertise} {
+		if addr == "" && flagName == "-advertise-peer" {
+			continue
+		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return c, fmt.Errorf("%w: %s %q: %v", errUsage, flagName, addr, err)
 		}
@@ -124,7 +128,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "node:", err)
 		return 2
 	}
-	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Keys: keys,
+	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise, Keys: keys,
 		Bootstrap: c.join == "", Log: log})
 	if err != nil {
 		fmt.Fprintln(stderr, "node:", err)
@@ -143,7 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("serving", "http", ln.Addr().String(), "peer", nd.PeerAddr())
 
 	if c.join != "" {
-		if err := joinCluster(context.Background(), nd, keys, c.name, nd.PeerAddr(), ln.Addr().String(), c.join, log); err != nil {
+		if err := joinCluster(context.Background(), nd, keys, c.name, nd.Advertised(), ln.Addr().String(), c.join, log); err != nil {
 			log.Error("join failed", "via", c.join, "err", err)
 			_ = srv.Close()
 			_ = nd.Close()

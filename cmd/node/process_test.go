@@ -109,6 +109,7 @@ type status struct {
 	ID       string `json:"id"`
 	Leader   string `json:"leader"`
 	IsLeader bool   `json:"is_leader"`
+	Isolated bool   `json:"isolated"`
 	Voters   []struct {
 		Name string `json:"name"`
 	} `json:"voters"`
@@ -130,7 +131,12 @@ func (p *proc) status() *status {
 }
 
 // cluster starts n1 (founding) and joins n2 and n3 through it.
-func cluster(t *testing.T) []*proc {
+func cluster(t *testing.T) []*proc { return clusterVia(t, nil) }
+
+// clusterVia is cluster with every node's peer traffic through px, if
+// given: node i listens on 127.0.0.i:25525 and advertises its proxy on
+// 127.0.0.i:26525.
+func clusterVia(t *testing.T, px *proxies) []*proc {
 	nodeBinary(t)
 	root := t.TempDir()
 	keyFile := func(name string) string {
@@ -144,6 +150,10 @@ func cluster(t *testing.T) []*proc {
 		ip := fmt.Sprintf("127.0.0.%d", i+1)
 		args := []string{"-name", name, "-data-dir", filepath.Join(root, name), "-peer", ip + ":25525", "-http", ip + ":2525",
 			"-control-key-file", ck, "-data-key-file", dk}
+		if px != nil {
+			px.listen(t, ip, ip+":26525", ip+":25525")
+			args = append(args, "-advertise-peer", ip+":26525")
+		}
 		if i > 0 {
 			args = append(args, "-join", "127.0.0.1:2525")
 		}
@@ -362,6 +372,7 @@ func TestThreeProcessesKilledUnderLoad(t *testing.T) {
 			for _, p := range ps {
 				t.Logf("%s log:\n%s", p.name, p.log())
 			}
+			t.Logf("porcupine's picture of %s: %s", res.Flow, visualize(t, rec.h, res.Flow))
 		}
 		require.Equal(t, porcupine.Ok, res.Verdict, "flow %s is not linearizable:\n%s", res.Flow, res.Describe)
 	}
@@ -391,6 +402,7 @@ func TestTheCheckBitesOnStaleReads(t *testing.T) {
 		}
 	}
 	require.Positive(t, failed, "stale reads must fail the check")
+	t.Logf("porcupine's picture of i4545:f0 with stale reads: %s", visualize(t, rec.h, "i4545:f0"))
 }
 
 // With no flags at all the node founds a one-node cluster on loopback,
@@ -558,3 +570,205 @@ func frameOf(b []byte) []byte {
 type senderFunc func(dial.NodeID, []byte) error
 
 func (f senderFunc) Send(to dial.NodeID, b []byte) error { return f(to, b) }
+
+// visualize writes porcupine's HTML picture of a flow's history beside
+// the test's output (the system's temporary directory, which outlives the
+// test) and returns its path.
+func visualize(t *testing.T, h *linearizability.History, flow string) string {
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("fenceline-%s-%s.html", t.Name(), strings.NewReplacer(":", "_", "/", "_").Replace(flow)))
+	f, err := os.Create(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if _, err := linearizability.VisualizeFlow(h, flow, 30*time.Second, f); err != nil {
+		return err.Error()
+	}
+	return path
+}
+
+// proxies stand between the nodes' peer ports: each forwards connections
+// to one node, and knows the node a connection comes from by its source
+// address (nodes dial from the address they listen on). Cutting a link
+// closes its connections and refuses new ones, as a partition would.
+type proxies struct {
+	mu      sync.Mutex
+	blocked map[[2]string]bool       // {from IP, to IP}
+	conns   map[[2]string][]net.Conn // open connections per link
+	lns     []net.Listener
+}
+
+func newProxies(t *testing.T) *proxies {
+	p := &proxies{blocked: map[[2]string]bool{}, conns: map[[2]string][]net.Conn{}}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, ln := range p.lns {
+			_ = ln.Close()
+		}
+		for _, cs := range p.conns {
+			for _, c := range cs {
+				_ = c.Close()
+			}
+		}
+	})
+	return p
+}
+
+func (p *proxies) listen(t *testing.T, toIP, addr, target string) {
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	p.mu.Lock()
+	p.lns = append(p.lns, ln)
+	p.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			from, _, _ := net.SplitHostPort(in.RemoteAddr().String())
+			link := [2]string{from, toIP}
+			p.mu.Lock()
+			if p.blocked[link] {
+				p.mu.Unlock()
+				_ = in.Close()
+				continue
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				_ = in.Close()
+				continue
+			}
+			p.conns[link] = append(p.conns[link], in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+}
+
+// cut blocks both directions between a and the others.
+func (p *proxies) cut(a string, others ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range others {
+		for _, link := range [][2]string{{a, b}, {b, a}} {
+			p.blocked[link] = true
+			for _, c := range p.conns[link] {
+				_ = c.Close()
+			}
+			delete(p.conns, link)
+		}
+	}
+}
+
+func (p *proxies) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = map[[2]string]bool{}
+}
+
+// The leader cut off from the other two and healed: the cut-off side stops
+// serving as an owner within the isolation window (D-17), the majority
+// elects a new leader and serves, every copy converges after the heal,
+// and the whole history is linearizable.
+func TestLeaderCutOffAndHealed(t *testing.T) {
+	px := newProxies(t)
+	ps := clusterVia(t, px)
+	nodes := []string{ps[0].http, ps[1].http, ps[2].http}
+	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+	rec := &recorder{h: linearizability.NewHistory(0), start: time.Now(), lastRead: map[string]string{}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var oks int64
+	var okMu sync.Mutex
+	count := func() int64 { okMu.Lock(); defer okMu.Unlock(); return oks }
+	for id := range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); client(id, nodes, rec, stop, &oks, &okMu) }()
+	}
+	resumed := func(what string) time.Duration {
+		start, before := time.Now(), count()
+		require.Eventually(t, func() bool { return count() > before+20 }, 20*time.Second, 10*time.Millisecond, "operations resume after %s", what)
+		return time.Since(start)
+	}
+	resumed("the start")
+	l := -1
+	require.Eventually(t, func() bool {
+		for i, p := range ps {
+			if st := p.status(); st != nil && st.IsLeader {
+				l = i
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
+	var others []string
+	for i, ip := range ips {
+		if i != l {
+			others = append(others, ip)
+		}
+	}
+	cutAt := time.Now()
+	px.cut(ips[l], others...)
+	require.Eventually(t, func() bool { st := ps[l].status(); return st != nil && st.Isolated }, 10*time.Second, 10*time.Millisecond,
+		"the cut-off leader knows it is isolated")
+	t.Logf("cut off the leader %s; it declared itself isolated after %v", ps[l].name, time.Since(cutAt))
+	// From now on it serves no flow as owner: nothing through it succeeds.
+	for i := range 20 {
+		a := do(ps[l].http, flowCall{"GET", fmt.Sprintf("/admin/imposters/4545/flow-state/f%d/k", i%6), ""})
+		require.NotEqual(t, http.StatusOK, a.code, "the isolated node answered a flow read")
+		require.NotEqual(t, http.StatusNotFound, a.code, "the isolated node answered a flow read")
+	}
+	require.Eventually(t, func() bool {
+		for i, p := range ps {
+			if i != l {
+				if st := p.status(); st != nil && st.IsLeader {
+					return true
+				}
+			}
+		}
+		return false
+	}, 15*time.Second, 10*time.Millisecond, "the majority elects a leader")
+	resumed("the cut")
+	t.Logf("the majority elected a leader and served again %v after the cut", time.Since(cutAt))
+
+	healAt := time.Now()
+	px.heal()
+	resumed("the heal")
+	t.Logf("healed; operations went on %v after", time.Since(healAt))
+	close(stop)
+	wg.Wait()
+
+	// Every copy converges: each node's local copy of every flow says
+	// what the owner says.
+	require.Eventually(t, func() bool {
+		for f := range 6 {
+			path := fmt.Sprintf("/admin/imposters/4545/flow-state/f%d/k", f)
+			want := do(nodes[0], flowCall{"GET", path, ""})
+			if want.err != nil || (want.code != http.StatusOK && want.code != http.StatusNotFound) {
+				return false
+			}
+			for _, n := range nodes {
+				got := do(n, flowCall{"GET", path + "?consistency=local", ""})
+				if got.code != want.code || string(got.body["value"]) != string(want.body["value"]) {
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 200*time.Millisecond, "every copy converges after the heal")
+
+	ok, refused, unknown := rec.h.Count()
+	t.Logf("history: ok=%d refused=%d unknown=%d", ok, refused, unknown)
+	require.Greater(t, ok, 50, "enough answered to judge")
+	for _, res := range linearizability.CheckFlows(rec.h, 30*time.Second) {
+		require.NotEqual(t, porcupine.Unknown, res.Verdict, "flow %s: the check could not decide", res.Flow)
+		if res.Verdict != porcupine.Ok {
+			t.Logf("porcupine's picture of %s: %s", res.Flow, visualize(t, rec.h, res.Flow))
+		}
+		require.Equal(t, porcupine.Ok, res.Verdict, "flow %s is not linearizable:\n%s", res.Flow, res.Describe)
+	}
+}
