@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,8 @@ func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *s
 	a.mux.HandleFunc("GET /_cluster/leases/{name}", a.leaseGet)
 	a.mux.HandleFunc("DELETE /_cluster/leases/{name}", a.leaseDelete)
 	a.mux.HandleFunc("GET /_cluster/watch", a.watch)
+	a.mux.HandleFunc("PUT /_cluster/kv/{key}", a.kvPut)
+	a.mux.HandleFunc("GET /_cluster/kv/{key}", a.kvGet)
 	const fs = "/admin/imposters/{port}/flow-state/{flow}"
 	a.mux.HandleFunc("GET "+fs+"/{key}", a.flowGet)
 	a.mux.HandleFunc("PUT "+fs+"/{key}", a.flowPut)
@@ -67,6 +70,13 @@ func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *s
 	a.mux.HandleFunc("POST "+fs+"/{key}/cas", a.flowCas)
 	a.mux.HandleFunc("DELETE "+fs, a.flowClear)
 	return a
+}
+
+// servePprof adds Go's profiling endpoints under /debug/pprof/.
+func (a *api) servePprof() {
+	a.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	a.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	a.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -307,7 +317,16 @@ func (a *api) call(w http.ResponseWriter, r *http.Request, op string, req flow.R
 	req.Flow = f
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	resp, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(flow.Response, error)) { c.Flow.Do(req, done) })
+	var owner dial.NodeID // read only once the answer came: written on the loop before it
+	resp, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(flow.Response, error)) {
+		owner, _ = c.Flow.Owner(f)
+		c.Flow.Do(req, done)
+	})
+	if err == nil && owner != 0 {
+		// Who owns the flow at this node's membership, for clients that
+		// measure or route: a hint, not a promise (ownership moves).
+		w.Header().Set("Fenceline-Owner", owner.String())
+	}
 	if err != nil {
 		a.flowOp.WithLabelValues(op, "error").Inc()
 		failErr(w, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -244,4 +245,49 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(watchPoll):
 		}
 	}
+}
+
+// kvPut writes a key of the replicated KV: one raft proposal, applied on
+// every node. It is the raft path the flow store's owner path is measured
+// against.
+func (a *api) kvPut(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if !decode(w, r, &b) {
+		return
+	}
+	if len(b.Value) == 0 {
+		fail(w, http.StatusBadRequest, "bad_request", `a PUT body is {"value": <json>}`)
+		return
+	}
+	res, err := a.propose(r, kv.Put(r.PathValue("key"), b.Value))
+	if err != nil {
+		failLease(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]uint64{"version": res.Version})
+}
+
+// kvGet is a linearizable read of a key of the replicated KV.
+func (a *api) kvGet(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	type answer struct {
+		e  kv.Entry
+		ok bool
+	}
+	key := r.PathValue("key")
+	ans, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(answer, error)) {
+		c.Consensus.Read(key, func(e kv.Entry, ok bool, err error) { done(answer{e, ok}, err) })
+	})
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	if !ans.ok {
+		fail(w, http.StatusNotFound, "not_found", "no key %q", key)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"value": json.RawMessage(ans.e.Value), "version": ans.e.Version})
 }

@@ -48,6 +48,7 @@ type config struct {
 	name, dataDir, peer, advertise, http, join string
 	controlKeyFile, dataKeyFile                string
 	logFormat                                  string
+	pprof                                      bool
 	shutdownGrace                              time.Duration
 }
 
@@ -69,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.controlKeyFile, "control-key-file", "", "the control key (32 bytes, raw or 64 hex digits); default: <data-dir>/control.key, generated if absent")
 	fs.StringVar(&c.dataKeyFile, "data-key-file", "", "the data key; default: <data-dir>/data.key, generated if absent")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the HTTP address (for measuring; off by default)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 5*time.Second, "how long SIGTERM waits for calls in flight")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -141,6 +143,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	api := newAPI(nd, keys, c.name, ln.Addr().String(), log)
+	if c.pprof {
+		api.servePprof()
+	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

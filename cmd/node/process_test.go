@@ -39,7 +39,7 @@ var (
 	buildErr  error
 )
 
-func nodeBinary(t *testing.T) string {
+func nodeBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and starts the node binary")
@@ -62,7 +62,7 @@ func nodeBinary(t *testing.T) string {
 
 // proc is one node process.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	args   []string
 	dir    string
@@ -131,12 +131,12 @@ func (p *proc) status() *status {
 }
 
 // cluster starts n1 (founding) and joins n2 and n3 through it.
-func cluster(t *testing.T) []*proc { return clusterVia(t, nil) }
+func cluster(t testing.TB) []*proc { return clusterVia(t, nil) }
 
 // clusterVia is cluster with every node's peer traffic through px, if
 // given: node i listens on 127.0.0.i:25525 and advertises its proxy on
 // 127.0.0.i:26525.
-func clusterVia(t *testing.T, px *proxies) []*proc {
+func clusterVia(t testing.TB, px *proxies) []*proc {
 	nodeBinary(t)
 	root := t.TempDir()
 	keyFile := func(name string) string {
@@ -179,6 +179,7 @@ type flowCall struct {
 
 type flowAnswer struct {
 	code   int
+	owner  string // the Fenceline-Owner header
 	reason string
 	body   map[string]json.RawMessage
 	err    error // transport failure: the outcome is unknown
@@ -192,7 +193,7 @@ func do(node string, c flowCall) flowAnswer {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	a := flowAnswer{code: resp.StatusCode}
+	a := flowAnswer{code: resp.StatusCode, owner: resp.Header.Get("Fenceline-Owner")}
 	_ = json.Unmarshal(b, &a.body)
 	if r, ok := a.body["reason"]; ok {
 		_ = json.Unmarshal(r, &a.reason)
@@ -376,6 +377,13 @@ func TestThreeProcessesKilledUnderLoad(t *testing.T) {
 		}
 		require.Equal(t, porcupine.Ok, res.Verdict, "flow %s is not linearizable:\n%s", res.Flow, res.Describe)
 	}
+
+	// An explicit removal: n3 leaves the voters.
+	require.Equal(t, http.StatusOK, do(ps[0].http, flowCall{"DELETE", "/_cluster/members/n3", ""}).code)
+	require.Eventually(t, func() bool {
+		st := ps[0].status()
+		return st != nil && len(st.Voters) == 2
+	}, 10*time.Second, 20*time.Millisecond, "n3 removed")
 }
 
 // The check bites: with the harness switch that records stale reads, the
@@ -615,7 +623,7 @@ func newProxies(t *testing.T) *proxies {
 	return p
 }
 
-func (p *proxies) listen(t *testing.T, toIP, addr, target string) {
+func (p *proxies) listen(t testing.TB, toIP, addr, target string) {
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
 	p.mu.Lock()

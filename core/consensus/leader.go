@@ -89,6 +89,13 @@ type Membership struct {
 	PrevVoters []dial.NodeID // sorted
 }
 
+// MembershipShape names the membership in force cheaply — its m_idx, its
+// number of voters and the previous m_idx — so a caller can tell it has
+// not changed without building it.
+func (n *Node) MembershipShape() [3]uint64 {
+	return [3]uint64{n.mIdx, uint64(len(n.conf.Voters)), n.prevMIdx}
+}
+
 // Membership returns the committed membership this node has applied.
 func (n *Node) Membership() Membership {
 	ms := Membership{Index: n.mIdx}

@@ -112,7 +112,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 			return nil, fmt.Errorf("node: flow shard: %w", err)
 		}
 	}
-	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: control{cn}, Rand: env.Rand, Backend: backend})
+	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: &control{cn: cn}, Rand: env.Rand, Backend: backend})
 	if err != nil {
 		cn.Stop()
 		_ = backend.Close() // the store's error is the one worth reporting
@@ -217,15 +217,27 @@ func (n *Node) Close() error {
 }
 
 // control answers the flow store's questions from the consensus part.
-type control struct{ cn *consensus.Node }
+// The store asks for the membership on every call it serves; the answer
+// is rebuilt only when the membership changed (a new m_idx), since
+// building it copies and sorts every member.
+type control struct {
+	cn     *consensus.Node
+	cached flow.Membership
+	shape  [3]uint64 // m_idx, voter count, previous m_idx of the cached answer
+}
 
-func (c control) Membership() flow.Membership {
+func (c *control) Membership() flow.Membership {
+	if shape := c.cn.MembershipShape(); shape == c.shape && c.cached.Index != 0 {
+		return c.cached
+	}
 	ms := c.cn.Membership()
 	ids := make([]dial.NodeID, len(ms.Voters))
 	for i, m := range ms.Voters {
 		ids[i] = m.ID
 	}
-	return flow.Membership{Index: ms.Index, Voters: ids, PrevIndex: ms.PrevIndex, PrevVoters: ms.PrevVoters}
+	c.cached = flow.Membership{Index: ms.Index, Voters: ids, PrevIndex: ms.PrevIndex, PrevVoters: ms.PrevVoters}
+	c.shape = c.cn.MembershipShape()
+	return c.cached
 }
 
-func (c control) IsIsolated() bool { return c.cn.IsIsolated() }
+func (c *control) IsIsolated() bool { return c.cn.IsIsolated() }
