@@ -266,9 +266,66 @@ func (r *recorder) finish(id int, in linearizability.FlowInput, a flowAnswer) (o
 	return false
 }
 
-// client runs random set, get, cas and clear operations on a few flows of
-// imposter 4545, through random nodes, until stop.
-func client(id int, nodes []string, r *recorder, stop <-chan struct{}, oks *int64, mu *sync.Mutex) {
+// load is eight clients running random set, get, cas and clear operations
+// on six flows of imposter 4545 through random nodes, into one history.
+type load struct {
+	t     *testing.T
+	nodes []string
+	rec   *recorder
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	oks   int64
+}
+
+// startLoad starts the clients; stale is the recorder's harness switch.
+func startLoad(t *testing.T, ps []*proc, stale bool) *load {
+	l := &load{t: t, stop: make(chan struct{}),
+		rec: &recorder{h: linearizability.NewHistory(0), start: time.Now(), stale: stale, lastRead: map[string]string{}}}
+	for _, p := range ps {
+		l.nodes = append(l.nodes, p.http)
+	}
+	for id := range 8 {
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); l.client(id) }()
+	}
+	return l
+}
+
+func (l *load) count() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.oks
+}
+
+// resumed waits until operations succeed again and says how long it took.
+func (l *load) resumed(what string) time.Duration {
+	start, before := time.Now(), l.count()
+	require.Eventually(l.t, func() bool { return l.count() > before+20 }, 20*time.Second, 10*time.Millisecond, "operations resume after %s", what)
+	return time.Since(start)
+}
+
+// finish stops the clients and checks the history: enough answered to
+// judge, and every flow linearizable (porcupine's picture of one that is
+// not is written beside the test output).
+func (l *load) finish(least int) {
+	close(l.stop)
+	l.wg.Wait()
+	ok, refused, unknown := l.rec.h.Count()
+	l.t.Logf("history: ok=%d refused=%d unknown=%d", ok, refused, unknown)
+	require.Greater(l.t, ok, least, "enough answered to judge")
+	for _, res := range linearizability.CheckFlows(l.rec.h, 30*time.Second) {
+		require.NotEqual(l.t, porcupine.Unknown, res.Verdict, "flow %s: the check could not decide", res.Flow)
+		if res.Verdict != porcupine.Ok {
+			l.t.Logf("porcupine's picture of %s: %s", res.Flow, visualize(l.t, l.rec.h, res.Flow))
+		}
+		require.Equal(l.t, porcupine.Ok, res.Verdict, "flow %s is not linearizable:\n%s", res.Flow, res.Describe)
+	}
+}
+
+// client runs random operations until the load stops.
+func (l *load) client(id int) {
+	nodes, r, stop := l.nodes, l.rec, l.stop
 	rnd := rand.New(rand.NewPCG(uint64(id), 7))
 	flows := []string{"f0", "f1", "f2", "f3", "f4", "f5"}
 	for {
@@ -299,9 +356,9 @@ func client(id int, nodes []string, r *recorder, stop <-chan struct{}, oks *int6
 		}
 		op := r.call(id, "i4545:"+f, in)
 		if r.finish(op, in, do(nodes[rnd.IntN(len(nodes))], c)) {
-			mu.Lock()
-			*oks++
-			mu.Unlock()
+			l.mu.Lock()
+			l.oks++
+			l.mu.Unlock()
 		}
 		time.Sleep(time.Duration(rnd.IntN(10)) * time.Millisecond)
 	}
@@ -314,17 +371,7 @@ func client(id int, nodes []string, r *recorder, stop <-chan struct{}, oks *int6
 // each kill.
 func TestThreeProcessesKilledUnderLoad(t *testing.T) {
 	ps := cluster(t)
-	nodes := []string{ps[0].http, ps[1].http, ps[2].http}
-	rec := &recorder{h: linearizability.NewHistory(0), start: time.Now(), lastRead: map[string]string{}}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var oks int64
-	var okMu sync.Mutex
-	count := func() int64 { okMu.Lock(); defer okMu.Unlock(); return oks }
-	for id := range 8 {
-		wg.Add(1)
-		go func() { defer wg.Done(); client(id, nodes, rec, stop, &oks, &okMu) }()
-	}
+	ld := startLoad(t, ps, false)
 	leader := func() int {
 		for i, p := range ps {
 			if st := p.status(); st != nil && st.IsLeader {
@@ -333,12 +380,7 @@ func TestThreeProcessesKilledUnderLoad(t *testing.T) {
 		}
 		return -1
 	}
-	// resumed waits until operations succeed again and says how long it took.
-	resumed := func(what string) time.Duration {
-		start, before := time.Now(), count()
-		require.Eventually(t, func() bool { return count() > before+20 }, 20*time.Second, 10*time.Millisecond, "operations resume after %s", what)
-		return time.Since(start)
-	}
+	resumed := ld.resumed
 	resumed("the start")
 
 	// Kill a node that is not the leader; restart it.
@@ -361,22 +403,7 @@ func TestThreeProcessesKilledUnderLoad(t *testing.T) {
 	t.Logf("killed the leader %s; a new leader after %v; operations resumed after %v", old.name, time.Since(killedAt), resumed("killing the leader"))
 	old.start()
 	resumed("restarting " + old.name)
-
-	close(stop)
-	wg.Wait()
-	ok, refused, unknown := rec.h.Count()
-	t.Logf("history: ok=%d refused=%d unknown=%d", ok, refused, unknown)
-	require.Greater(t, ok, 200, "enough answered to judge")
-	for _, res := range linearizability.CheckFlows(rec.h, 30*time.Second) {
-		require.NotEqual(t, porcupine.Unknown, res.Verdict, "flow %s: the check could not decide", res.Flow)
-		if res.Verdict != porcupine.Ok {
-			for _, p := range ps {
-				t.Logf("%s log:\n%s", p.name, p.log())
-			}
-			t.Logf("porcupine's picture of %s: %s", res.Flow, visualize(t, rec.h, res.Flow))
-		}
-		require.Equal(t, porcupine.Ok, res.Verdict, "flow %s is not linearizable:\n%s", res.Flow, res.Describe)
-	}
+	ld.finish(200)
 
 	// An explicit removal: n3 leaves the voters.
 	require.Equal(t, http.StatusOK, do(ps[0].http, flowCall{"DELETE", "/_cluster/members/n3", ""}).code)
@@ -390,19 +417,11 @@ func TestThreeProcessesKilledUnderLoad(t *testing.T) {
 // same workload on the same cluster is not linearizable.
 func TestTheCheckBitesOnStaleReads(t *testing.T) {
 	ps := cluster(t)
-	nodes := []string{ps[0].http, ps[1].http, ps[2].http}
-	rec := &recorder{h: linearizability.NewHistory(0), start: time.Now(), stale: true, lastRead: map[string]string{}}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var oks int64
-	var okMu sync.Mutex
-	for id := range 8 {
-		wg.Add(1)
-		go func() { defer wg.Done(); client(id, nodes, rec, stop, &oks, &okMu) }()
-	}
+	ld := startLoad(t, ps, true)
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	close(ld.stop)
+	ld.wg.Wait()
+	rec := ld.rec
 	failed := 0
 	for _, res := range linearizability.CheckFlows(rec.h, 30*time.Second) {
 		if res.Verdict == porcupine.Illegal {
@@ -685,23 +704,9 @@ func (p *proxies) heal() {
 func TestLeaderCutOffAndHealed(t *testing.T) {
 	px := newProxies(t)
 	ps := clusterVia(t, px)
-	nodes := []string{ps[0].http, ps[1].http, ps[2].http}
+	ld := startLoad(t, ps, false)
+	nodes, resumed := ld.nodes, ld.resumed
 	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
-	rec := &recorder{h: linearizability.NewHistory(0), start: time.Now(), lastRead: map[string]string{}}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var oks int64
-	var okMu sync.Mutex
-	count := func() int64 { okMu.Lock(); defer okMu.Unlock(); return oks }
-	for id := range 8 {
-		wg.Add(1)
-		go func() { defer wg.Done(); client(id, nodes, rec, stop, &oks, &okMu) }()
-	}
-	resumed := func(what string) time.Duration {
-		start, before := time.Now(), count()
-		require.Eventually(t, func() bool { return count() > before+20 }, 20*time.Second, 10*time.Millisecond, "operations resume after %s", what)
-		return time.Since(start)
-	}
 	resumed("the start")
 	l := -1
 	require.Eventually(t, func() bool {
@@ -747,8 +752,7 @@ func TestLeaderCutOffAndHealed(t *testing.T) {
 	px.heal()
 	resumed("the heal")
 	t.Logf("healed; operations went on %v after", time.Since(healAt))
-	close(stop)
-	wg.Wait()
+	ld.finish(50)
 
 	// Every copy converges: each node's local copy of every flow says
 	// what the owner says.
@@ -768,15 +772,4 @@ func TestLeaderCutOffAndHealed(t *testing.T) {
 		}
 		return true
 	}, 30*time.Second, 200*time.Millisecond, "every copy converges after the heal")
-
-	ok, refused, unknown := rec.h.Count()
-	t.Logf("history: ok=%d refused=%d unknown=%d", ok, refused, unknown)
-	require.Greater(t, ok, 50, "enough answered to judge")
-	for _, res := range linearizability.CheckFlows(rec.h, 30*time.Second) {
-		require.NotEqual(t, porcupine.Unknown, res.Verdict, "flow %s: the check could not decide", res.Flow)
-		if res.Verdict != porcupine.Ok {
-			t.Logf("porcupine's picture of %s: %s", res.Flow, visualize(t, rec.h, res.Flow))
-		}
-		require.Equal(t, porcupine.Ok, res.Verdict, "flow %s is not linearizable:\n%s", res.Flow, res.Describe)
-	}
 }
