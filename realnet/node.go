@@ -63,8 +63,28 @@ type Node struct {
 	// applied the membership that adds it must still reach the leader.
 	// The loop's alone.
 	hints map[dial.NodeID]string
-	log   *slog.Logger
+	// isolated is how long the node has been isolated (D-17) since it
+	// started, sampled every isolationSample on the loop.
+	isolated time.Duration
+	log      *slog.Logger
 }
+
+// isolationSample is how often the node samples whether it is isolated,
+// for the seconds-isolated metric.
+const isolationSample = 100 * time.Millisecond
+
+func (n *Node) sampleIsolation() {
+	n.clk.AfterFunc(isolationSample, func() {
+		if n.core.Consensus.IsIsolated() {
+			n.isolated += isolationSample
+		}
+		n.sampleIsolation()
+	})
+}
+
+// Isolated is how long the node has been isolated since it started, to
+// isolationSample. Call it on the loop (in Do).
+func (n *Node) Isolated() time.Duration { return n.isolated }
 
 // OpenNode opens the data dir, takes its lock, listens for peers and boots
 // the core from what the dir holds.
@@ -135,6 +155,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 			n.core = core
 			core.Consensus.OnMembership(n.membershipChanged)
 			n.membershipChanged(core.Consensus.Membership())
+			n.sampleIsolation()
 		}
 		booted <- err
 	}); err != nil {

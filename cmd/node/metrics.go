@@ -23,6 +23,8 @@ var (
 	descApplied     = prometheus.NewDesc("fenceline_raft_applied_index", "The raft applied index.", nil, nil)
 	descIsLeader    = prometheus.NewDesc("fenceline_raft_is_leader", "1 if the node leads with a quorum's recent acknowledgement.", nil, nil)
 	descIsolated    = prometheus.NewDesc("fenceline_isolated", "1 if the node is isolated (D-17): it serves no owned flow.", nil, nil)
+	descIsolatedSec = prometheus.NewDesc("fenceline_isolated_seconds_total", "Time the node has spent isolated since it started (sampled every 100ms).", nil, nil)
+	descTerms       = prometheus.NewDesc("fenceline_raft_terms_total", "Terms this node has seen begin since it started: elections in the cluster.", nil, nil)
 	descMIdx        = prometheus.NewDesc("fenceline_membership_index", "m_idx: the index of the membership entry in force.", nil, nil)
 	descPermits     = prometheus.NewDesc("fenceline_bridge_permits_in_use", "Bridge permits held by calls in flight.", nil, nil)
 	descShed        = prometheus.NewDesc("fenceline_bridge_shed_total", "Calls shed at the bridge for want of a permit.", nil, nil)
@@ -37,7 +39,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descScrapeOK, descTerm, descCommit, descApplied, descIsLeader, descIsolated, descMIdx,
+	for _, d := range []*prometheus.Desc{descScrapeOK, descTerm, descCommit, descApplied, descIsLeader, descIsolated, descIsolatedSec, descTerms, descMIdx,
 		descPermits, descShed, descServed, descFsyncs, descBatches, descPuts, descLive, descEnvDropped, descTCPRejected, descFrames} {
 		ch <- d
 	}
@@ -71,6 +73,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		mk(descApplied, prometheus.GaugeValue, float64(info.Applied))
 		mk(descIsLeader, prometheus.GaugeValue, b(n.Consensus.IsLeader()))
 		mk(descIsolated, prometheus.GaugeValue, b(n.Consensus.IsIsolated()))
+		mk(descIsolatedSec, prometheus.CounterValue, c.nd.Isolated().Seconds())
+		mk(descTerms, prometheus.CounterValue, float64(n.Consensus.Terms))
 		mk(descMIdx, prometheus.GaugeValue, float64(n.Consensus.Membership().Index))
 		mk(descPermits, prometheus.GaugeValue, float64(n.Flow.PermitsInUse()))
 		mk(descShed, prometheus.CounterValue, float64(n.Flow.Shed))

@@ -729,6 +729,9 @@ func TestLeaderCutOffAndHealed(t *testing.T) {
 	require.Eventually(t, func() bool { st := ps[l].status(); return st != nil && st.Isolated }, 10*time.Second, 10*time.Millisecond,
 		"the cut-off leader knows it is isolated")
 	t.Logf("cut off the leader %s; it declared itself isolated after %v", ps[l].name, time.Since(cutAt))
+	require.Eventually(t, func() bool { return metric(ps[l].http, "fenceline_isolated_seconds_total") > 0 }, 5*time.Second, 50*time.Millisecond,
+		"its metrics count the time it has been isolated")
+	require.Equal(t, 1.0, metric(ps[l].http, "fenceline_isolated"))
 	// From now on it serves no flow as owner: nothing through it succeeds.
 	for i := range 20 {
 		a := do(ps[l].http, flowCall{"GET", fmt.Sprintf("/admin/imposters/4545/flow-state/f%d/k", i%6), ""})
@@ -772,4 +775,23 @@ func TestLeaderCutOffAndHealed(t *testing.T) {
 		}
 		return true
 	}, 30*time.Second, 200*time.Millisecond, "every copy converges after the heal")
+}
+
+// metric reads one unlabelled metric from a node's /metrics (-1 if absent).
+func metric(node, name string) float64 {
+	resp, err := httpClient.Get("http://" + node + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }

@@ -106,6 +106,10 @@ type Node struct {
 
 	// Stats, for benchmarks and traces.
 	Applied, Proposed, Sent, SendErrors, BadFrames, Duplicates uint64
+	// Terms counts the terms this node has seen begin since it started:
+	// each is an election somewhere in the cluster.
+	Terms    uint64
+	lastTerm uint64
 }
 
 // Open boots a node from its journal (bootstrapping a new cluster if the
@@ -356,6 +360,10 @@ func (n *Node) pump() {
 		var hs *journal.HardState
 		if !raft.IsEmptyHardState(rd.HardState) {
 			hs = &journal.HardState{Term: rd.Term, Vote: rd.Vote, Commit: rd.Commit}
+			if n.lastTerm != 0 && rd.Term > n.lastTerm {
+				n.Terms += rd.Term - n.lastTerm
+			}
+			n.lastTerm = max(n.lastTerm, rd.Term)
 		}
 		if hs != nil || len(rd.Entries) > 0 {
 			mustSync := rd.MustSync
