@@ -38,6 +38,7 @@ type config struct {
 	duration time.Duration
 	flows    int
 	port     int
+	only     string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -49,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long each measurement runs")
 	fs.IntVar(&c.flows, "flows", 512, "flows the clients spread over")
 	fs.IntVar(&c.port, "port", 4545, "the imposter port the flows belong to")
+	fs.StringVar(&c.only, "only", "", "run only the measurements whose name contains this (\"set owner\", \"get\", ...)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,9 +64,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "flowload:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "owner path / raft path (writes): %.1fx\n", res["set owner"].rate()/res["put raft"].rate())
-	fmt.Fprintf(stdout, "of the ceiling (a trivial HTTP server on this machine): set via owner %.0f%%, get via owner %.0f%%\n",
-		100*res["set owner"].rate()/res["ceiling"].rate(), 100*res["get owner"].rate()/res["ceiling"].rate())
+	if c.only == "" {
+		fmt.Fprintf(stdout, "owner path / raft path (writes): %.1fx\n", res["set owner"].rate()/res["put raft"].rate())
+		fmt.Fprintf(stdout, "of the ceiling (a trivial HTTP server on this machine): set via owner %.0f%%, get via owner %.0f%%\n",
+			100*res["set owner"].rate()/res["ceiling"].rate(), 100*res["get owner"].rate()/res["ceiling"].rate())
+	}
 	return 0
 }
 
@@ -189,6 +193,9 @@ func measure(c config, out io.Writer) (map[string]result, error) {
 		}},
 		{"ceiling", func(r *rand.Rand) (string, string, string) { return "PUT", ceiling, `{"value": 1}` }},
 	} {
+		if !strings.Contains(m.name, c.only) {
+			continue
+		}
 		r := runLoad(c, m.req)
 		res[m.name] = r
 		fmt.Fprintf(out, "%-9s clients=%d ops=%d ops/s=%.0f p50=%v p99=%v errors=%d\n",
