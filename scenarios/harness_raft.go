@@ -76,11 +76,14 @@ type raftCluster struct {
 	// envelope (core/transport); the simulator holds the keys too, and
 	// reads what crossed the wire with observer. admitted is every frame
 	// the adversary made that a node's envelope let through.
-	keys      *transport.Keys
-	observer  *transport.Observer
-	links     map[string]*transport.Link // each node's envelope, latest incarnation
-	adversary *netsim.Adversary
-	admitted  []checker.AdversaryFrame
+	keys     *transport.Keys
+	observer *transport.Observer
+	links    map[string]*transport.Link // each node's envelope, latest incarnation
+	// lastSealed and lastPlain are the last frame plain opened, and what
+	// it held.
+	lastSealed, lastPlain []byte
+	adversary             *netsim.Adversary
+	admitted              []checker.AdversaryFrame
 }
 
 // seal turns the envelope on for every node booted from now on.
@@ -91,14 +94,22 @@ func (c *raftCluster) seal(keys transport.Keys) {
 // plain is a frame's contents as the simulator reads them: the frame
 // itself, or, with the envelope on, what it seals, opened with the keys
 // the simulator holds. Nil for a frame that does not open.
+//
+// Every watcher reads every fate of a frame (sent, each copy delivered or
+// lost) in turn, so the last frame opened is kept: holding its bytes keeps
+// the address from being reused by another frame while it is the key.
 func (c *raftCluster) plain(frame []byte) []byte {
 	if c.observer == nil {
 		return frame
 	}
+	if len(frame) > 0 && len(frame) == len(c.lastSealed) && &frame[0] == &c.lastSealed[0] {
+		return c.lastPlain
+	}
 	_, p, ok := c.observer.Open(frame)
 	if !ok {
-		return nil
+		p = nil
 	}
+	c.lastSealed, c.lastPlain = frame, p
 	return p
 }
 

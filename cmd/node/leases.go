@@ -50,9 +50,10 @@ func (a *api) propose(r *http.Request, op kv.Op) (kv.Result, error) {
 	return res, err
 }
 
-// failLease answers a lease refusal as 409 naming the holder, and every
-// other error as the API does.
-func failLease(w http.ResponseWriter, err error) {
+// failProposal answers the error of a KV proposal: a lease refusal as 409
+// naming the holder and its deadline, a lease nobody holds as 404, an
+// invalid op as 400, and every other error as the API does.
+func failProposal(w http.ResponseWriter, err error) {
 	var ref *kv.Refusal
 	switch {
 	case errors.As(err, &ref):
@@ -86,7 +87,7 @@ func (a *api) leasePut(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.propose(r, kv.LeaseAcquire(r.PathValue("name"), b.Holder, ttl.Milliseconds()))
 	if err != nil {
-		failLease(w, err)
+		failProposal(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, leaseOf(res.Lease))
@@ -126,7 +127,7 @@ func (a *api) leaseDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := a.propose(r, kv.LeaseRelease(r.PathValue("name"), holder)); err != nil {
-		failLease(w, err)
+		failProposal(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"released": true})
@@ -263,7 +264,7 @@ func (a *api) kvPut(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.propose(r, kv.Put(r.PathValue("key"), b.Value))
 	if err != nil {
-		failLease(w, err)
+		failProposal(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]uint64{"version": res.Version})
