@@ -29,7 +29,10 @@ type NodeConfig struct {
 	// PeerAddr: where peers reach this node through something in between
 	// (a proxy, a NAT).
 	Advertise string
-	Keys      transport.Keys
+	// HTTP is the node's client API address, carried in its membership
+	// entry so that every node learns it from the log. Optional.
+	HTTP string
+	Keys transport.Keys
 	// Bootstrap makes a node whose journal is empty found a one-node
 	// cluster of itself. Without it, an empty node waits to be added.
 	Bootstrap bool
@@ -145,7 +148,9 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	ccfg := cfg.Core
 	ccfg.Consensus.Name, ccfg.Consensus.Addr = cfg.Name, advertise
 	if cfg.Bootstrap {
-		ccfg.Consensus.Bootstrap = []consensus.Member{consensus.NewMember(cfg.Name, advertise)}
+		founder := consensus.NewMember(cfg.Name, advertise)
+		founder.HTTP = cfg.HTTP
+		ccfg.Consensus.Bootstrap = []consensus.Member{founder}
 	}
 	ccfg.Transport.Keys = cfg.Keys
 	booted := make(chan error, 1)

@@ -1,14 +1,15 @@
 // Command flowload measures a running fenceline cluster through its HTTP
 // API: flow set and strong get operations per second and their latency
 // percentiles with many concurrent clients, through each flow's owner and
-// through a node that is not its owner, and the same write forced through
-// a raft proposal (the replicated KV), for the ratio.
+// through a node that is not its owner, a mix of the two (one write in
+// five), and the same write forced through a raft proposal (the replicated
+// KV), for the ratio.
 //
 //	go run ./cmd/flowload -nodes 127.0.0.1:2525,127.0.0.2:2525,127.0.0.3:2525
 //
 // Each line it prints is one measurement:
 //
-//	set  via owner  clients=64 ops=... ops/s=... p50=... p99=... errors=...
+//	set owner clients=64 ops=... ops/s=... p50=... p99=... errors=...
 package main
 
 import (
@@ -187,6 +188,15 @@ func measure(c config, out io.Writer) (map[string]result, error) {
 		{"get other", func(r *rand.Rand) (string, string, string) {
 			f := r.IntN(c.flows)
 			return "GET", flowURL(c.nodes[(owners[f]+1+r.IntN(len(c.nodes)-1))%len(c.nodes)], f), ""
+		}},
+		// A stateful imposter reads its flow's state on every request and
+		// writes it on a transition: here one request in five is one.
+		{"mix owner", func(r *rand.Rand) (string, string, string) {
+			f := r.IntN(c.flows)
+			if r.IntN(5) == 0 {
+				return "PUT", flowURL(c.nodes[owners[f]], f), `{"value": 1}`
+			}
+			return "GET", flowURL(c.nodes[owners[f]], f), ""
 		}},
 		{"put raft", func(r *rand.Rand) (string, string, string) {
 			return "PUT", fmt.Sprintf("http://%s/_cluster/kv/load-%d", c.nodes[r.IntN(len(c.nodes))], r.IntN(c.flows)), `{"value": 1}`

@@ -155,12 +155,13 @@ type memberJSON struct {
 	Name string `json:"name"`
 	ID   string `json:"id"`
 	Peer string `json:"peer"`
+	HTTP string `json:"http,omitempty"`
 }
 
 func membersJSON(ms []consensus.Member) []memberJSON {
 	out := make([]memberJSON, len(ms))
 	for i, m := range ms {
-		out[i] = memberJSON{Name: m.Name, ID: m.ID.String(), Peer: m.Addr}
+		out[i] = memberJSON{Name: m.Name, ID: m.ID.String(), Peer: m.Addr, HTTP: m.HTTP}
 	}
 	return out
 }
@@ -264,13 +265,15 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 	}
 	if !member {
 		_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
-			c.Consensus.AddLearner(consensus.NewMember(req.Name, req.Peer), func(err error) { done(struct{}{}, err) })
+			m := consensus.NewMember(req.Name, req.Peer)
+			m.HTTP = req.HTTP // attested with the rest
+			c.Consensus.AddLearner(m, func(err error) { done(struct{}{}, err) })
 		})
 		if err != nil {
 			failErr(w, err)
 			return
 		}
-		a.log.Info("added a learner", "name", req.Name, "peer", req.Peer)
+		a.log.Info("added a learner", "name", req.Name, "peer", req.Peer, "http", req.HTTP)
 	}
 	var ans joinAnswer
 	_ = a.nd.Do(ctx, func(c *node.Node) {

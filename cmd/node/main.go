@@ -130,16 +130,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "node:", err)
 		return 2
 	}
-	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise, Keys: keys,
-		Bootstrap: c.join == "", Log: log})
-	if err != nil {
-		fmt.Fprintln(stderr, "node:", err)
-		return 2
-	}
+	// The HTTP listener first: the address it got goes into the node's
+	// membership entry, where the rest of the cluster reads it.
 	ln, err := net.Listen("tcp", c.http)
 	if err != nil {
 		fmt.Fprintf(stderr, "node: listen for HTTP on %s: %v\n", c.http, err)
-		_ = nd.Close()
+		return 2
+	}
+	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise,
+		HTTP: ln.Addr().String(), Keys: keys, Bootstrap: c.join == "", Log: log})
+	if err != nil {
+		_ = ln.Close()
+		fmt.Fprintln(stderr, "node:", err)
 		return 2
 	}
 	api := newAPI(nd, keys, c.name, ln.Addr().String(), log)

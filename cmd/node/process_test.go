@@ -112,6 +112,7 @@ type status struct {
 	Isolated bool   `json:"isolated"`
 	Voters   []struct {
 		Name string `json:"name"`
+		HTTP string `json:"http"`
 	} `json:"voters"`
 }
 
@@ -166,6 +167,22 @@ func clusterVia(t testing.TB, px *proxies) []*proc {
 		st := ps[0].status()
 		return st != nil && len(st.Voters) == 3
 	}, 15*time.Second, 50*time.Millisecond, "three voters")
+	// Every member's HTTP address is in its membership entry: each node
+	// knows all three from the log.
+	for _, p := range ps {
+		require.Eventually(t, func() bool {
+			st := p.status()
+			if st == nil || len(st.Voters) != 3 {
+				return false
+			}
+			for _, v := range st.Voters {
+				if v.HTTP != "127.0.0."+v.Name[1:]+":2525" {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, 50*time.Millisecond, "%s knows every member's HTTP address", p.name)
+	}
 	return ps
 }
 

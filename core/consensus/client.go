@@ -177,7 +177,7 @@ func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
 		done(err)
 		return
 	}
-	cc.Context = m.append(propID{n.id, n.session, seq}.append(nil))
+	cc.Context = appendContext(propID{n.id, n.session, seq}, m)
 	if err := n.rn.ProposeConfChange(cc); err != nil {
 		done(proposeErr(err))
 		return

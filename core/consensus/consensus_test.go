@@ -24,6 +24,7 @@ type cluster struct {
 	nodes []*sim.Machine
 	live  map[string]*consensus.Node
 	cfg   consensus.Config
+	http  bool // founders carry HTTP addresses (set before the first start)
 }
 
 func newCluster(t *testing.T, seed uint64, founders, extra int) *cluster {
@@ -33,7 +34,9 @@ func newCluster(t *testing.T, seed uint64, founders, extra int) *cluster {
 	c := &cluster{t: t, k: k, nw: netsim.New(k, netsim.DefaultConfig), live: map[string]*consensus.Node{}}
 	var boot []consensus.Member
 	for i := 0; i < founders; i++ {
-		boot = append(boot, consensus.NewMember(fmt.Sprintf("n%d", i+1), ""))
+		m := consensus.NewMember(fmt.Sprintf("n%d", i+1), "")
+		m.HTTP = fmt.Sprintf("127.0.0.%d:2525", i+1) // ignored unless c.http
+		boot = append(boot, m)
 	}
 	for i := 0; i < founders+extra; i++ {
 		name := fmt.Sprintf("n%d", i+1)
@@ -43,6 +46,12 @@ func newCluster(t *testing.T, seed uint64, founders, extra int) *cluster {
 			cfg.Name = name
 			if founder {
 				cfg.Bootstrap = boot
+				if !c.http {
+					cfg.Bootstrap = nil
+					for _, m := range boot {
+						cfg.Bootstrap = append(cfg.Bootstrap, consensus.NewMember(m.Name, m.Addr))
+					}
+				}
 			}
 			node, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
 			require.NoError(t, err)
@@ -209,6 +218,7 @@ func TestPendingBoundRefusesAtOnce(t *testing.T) {
 
 func TestLearnerJoinsAndIsPromoted(t *testing.T) {
 	c := newCluster(t, 5, 3, 1)
+	c.http = true
 	c.start(c.nodes[:3]...)
 	c.run(2 * time.Second)
 	l := c.leader()
@@ -220,7 +230,9 @@ func TestLearnerJoinsAndIsPromoted(t *testing.T) {
 	var joinErr error
 	joined := false
 	c.nodes[l].Exec(func() {
-		c.node(l).AddLearner(consensus.NewMember("n4", ""), func(err error) { joinErr, joined = err, true })
+		m := consensus.NewMember("n4", "")
+		m.HTTP = "127.0.0.4:2525"
+		c.node(l).AddLearner(m, func(err error) { joinErr, joined = err, true })
 	})
 	for !joined {
 		require.True(t, c.k.Step())
@@ -234,6 +246,17 @@ func TestLearnerJoinsAndIsPromoted(t *testing.T) {
 	require.True(t, ok, "the newcomer caught up from the snapshot and log")
 	require.Equal(t, "v", string(e.Value))
 	require.Equal(t, "n4", ms.Voters[memberIndex(ms.Voters, c.nodes[3].ID())].Name, "membership carries names")
+	// ... and HTTP addresses: the newcomer learnt the founders' from the
+	// snapshot it restored, the founders learnt its own from the log, and
+	// a restart reads them back.
+	c.nodes[0].Crash()
+	c.nodes[0].Start()
+	c.run(2 * time.Second)
+	for i := range c.nodes {
+		for _, m := range c.node(i).Membership().Voters {
+			require.Equal(t, "127.0.0."+m.Name[1:]+":2525", m.HTTP, "n%d's view of %s", i+1, m.Name)
+		}
+	}
 }
 
 func memberIndex(ms []consensus.Member, id dial.NodeID) int {

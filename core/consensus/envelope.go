@@ -46,7 +46,12 @@ func splitPropID(b []byte) (propID, []byte, error) {
 type Member struct {
 	ID   dial.NodeID
 	Name string
-	Addr string
+	Addr string // where peers reach it
+	// HTTP is where clients reach it (the real node's API), so that every
+	// node learns it from the log; empty for a node that serves none (the
+	// simulator's). It travels only when set, so entries without it keep
+	// the encoding they always had.
+	HTTP string
 }
 
 // NewMember names a node; its id comes from its name.
@@ -67,13 +72,18 @@ func readString(b []byte) (string, []byte, error) {
 	return string(b[k : k+int(n)]), b[k+int(n):], nil
 }
 
-func (m Member) append(b []byte) []byte {
+// append encodes the member, with its HTTP address when withHTTP.
+func (m Member) append(b []byte, withHTTP bool) []byte {
 	b = binary.LittleEndian.AppendUint64(b, uint64(m.ID))
 	b = appendString(b, m.Name)
-	return appendString(b, m.Addr)
+	b = appendString(b, m.Addr)
+	if withHTTP {
+		b = appendString(b, m.HTTP)
+	}
+	return b
 }
 
-func readMember(b []byte) (Member, []byte, error) {
+func readMember(b []byte, withHTTP bool) (Member, []byte, error) {
 	if len(b) < 8 {
 		return Member{}, nil, errEnvelope
 	}
@@ -85,7 +95,34 @@ func readMember(b []byte) (Member, []byte, error) {
 	if m.Addr, b, err = readString(b); err != nil {
 		return Member{}, nil, err
 	}
+	if withHTTP {
+		if m.HTTP, b, err = readString(b); err != nil {
+			return Member{}, nil, err
+		}
+	}
 	return m, b, nil
+}
+
+// A conf change's context is a proposal id and the member, which ends it:
+// the HTTP address follows only when the member has one.
+func appendContext(id propID, m Member) []byte {
+	return m.append(id.append(nil), m.HTTP != "")
+}
+
+func readContextMember(b []byte) (Member, error) {
+	m, rest, err := readMember(b, false)
+	if err != nil {
+		return Member{}, err
+	}
+	if len(rest) > 0 {
+		if m.HTTP, rest, err = readString(rest); err != nil {
+			return Member{}, err
+		}
+	}
+	if len(rest) > 0 {
+		return Member{}, errEnvelope
+	}
+	return m, nil
 }
 
 // snapshotState is what a raft snapshot carries besides the ConfState: the
@@ -104,14 +141,23 @@ type snapshotState struct {
 	kv         []byte
 }
 
-// Snapshot encodings: version 1 lacks the previous membership.
+// Snapshot encodings: version 1 lacks the previous membership; version 2
+// lacks the members' HTTP addresses, and is still what a snapshot whose
+// members have none is written as.
 const (
-	snapshotV1      = 1
-	snapshotVersion = 2
+	snapshotV1     = 1
+	snapshotV2     = 2
+	snapshotV3HTTP = 3
 )
 
 func (s snapshotState) encode() []byte {
-	b := []byte{snapshotVersion}
+	version := byte(snapshotV2)
+	for _, m := range s.members { //fenceline:unordered any member with an HTTP address
+		if m.HTTP != "" {
+			version = snapshotV3HTTP
+		}
+	}
+	b := []byte{version}
 	b = binary.AppendUvarint(b, s.mIdx)
 	b = binary.AppendUvarint(b, s.prevMIdx)
 	b = binary.AppendUvarint(b, uint64(len(s.prevVoters)))
@@ -125,14 +171,14 @@ func (s snapshotState) encode() []byte {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
-		b = s.members[id].append(b)
+		b = s.members[id].append(b, version >= snapshotV3HTTP)
 	}
 	b = s.dedupe.append(b)
 	return append(b, s.kv...)
 }
 
 func decodeSnapshotState(b []byte) (snapshotState, error) {
-	if len(b) == 0 || (b[0] != snapshotVersion && b[0] != snapshotV1) {
+	if len(b) == 0 || b[0] < snapshotV1 || b[0] > snapshotV3HTTP {
 		return snapshotState{}, fmt.Errorf("consensus: snapshot of unknown version")
 	}
 	version := b[0]
@@ -169,7 +215,7 @@ func decodeSnapshotState(b []byte) (snapshotState, error) {
 	for i := uint64(0); i < n; i++ {
 		var m Member
 		var err error
-		if m, b, err = readMember(b); err != nil {
+		if m, b, err = readMember(b, version >= snapshotV3HTTP); err != nil {
 			return snapshotState{}, err
 		}
 		s.members[m.ID] = m

@@ -483,7 +483,7 @@ func (n *Node) apply(e pb.Entry) {
 		n.conf = *n.rn.ApplyConfChange(cc)
 		n.mIdx = e.Index
 		if err == nil {
-			if m, _, err := readMember(rest); err == nil {
+			if m, err := readContextMember(rest); err == nil {
 				if cc.Type == pb.ConfChangeRemoveNode {
 					delete(n.members, m.ID)
 				} else {
