@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/core/transport"
+	"github.com/fenceline/fenceline/imposterhttp"
 	"github.com/fenceline/fenceline/realnet"
 )
 
@@ -145,6 +146,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	api := newAPI(nd, keys, c.name, ln.Addr().String(), log)
+	// mountebank's API on the same address; imposters listen on its host.
+	httpHost, _, _ := net.SplitHostPort(ln.Addr().String())
+	imposters := imposterhttp.New(httpHost, log)
+	defer imposters.Close()
+	imposters.Register(api.mux)
 	if c.pprof {
 		api.servePprof()
 	}

@@ -1,0 +1,405 @@
+package imposter
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A behavior changes a response after it is chosen: wait delays it, copy
+// replaces a token with part of the request, lookup replaces tokens with
+// a row of a CSV file keyed by part of the request. They run in the order
+// the behaviors array gives (the legacy _behaviors object is upcast to it).
+type behavior interface {
+	apply(r *Request, is *Object) (time.Duration, error)
+}
+
+// ReadFile reads a lookup behavior's CSV file, once, when its stub is
+// created. The HTTP layer (imposterhttp) sets it to os.ReadFile; the
+// engine itself touches no files, and without it a lookup is refused.
+var ReadFile func(path string) ([]byte, error)
+
+func compileBehaviors(r *Object) ([]behavior, error) {
+	v, ok := r.Get("behaviors")
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, badData("behaviors must be an array", r)
+	}
+	var out []behavior
+	for _, x := range list {
+		o, ok := x.(*Object)
+		if !ok {
+			return nil, badData("each behavior must be an object", x)
+		}
+		for i := range o.Len() {
+			k, val := o.At(i)
+			b, err := compileBehavior(k, val, o)
+			if err != nil {
+				return nil, err
+			}
+			if b != nil {
+				out = append(out, b)
+			}
+		}
+	}
+	return out, nil
+}
+
+func compileBehavior(kind string, v any, src *Object) (behavior, error) {
+	switch kind {
+	case "wait":
+		switch t := v.(type) {
+		case float64:
+			if t < 0 || t != float64(int64(t)) {
+				return nil, badData("wait behavior \"wait\" field must be an integer greater than or equal to 0", src)
+			}
+			return waitBehavior(time.Duration(t) * time.Millisecond), nil
+		case string:
+			// mountebank takes any string wait for a function to run (even
+			// "5"), which needs injection.
+			return nil, errInjection("a wait given as a string, taken for a function", nil)
+		}
+		return nil, badData("wait behavior \"wait\" field must be a number or a string", src)
+	case "copy":
+		return compileCopy(v, src)
+	case "lookup":
+		return compileLookup(v, src)
+	case "decorate":
+		return nil, errInjection("the decorate behavior", nil)
+	case "shellTransform":
+		return nil, &Error{Code: CodeInvalidInjection, Message: "Shell execution is not supported by fenceline (the shellTransform behavior)"}
+	}
+	return nil, badData(fmt.Sprintf("Unrecognized behavior: %q", kind), src)
+}
+
+type waitBehavior time.Duration
+
+func (w waitBehavior) apply(*Request, *Object) (time.Duration, error) { return time.Duration(w), nil }
+
+// selection is a copy or lookup "from" and "using": where in the request
+// to look and how to pick values out of it.
+type selection struct {
+	from     []string // e.g. ["query", "name"]: a field, then keys inside it
+	regex    *regexp.Regexp
+	jsonpath *JSONPath
+	xpath    *XPath
+}
+
+func compileSelection(o *Object, kind string, src any) (*selection, error) {
+	sel := &selection{}
+	from, _ := o.Get("from")
+	for from != nil {
+		switch t := from.(type) {
+		case string:
+			sel.from = append(sel.from, t)
+			from = nil
+		case *Object:
+			if t.Len() != 1 {
+				return nil, badData(kind+" behavior \"from\" field must be a string or an object with one key", src)
+			}
+			k, v := t.At(0)
+			sel.from = append(sel.from, k)
+			from = v
+		default:
+			return nil, badData(kind+" behavior \"from\" field must be a string or an object with one key", src)
+		}
+	}
+	if len(sel.from) == 0 {
+		return nil, badData(kind+" behavior \"from\" field required", src)
+	}
+	u, _ := o.Get("using")
+	using, ok := u.(*Object)
+	if !ok {
+		return nil, badData(kind+" behavior \"using\" field required", src)
+	}
+	m, _ := using.Get("method")
+	s, _ := using.Get("selector")
+	selector, ok := s.(string)
+	if !ok {
+		return nil, badData(kind+" behavior \"using.selector\" field required", src)
+	}
+	var err error
+	switch m {
+	case "regex":
+		flags := ""
+		if opts, ok := using.Get("options"); ok {
+			if oo, ok := opts.(*Object); ok {
+				if has(oo, "ignoreCase") {
+					flags += "i"
+				}
+				if has(oo, "multiline") {
+					flags += "m"
+				}
+			}
+		}
+		if flags != "" {
+			selector = "(?" + flags + ")" + selector
+		}
+		if sel.regex, err = regexp.Compile(selector); err != nil {
+			return nil, badData(fmt.Sprintf("%s behavior: invalid regular expression %q: %v", kind, selector, err), src)
+		}
+	case "jsonpath":
+		if sel.jsonpath, err = CompileJSONPath(selector); err != nil {
+			return nil, badData(fmt.Sprintf("%s behavior: malformed jsonpath selector %q: %v", kind, selector, err), src)
+		}
+	case "xpath":
+		ns := map[string]string{}
+		if x, ok := using.Get("ns"); ok {
+			if nso, ok := x.(*Object); ok {
+				for i := range nso.Len() {
+					k, v := nso.At(i)
+					ns[k] = ToString(v)
+				}
+			}
+		}
+		if sel.xpath, err = CompileXPath(selector, ns); err != nil {
+			return nil, badData(fmt.Sprintf("%s behavior: malformed xpath selector %q: %v", kind, selector, err), src)
+		}
+	default:
+		return nil, badData(kind+" behavior \"using.method\" field must be one of [regex, xpath, jsonpath]", src)
+	}
+	return sel, nil
+}
+
+// values picks the values out of the request: a regex gives its match
+// and groups, a selector its matches; nothing found gives none.
+func (s *selection) values(r *Request) []string {
+	v, ok := r.Value().Get(s.from[0])
+	for _, k := range s.from[1:] {
+		o, isObj := v.(*Object)
+		if !ok || !isObj {
+			ok = false
+			break
+		}
+		name, found := headerName(o, k) // mountebank looks keys up ignoring case
+		if !found {
+			ok = false
+			break
+		}
+		v, _ = o.Get(name)
+	}
+	if arr, isArr := v.([]any); isArr && len(s.from) > 1 {
+		if len(arr) == 0 {
+			ok = false
+		} else {
+			v = arr[0]
+		}
+	}
+	text := ToString(v)
+	if !ok {
+		// mountebank runs the selector on undefined, which a regex sees
+		// as the text "undefined".
+		text = "undefined"
+	}
+	switch {
+	case s.regex != nil:
+		return s.regex.FindStringSubmatch(text)
+	case s.jsonpath != nil:
+		doc, err := Parse(text)
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, x := range s.jsonpath.Select(toPlain(doc)) {
+			out = append(out, ToString(fromPlain(x)))
+		}
+		return out
+	default:
+		return s.xpath.Select(text)
+	}
+}
+
+type copyBehavior struct {
+	sel  *selection
+	into string
+}
+
+func compileCopy(v any, src *Object) (behavior, error) {
+	o, ok := v.(*Object)
+	if !ok {
+		return nil, badData("copy behavior must be an object", src)
+	}
+	into, _ := o.Get("into")
+	token, ok := into.(string)
+	if !ok || token == "" {
+		return nil, badData("copy behavior \"into\" field required", src)
+	}
+	sel, err := compileSelection(o, "copy", src)
+	if err != nil {
+		return nil, err
+	}
+	return &copyBehavior{sel: sel, into: token}, nil
+}
+
+func (c *copyBehavior) apply(r *Request, is *Object) (time.Duration, error) {
+	values := c.sel.values(r)
+	replaceTokens(is, func(s string) string {
+		for i, v := range values {
+			s = strings.ReplaceAll(s, c.into+"["+strconv.Itoa(i)+"]", v)
+		}
+		if len(values) > 0 {
+			s = strings.ReplaceAll(s, c.into, values[0])
+		}
+		return s
+	})
+	return 0, nil
+}
+
+// replaceTokens rewrites every string in the response, keys included.
+func replaceTokens(v any, fn func(string) string) {
+	switch t := v.(type) {
+	case *Object:
+		for i := range t.vals {
+			if s, ok := t.vals[i].(string); ok {
+				t.vals[i] = fn(s)
+			} else {
+				replaceTokens(t.vals[i], fn)
+			}
+		}
+		renamed := false
+		for i, k := range t.keys {
+			if nk := fn(k); nk != k {
+				t.keys[i] = nk
+				renamed = true
+			}
+		}
+		if renamed {
+			*t = *dedupeKeys(t)
+		}
+	case []any:
+		for i := range t {
+			if s, ok := t[i].(string); ok {
+				t[i] = fn(s)
+			} else {
+				replaceTokens(t[i], fn)
+			}
+		}
+	}
+}
+
+type lookupBehavior struct {
+	key   *selection
+	index int
+	into  string
+	// The CSV file is read once, when the stub is created: the header
+	// row and the rows, in file order.
+	header []string
+	rows   [][]string
+	column int // the key column's index in header; -1: not there
+}
+
+func compileLookup(v any, src *Object) (behavior, error) {
+	o, ok := v.(*Object)
+	if !ok {
+		return nil, badData("lookup behavior must be an object", src)
+	}
+	k, _ := o.Get("key")
+	key, ok := k.(*Object)
+	if !ok {
+		return nil, badData("lookup behavior \"key\" field required", src)
+	}
+	sel, err := compileSelection(key, "lookup", src)
+	if err != nil {
+		return nil, err
+	}
+	lb := &lookupBehavior{key: sel, column: -1}
+	if idx, ok := key.Get("index"); ok {
+		f, ok := idx.(float64)
+		if !ok || f < 0 || f != float64(int(f)) {
+			return nil, badData("lookup behavior \"key.index\" field must be an integer greater than or equal to 0", src)
+		}
+		lb.index = int(f)
+	}
+	into, _ := o.Get("into")
+	if lb.into, ok = into.(string); !ok || lb.into == "" {
+		return nil, badData("lookup behavior \"into\" field required", src)
+	}
+	fds, _ := o.Get("fromDataSource")
+	ds, ok := fds.(*Object)
+	if !ok {
+		return nil, badData("lookup behavior \"fromDataSource\" field required", src)
+	}
+	c, _ := ds.Get("csv")
+	csvCfg, ok := c.(*Object)
+	if !ok {
+		return nil, badData("lookup behavior \"fromDataSource.csv\" field required (the only data source)", src)
+	}
+	p, _ := csvCfg.Get("path")
+	path, ok := p.(string)
+	if !ok || path == "" {
+		return nil, badData("lookup behavior \"fromDataSource.csv.path\" field required", src)
+	}
+	kc, _ := csvCfg.Get("keyColumn")
+	keyColumn, ok := kc.(string)
+	if !ok {
+		return nil, badData("lookup behavior \"fromDataSource.csv.keyColumn\" field required", src)
+	}
+	delim := ','
+	if d, ok := csvCfg.Get("delimiter"); ok {
+		ds, _ := d.(string)
+		if len([]rune(ds)) != 1 {
+			return nil, badData("lookup behavior \"fromDataSource.csv.delimiter\" must be one character", src)
+		}
+		delim = []rune(ds)[0]
+	}
+	if ReadFile == nil {
+		return nil, badData("lookup behavior: this server reads no files", src)
+	}
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, badData(fmt.Sprintf("lookup behavior: cannot read the CSV file %q: %v", path, err), src)
+	}
+	cr := csv.NewReader(bytes.NewReader(data))
+	cr.Comma = delim
+	cr.FieldsPerRecord = -1
+	records, err := cr.ReadAll()
+	if err != nil {
+		return nil, badData(fmt.Sprintf("lookup behavior: the CSV file %q does not parse: %v", path, err), src)
+	}
+	if len(records) > 0 {
+		lb.header, lb.rows = records[0], records[1:]
+		for i, h := range lb.header {
+			if h == keyColumn {
+				lb.column = i
+				break
+			}
+		}
+	}
+	return lb, nil
+}
+
+func (l *lookupBehavior) apply(r *Request, is *Object) (time.Duration, error) {
+	if l.column < 0 {
+		return 0, nil
+	}
+	keys := l.key.values(r)
+	if l.index >= len(keys) {
+		return 0, nil
+	}
+	want := keys[l.index]
+	for _, row := range l.rows {
+		if l.column < len(row) && row[l.column] == want {
+			replaceTokens(is, func(s string) string {
+				for i, h := range l.header {
+					val := ""
+					if i < len(row) {
+						val = row[i]
+					}
+					for _, q := range []string{`"`, `'`, ``} {
+						s = strings.ReplaceAll(s, l.into+"["+q+h+q+"]", val)
+					}
+				}
+				return s
+			})
+			return 0, nil
+		}
+	}
+	return 0, nil
+}

@@ -1,0 +1,56 @@
+package imposter
+
+import "fmt"
+
+// Error is one of mountebank's API errors: a code (mountebank's words,
+// which clients match on), a message, and optionally the offending part
+// of the request (source). The HTTP layer sends it as
+// {"errors": [{"code": ..., "message": ..., "source": ...}]}.
+type Error struct {
+	Code    string
+	Message string
+	Source  any // a JSON value, or nil
+}
+
+// mountebank's error codes.
+const (
+	CodeBadData          = "bad data"
+	CodeResourceConflict = "resource conflict"
+	CodeNoSuchResource   = "no such resource"
+	CodeInvalidJSON      = "invalid JSON"
+	CodeInvalidProxy     = "invalid proxy"
+	CodeCannotStart      = "cannot start server"
+)
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Value is the error as mountebank prints it.
+func (e *Error) Value() *Object {
+	o := NewObject().Set("code", e.Code).Set("message", e.Message)
+	if e.Source != nil {
+		o.Set("source", e.Source)
+	}
+	return o
+}
+
+func badData(msg string, source any) *Error {
+	return &Error{Code: CodeBadData, Message: msg, Source: source}
+}
+
+// notSupported refuses a feature fenceline leaves out by decision
+// (JavaScript, the tcp and smtp protocols), in mountebank's error shape,
+// so that a suite that relies on it fails loudly at creation instead of
+// matching differently.
+func notSupported(feature string, source any) *Error {
+	return badData(feature+" is not supported by fenceline", source)
+}
+
+// CodeInvalidInjection is mountebank's code for JavaScript it will not run.
+const CodeInvalidInjection = "invalid injection"
+
+// errInjection refuses JavaScript (and shell) injection, which fenceline
+// does not run, with the code mountebank uses when its --allowInjection
+// flag is off; source is the stub when known.
+func errInjection(what string, source any) *Error {
+	return &Error{Code: CodeInvalidInjection, Message: "JavaScript injection is not supported by fenceline (" + what + ")", Source: source}
+}

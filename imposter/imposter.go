@@ -1,0 +1,714 @@
+package imposter
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxRecordedRequests bounds the requests an imposter with recordRequests
+// keeps: past it the oldest are dropped (numberOfRequests still counts
+// every request). mountebank keeps them all, until it runs out of memory.
+const MaxRecordedRequests = 10000
+
+// Imposter is one imposter's configuration and state: its stubs in order,
+// their response cycles, and its recorded requests. It is not safe for
+// concurrent use; the HTTP layer serializes calls to it.
+type Imposter struct {
+	Protocol string
+	Port     int
+	// KeyPEM and CertPEM are an https imposter's key and certificate: the
+	// creation request's, or the ones the server generated.
+	KeyPEM, CertPEM string
+	Name            string
+	RecordRequests  bool
+	AllowCORS       bool
+	// header is the creation request without its stubs, for printing.
+	header          *Object
+	defaultResponse *Object // nil: none
+	stubs           []*Stub
+
+	NumberOfRequests int
+	requests         []*Object
+}
+
+// Stub is one compiled stub.
+type Stub struct {
+	config     *Object // as created (behaviors upcast), echoed by GET
+	predicates []*Predicate
+	responses  []*response
+	cycle      []int // response indexes, each repeated `repeat` times
+	next       int
+}
+
+type response struct {
+	is        *Object // exactly one of is, fault, proxy
+	fault     string
+	proxy     *proxyConfig
+	behaviors []behavior
+}
+
+// Faults a response may name.
+const (
+	FaultReset  = "CONNECTION_RESET_BY_PEER"
+	FaultRandom = "RANDOM_DATA_THEN_CLOSE"
+)
+
+// New compiles an imposter from its creation request. port is the port it
+// listens on (the request's, or the one assigned). Every error is a *Error
+// in mountebank's words.
+func New(creation *Object, port int) (*Imposter, error) {
+	imp := &Imposter{Port: port, header: NewObject()}
+	proto, _ := creation.Get("protocol")
+	imp.Protocol, _ = proto.(string)
+	switch imp.Protocol {
+	case "http", "https":
+	case "tcp", "smtp":
+		return nil, notSupported("the "+imp.Protocol+" protocol", nil)
+	case "":
+		return nil, badData("'protocol' is a required field", nil)
+	default:
+		return nil, &Error{Code: CodeCannotStart, Message: fmt.Sprintf("the %s protocol is not supported", imp.Protocol)}
+	}
+	for i := range creation.Len() {
+		k, v := creation.At(i)
+		if k != "stubs" {
+			imp.header.Set(k, Clone(v))
+		}
+	}
+	if v, ok := creation.Get("name"); ok {
+		imp.Name, _ = v.(string)
+	}
+	if v, ok := creation.Get("recordRequests"); ok {
+		imp.RecordRequests = truthy(v)
+	}
+	if v, ok := creation.Get("allowCORS"); ok {
+		imp.AllowCORS = truthy(v)
+	}
+	if v, ok := creation.Get("defaultResponse"); ok && v != nil {
+		o, ok := v.(*Object)
+		if !ok {
+			return nil, badData("defaultResponse must be an object", v)
+		}
+		imp.defaultResponse = o
+	}
+	if v, ok := creation.Get("endOfRequestResolver"); ok && v != nil {
+		return nil, notSupported("JavaScript injection (endOfRequestResolver)", v)
+	}
+	if v, ok := creation.Get("stubs"); ok && v != nil {
+		list, ok := v.([]any)
+		if !ok {
+			return nil, badData("'stubs' must be an array", v)
+		}
+		for _, s := range list {
+			st, err := NewStub(s)
+			if err != nil {
+				return nil, err
+			}
+			imp.stubs = append(imp.stubs, st)
+		}
+	}
+	return imp, nil
+}
+
+// CheckProtocol validates an imposter's protocol field.
+func CheckProtocol(proto any) error {
+	switch proto {
+	case "http", "https":
+		return nil
+	case "tcp", "smtp":
+		return notSupported(fmt.Sprintf("the %s protocol", proto), nil)
+	case nil:
+		return badData("'protocol' is a required field", nil)
+	}
+	return badData(fmt.Sprintf("the %s protocol is not yet supported", ToString(proto)), nil)
+}
+
+// NewStub compiles one stub.
+func NewStub(v any) (*Stub, error) {
+	st, err := newStub(v)
+	var e *Error
+	if errors.As(err, &e) && e.Code == CodeInvalidInjection && e.Source == nil {
+		e.Source = v // mountebank names the whole stub
+	}
+	return st, err
+}
+
+func newStub(v any) (*Stub, error) {
+	o, ok := v.(*Object)
+	if !ok {
+		return nil, badData("each stub must be an object", v)
+	}
+	o = Clone(o).(*Object)
+	st := &Stub{config: o}
+	if ps, ok := o.Get("predicates"); ok && ps != nil {
+		list, ok := ps.([]any)
+		if !ok {
+			return nil, badData("'predicates' must be an array", o)
+		}
+		for _, p := range list {
+			cp, err := CompilePredicate(p)
+			if err != nil {
+				return nil, err
+			}
+			st.predicates = append(st.predicates, cp)
+		}
+	}
+	rs, _ := o.Get("responses")
+	list, ok := rs.([]any)
+	if !ok || len(list) == 0 {
+		return nil, badData("'responses' must be a non-empty array", o)
+	}
+	for i, r := range list {
+		ro, ok := r.(*Object)
+		if !ok {
+			return nil, badData("each response must be an object", r)
+		}
+		upcastBehaviors(ro)
+		cr, repeat, err := compileResponse(ro)
+		if err != nil {
+			return nil, err
+		}
+		st.responses = append(st.responses, cr)
+		for range repeat {
+			st.cycle = append(st.cycle, i)
+		}
+	}
+	return st, nil
+}
+
+// upcastBehaviors turns the legacy _behaviors object into the behaviors
+// array, in the order the old code ran them, as mountebank does when a
+// response has neither behaviors nor repeat.
+func upcastBehaviors(r *Object) {
+	old, ok := r.Get("_behaviors")
+	ob, isObj := old.(*Object)
+	if !ok || !isObj {
+		return
+	}
+	if _, has := r.Get("behaviors"); has {
+		return
+	}
+	if _, has := r.Get("repeat"); has {
+		return
+	}
+	var list []any
+	for _, key := range []string{"wait", "lookup", "copy", "shellTransform", "decorate"} {
+		v, ok := ob.Get(key)
+		if !ok {
+			continue
+		}
+		if arr, isArr := v.([]any); isArr {
+			for _, x := range arr {
+				list = append(list, NewObject().Set(key, x))
+			}
+		} else {
+			list = append(list, NewObject().Set(key, v))
+		}
+	}
+	if rep, ok := ob.Get("repeat"); ok {
+		r.Set("repeat", rep)
+	}
+	r.Set("behaviors", append([]any{}, list...))
+	r.Delete("_behaviors")
+}
+
+func compileResponse(r *Object) (*response, int, error) {
+	kinds := 0
+	for _, k := range []string{"is", "proxy", "inject", "fault"} {
+		if v, ok := r.Get(k); ok && truthy(v) {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return nil, 0, badData("each response object must have only one response type", r)
+	}
+	repeat := 1
+	if v, ok := r.Get("repeat"); ok {
+		n, ok := repeatCount(v)
+		if !ok {
+			return nil, 0, badData(`"repeat" field must be an integer greater than 0`, r)
+		}
+		repeat = n
+	}
+	cr := &response{}
+	var err error
+	if cr.behaviors, err = compileBehaviors(r); err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case has(r, "inject"):
+		return nil, 0, errInjection("the inject response", nil)
+	case has(r, "proxy"):
+		p, _ := r.Get("proxy")
+		if cr.proxy, err = compileProxy(p, r); err != nil {
+			return nil, 0, err
+		}
+		return cr, repeat, nil
+	case has(r, "fault"):
+		f, _ := r.Get("fault")
+		switch f {
+		case FaultReset, FaultRandom:
+			cr.fault = f.(string)
+			return cr, repeat, nil
+		}
+		// mountebank logs an unknown fault and answers as an empty is.
+		cr.is = NewObject()
+	case has(r, "is"):
+		is, _ := r.Get("is")
+		o, ok := is.(*Object)
+		if !ok {
+			return nil, 0, badData("'is' must be an object", r)
+		}
+		cr.is = o
+	default:
+		return nil, 0, badData("unrecognized response type", r)
+	}
+	if err := checkIs(cr.is); err != nil {
+		return nil, 0, err
+	}
+	return cr, repeat, nil
+}
+
+func has(o *Object, k string) bool { v, ok := o.Get(k); return ok && truthy(v) }
+
+func repeatCount(v any) (int, bool) {
+	switch t := v.(type) {
+	case float64:
+		if t > 0 {
+			return int(math.Min(t, 1e6)), true
+		}
+	case string:
+		// parseInt: leading digits
+		n := 0
+		i := 0
+		for i < len(t) && t[i] >= '0' && t[i] <= '9' && n < 1e6 {
+			n = n*10 + int(t[i]-'0')
+			i++
+		}
+		if i > 0 && n > 0 {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// checkIs validates what the response would send.
+func checkIs(is *Object) error {
+	if sc, ok := is.Get("statusCode"); ok && sc != nil {
+		if _, ok := statusOf(sc); !ok {
+			return badData("statusCode must be an HTTP status code", is)
+		}
+	}
+	if h, ok := is.Get("headers"); ok && h != nil {
+		if _, ok := h.(*Object); !ok {
+			return badData("headers must be an object", is)
+		}
+	}
+	return nil
+}
+
+func statusOf(v any) (int, bool) {
+	var n int
+	switch t := v.(type) {
+	case float64:
+		n = int(t)
+	case string:
+		var err error
+		if n, err = strconv.Atoi(strings.TrimSpace(t)); err != nil {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	return n, n >= 100 && n <= 999
+}
+
+// Outcome is what the imposter answers a request with.
+type Outcome struct {
+	Fault      string // non-empty: do this to the connection instead of answering
+	StatusCode int
+	// Headers in order; a value is a string or several.
+	Headers []Header
+	Body    []byte
+	Wait    time.Duration // how long to wait before answering (the wait behavior)
+	// Proxy, when set, is a call to make upstream instead; its answer goes
+	// to Proxied, which gives the Outcome to send.
+	Proxy *ProxyCall
+}
+
+// Header is one response header and its values.
+type Header struct {
+	Name   string
+	Values []string
+}
+
+// Respond matches the request against the stubs, in order, and produces
+// the first match's next response (the default response if none
+// matches). It records the request first, if the imposter records.
+func (imp *Imposter) Respond(r *Request) (Outcome, error) {
+	imp.count(r)
+	return imp.Rematch(r)
+}
+
+func (imp *Imposter) count(r *Request) {
+	imp.NumberOfRequests++
+	if imp.RecordRequests {
+		if len(imp.requests) >= MaxRecordedRequests {
+			imp.requests = append(imp.requests[:0], imp.requests[1:]...)
+		}
+		imp.requests = append(imp.requests, r.Value())
+	}
+}
+
+// Rematch answers a request already counted and recorded: a proxyOnce
+// caller that waited for another's recording matches again.
+func (imp *Imposter) Rematch(r *Request) (Outcome, error) {
+	var resp *response
+	var matched *Stub
+	for _, st := range imp.stubs {
+		if st.matches(r) {
+			matched, resp = st, st.nextResponse()
+			break
+		}
+	}
+	if resp == nil {
+		resp = &response{is: NewObject()}
+	}
+	if resp.fault != "" {
+		return Outcome{Fault: resp.fault}, nil
+	}
+	if resp.proxy != nil {
+		return Outcome{Proxy: imp.proxyCall(r, matched, resp)}, nil
+	}
+	is := Clone(resp.is).(*Object)
+	var wait time.Duration
+	for _, b := range resp.behaviors {
+		d, err := b.apply(r, is)
+		if err != nil {
+			return Outcome{}, err
+		}
+		wait += d
+	}
+	out := imp.postProcess(is, r)
+	out.Wait = wait
+	return out, nil
+}
+
+func (st *Stub) matches(r *Request) bool {
+	for _, p := range st.predicates {
+		if !p.Matches(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (st *Stub) nextResponse() *response {
+	if len(st.cycle) == 0 {
+		return &response{is: NewObject()}
+	}
+	i := st.cycle[st.next%len(st.cycle)]
+	st.next = (st.next + 1) % len(st.cycle)
+	return st.responses[i]
+}
+
+// postProcess fills in defaults and writes the body as mountebank does:
+// the stub's status, headers (all or nothing) and body, else the default
+// response's; an object body as JSON indented by four spaces; CORS
+// preflight headers; Connection: close unless set; Content-Length
+// corrected if set.
+func (imp *Imposter) postProcess(is *Object, r *Request) Outcome {
+	def := imp.defaultResponse
+	if def == nil {
+		def = NewObject()
+	}
+	pick := func(k string) any {
+		if v, ok := is.Get(k); ok && truthy(v) {
+			return v
+		}
+		if v, ok := def.Get(k); ok && truthy(v) {
+			return v
+		}
+		return nil
+	}
+	out := Outcome{StatusCode: 200}
+	if sc := pick("statusCode"); sc != nil {
+		if n, ok := statusOf(sc); ok {
+			out.StatusCode = n
+		}
+	}
+	headers := NewObject()
+	if h, ok := is.Get("headers"); ok && h != nil {
+		headers, _ = h.(*Object)
+	} else if h, ok := def.Get("headers"); ok {
+		if ho, ok := h.(*Object); ok {
+			headers = ho
+		}
+	}
+	headers = Clone(orEmpty(headers)).(*Object)
+	binary := false
+	if m := pick("_mode"); m != nil {
+		binary = m == "binary"
+	}
+	var body string
+	switch b := pick("body").(type) {
+	case nil:
+	case *Object, []any:
+		body = string(Marshal(b, 4))
+	default:
+		body = ToString(b)
+	}
+	if imp.AllowCORS && r.Method == "OPTIONS" {
+		reqH := orEmpty(r.Headers)
+		acrh, acrm, origin := headerValue(reqH, "Access-Control-Request-Headers"), headerValue(reqH, "Access-Control-Request-Method"), headerValue(reqH, "Origin")
+		if acrh != "" && acrm != "" && origin != "" {
+			setHeader(headers, "Access-Control-Allow-Headers", acrh)
+			setHeader(headers, "Access-Control-Allow-Methods", acrm)
+			setHeader(headers, "Access-Control-Allow-Origin", origin)
+		}
+	}
+	if binary {
+		body = base64Clean.ReplaceAllString(body, "")
+		if dec, err := base64.StdEncoding.DecodeString(padBase64(body)); err == nil {
+			out.Body = dec
+		}
+	} else {
+		out.Body = []byte(body)
+	}
+	if _, ok := headerName(headers, "Connection"); !ok {
+		headers.Set("Connection", "close")
+	}
+	if name, ok := headerName(headers, "Content-Length"); ok {
+		headers.Set(name, strconv.Itoa(len(out.Body)))
+	}
+	for i := range headers.Len() {
+		k, v := headers.At(i)
+		h := Header{Name: k}
+		switch t := v.(type) {
+		case []any:
+			for _, x := range t {
+				h.Values = append(h.Values, ToString(x))
+			}
+		case nil:
+			continue
+		default:
+			h.Values = []string{ToString(t)}
+		}
+		out.Headers = append(out.Headers, h)
+	}
+	return out
+}
+
+var base64Clean = regexp.MustCompile(`[^A-Za-z0-9=+/]+`)
+
+// padBase64 tolerates missing padding, as Buffer.from(s, 'base64') does.
+func padBase64(s string) string {
+	s = strings.TrimRight(s, "=")
+	if m := len(s) % 4; m != 0 {
+		s += strings.Repeat("=", 4-m)
+	}
+	return s
+}
+
+// headerName finds a header case-insensitively.
+func headerName(h *Object, name string) (string, bool) {
+	for _, k := range h.Keys() {
+		if strings.EqualFold(k, name) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+func headerValue(h *Object, name string) string {
+	k, ok := headerName(h, name)
+	if !ok {
+		return ""
+	}
+	v, _ := h.Get(k)
+	return ToString(v)
+}
+
+func setHeader(h *Object, name, value string) {
+	if k, ok := headerName(h, name); ok {
+		name = k
+	}
+	h.Set(name, value)
+}
+
+// --- stubs through the API
+
+// Stubs returns how many stubs there are.
+func (imp *Imposter) Stubs() int { return len(imp.stubs) }
+
+// ReplaceStubs replaces every stub.
+func (imp *Imposter) ReplaceStubs(stubs []*Stub) { imp.stubs = stubs }
+
+// InsertStub puts a stub at index (the end if index is len).
+func (imp *Imposter) InsertStub(st *Stub, index int) {
+	imp.stubs = append(imp.stubs[:index], append([]*Stub{st}, imp.stubs[index:]...)...)
+}
+
+// ReplaceStub replaces the stub at index.
+func (imp *Imposter) ReplaceStub(st *Stub, index int) { imp.stubs[index] = st }
+
+// DeleteStub removes the stub at index.
+func (imp *Imposter) DeleteStub(index int) {
+	imp.stubs = append(imp.stubs[:index], imp.stubs[index+1:]...)
+}
+
+// DeleteSavedProxyResponses removes the responses proxies recorded (and
+// stubs left with none).
+func (imp *Imposter) DeleteSavedProxyResponses() {
+	kept := imp.stubs[:0]
+	for _, st := range imp.stubs {
+		rs, _ := st.config.Get("responses")
+		list, _ := rs.([]any)
+		var left []any
+		for _, r := range list {
+			if !isRecorded(r) {
+				left = append(left, r)
+			}
+		}
+		switch {
+		case len(left) == 0:
+			continue
+		case len(left) < len(list):
+			cfg := Clone(st.config).(*Object)
+			cfg.Set("responses", left)
+			if ns, err := NewStub(cfg); err == nil {
+				st = ns
+			}
+		}
+		kept = append(kept, st)
+	}
+	imp.stubs = kept
+}
+
+// ResetRequests forgets the recorded requests and the count.
+func (imp *Imposter) ResetRequests() {
+	imp.requests = nil
+	imp.NumberOfRequests = 0
+}
+
+// PrintOptions are the query flags of GET /imposters.
+type PrintOptions struct {
+	List, Replayable, RemoveProxies bool
+	// BaseURL prefixes every link ("http://" and the request's Host), as
+	// mountebank makes links absolute.
+	BaseURL string
+}
+
+// StubValue is stub i as GET prints it, with its link.
+func (imp *Imposter) StubValue(i int, baseURL string) *Object {
+	o := Clone(imp.stubs[i].config).(*Object)
+	o.Set("_links", NewObject().Set("self", NewObject().Set("href", fmt.Sprintf("%s/imposters/%d/stubs/%d", baseURL, imp.Port, i))))
+	return o
+}
+
+// Value is the imposter as mountebank prints it (imposterPrinter).
+func (imp *Imposter) Value(opt PrintOptions) *Object {
+	o := NewObject()
+	o.Set("protocol", imp.Protocol)
+	o.Set("port", float64(imp.Port))
+	if v, ok := imp.header.Get("name"); ok && truthy(v) {
+		o.Set("name", Clone(v))
+	}
+	if v, ok := imp.header.Get("defaultResponse"); ok && truthy(v) {
+		o.Set("defaultResponse", Clone(v))
+	}
+	if !opt.Replayable {
+		o.Set("numberOfRequests", float64(imp.NumberOfRequests))
+	}
+	if !opt.List {
+		o.Set("recordRequests", imp.RecordRequests)
+		if imp.Protocol == "https" {
+			// mountebank's https metadata, in its order.
+			o.Set("key", imp.KeyPEM)
+			o.Set("cert", imp.CertPEM)
+			mutual, _ := imp.header.Get("mutualAuth")
+			o.Set("mutualAuth", truthy(mutual))
+			reject, _ := imp.header.Get("rejectUnauthorized")
+			o.Set("rejectUnauthorized", truthy(reject))
+			ca, _ := imp.header.Get("ca")
+			o.Set("ca", Clone(ca))
+		}
+	}
+	if v, ok := imp.header.Get("allowCORS"); ok && truthy(v) {
+		o.Set("allowCORS", Clone(v))
+	}
+	base := fmt.Sprintf("%s/imposters/%d", opt.BaseURL, imp.Port)
+	links := func() *Object {
+		return NewObject().Set("self", NewObject().Set("href", base)).Set("stubs", NewObject().Set("href", base+"/stubs"))
+	}
+	if opt.List {
+		o.Set("_links", links())
+		return o
+	}
+	if !opt.Replayable {
+		reqs := make([]any, len(imp.requests))
+		for i, r := range imp.requests {
+			reqs[i] = Clone(r)
+		}
+		o.Set("requests", reqs)
+	}
+	stubs := make([]any, 0, len(imp.stubs))
+	for i := range imp.stubs {
+		var st *Object
+		if opt.Replayable {
+			st = Clone(imp.stubs[i].config).(*Object)
+			dropResponseTimes(st)
+		} else {
+			st = imp.StubValue(i, opt.BaseURL) // linked at its index before proxies go
+		}
+		if opt.RemoveProxies && !removeProxies(st) {
+			continue
+		}
+		stubs = append(stubs, st)
+	}
+	o.Set("stubs", stubs)
+	if !opt.Replayable {
+		o.Set("_links", links())
+	}
+	return o
+}
+
+// dropResponseTimes removes _proxyResponseTime from a stub's recorded
+// responses (the replayable view).
+func dropResponseTimes(st *Object) {
+	rs, _ := st.Get("responses")
+	list, _ := rs.([]any)
+	for _, r := range list {
+		if ro, ok := r.(*Object); ok {
+			if is, ok := ro.Get("is"); ok {
+				if io, ok := is.(*Object); ok {
+					io.Delete("_proxyResponseTime")
+				}
+			}
+		}
+	}
+}
+
+// removeProxies drops a stub's proxy responses; it reports whether any
+// response is left.
+func removeProxies(st *Object) bool {
+	rs, _ := st.Get("responses")
+	list, _ := rs.([]any)
+	var left []any
+	for _, r := range list {
+		if ro, ok := r.(*Object); ok {
+			if _, isProxy := ro.Get("proxy"); isProxy {
+				continue
+			}
+		}
+		left = append(left, r)
+	}
+	st.Set("responses", append([]any{}, left...))
+	return len(left) > 0
+}

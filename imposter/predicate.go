@@ -1,0 +1,747 @@
+package imposter
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A predicate decides whether a stub matches a request. Its semantics are
+// mountebank's (src/models/predicates.js), which users' suites depend on
+// in their corners, so this file follows that logic step for step:
+//
+//   - Both sides are normalized: keys lower-cased unless keyCaseSensitive
+//     (which defaults to caseSensitive), string values lower-cased unless
+//     caseSensitive, the except pattern removed from string values, arrays
+//     sorted. The request side then applies the jsonpath or xpath selector.
+//   - A request field that is a string but compared to an object is
+//     parsed as JSON (bodies), with the same transforms.
+//   - Objects match as subsets: every expected key must be satisfied; an
+//     expected scalar against an array of actual values needs one match;
+//     an expected array against an actual array needs every expected
+//     value matched by some actual value.
+//   - deepEquals turns every value into a string and compares canonical
+//     JSON (sorted keys), so extra keys fail it.
+//
+// A predicate is compiled once, when its stub is created: the expected
+// side normalized, regexes and selectors compiled. Evaluating it builds
+// only the request fields it names.
+
+// Predicate is a compiled predicate.
+type Predicate struct {
+	op       string
+	expected any // the normalized operand (an *Object for field operators)
+	params
+	subs []*Predicate // not (one), or, and
+}
+
+type params struct {
+	caseSensitive bool // string values keep their case
+	lowerKeys     bool // keys are lower-cased
+	except        *regexp.Regexp
+	jsonpath      *JSONPath
+	xpath         *XPath
+}
+
+// operators are the predicate operators, in mountebank's lookup order: a
+// predicate object names exactly one.
+var operators = []string{"equals", "deepEquals", "contains", "startsWith", "endsWith", "matches", "exists", "not", "or", "and", "inject"}
+
+// CompilePredicate compiles one predicate object.
+func CompilePredicate(v any) (*Predicate, error) {
+	o, ok := v.(*Object)
+	if !ok {
+		return nil, badData("each predicate must be an object", v)
+	}
+	op := ""
+	for _, name := range operators {
+		if _, ok := o.Get(name); ok {
+			op = name
+			break
+		}
+	}
+	switch op {
+	case "":
+		return nil, badData("missing predicate", v)
+	case "inject":
+		return nil, errInjection("the inject predicate", nil)
+	}
+	operand, _ := o.Get(op)
+	p := &Predicate{op: op}
+	switch op {
+	case "not":
+		sub, err := CompilePredicate(operand)
+		if err != nil {
+			return nil, err
+		}
+		p.subs = []*Predicate{sub}
+		return p, nil
+	case "or", "and":
+		list, ok := operand.([]any)
+		if !ok {
+			return nil, badData(op+" predicate must be an array of predicates", v)
+		}
+		for _, x := range list {
+			sub, err := CompilePredicate(x)
+			if err != nil {
+				return nil, err
+			}
+			p.subs = append(p.subs, sub)
+		}
+		return p, nil
+	}
+	if _, ok := operand.(*Object); !ok {
+		return nil, badData(op+" predicate must be an object naming request fields", v)
+	}
+	var err error
+	if p.params, err = compileParams(o, op); err != nil {
+		return nil, err
+	}
+	switch op {
+	case "matches":
+		// Expected regexes keep their case (\W is not \w) and their
+		// except; keys follow caseSensitive.
+		p.expected, err = compileRegexes(lowerKeys(Clone(operand), p.lowerKeys), !p.lowerKeys)
+		if err != nil {
+			return nil, err
+		}
+	case "deepEquals":
+		p.expected = p.normalize(forceStrings(operand))
+	default:
+		p.expected = p.normalize(Clone(operand))
+	}
+	return p, nil
+}
+
+func compileParams(o *Object, op string) (params, error) {
+	var pr params
+	cs := false
+	if v, ok := o.Get("caseSensitive"); ok {
+		cs = truthy(v)
+	}
+	kcs := cs // keyCaseSensitive defaults to caseSensitive
+	if v, ok := o.Get("keyCaseSensitive"); ok {
+		kcs = truthy(v)
+	}
+	if op == "matches" {
+		// Values keep their case (the regex carries the i flag instead);
+		// keys follow caseSensitive alone.
+		kcs, cs = cs, true
+	}
+	pr.caseSensitive = cs
+	// Keys are lower-cased when keyCaseSensitive is false or when values
+	// are (mountebank's keyCaseSensitive cannot keep keys' case alone).
+	pr.lowerKeys = !cs || !kcs
+	if v, ok := o.Get("except"); ok && truthy(v) {
+		s, ok := v.(string)
+		if !ok {
+			return pr, badData("except must be a string (a regular expression)", o)
+		}
+		re, err := compileJSRegex(s, !cs)
+		if err != nil {
+			return pr, badData(fmt.Sprintf("invalid except regular expression %q: %v", s, err), o)
+		}
+		pr.except = re
+	}
+	if v, ok := o.Get("jsonpath"); ok {
+		sel, err := selectorOf(v, "jsonpath", o)
+		if err != nil {
+			return pr, err
+		}
+		if !kcs {
+			sel = strings.ToLower(sel)
+		}
+		if pr.jsonpath, err = CompileJSONPath(sel); err != nil {
+			return pr, badData(fmt.Sprintf("malformed jsonpath predicate selector %q: %v", sel, err), o)
+		}
+	}
+	if v, ok := o.Get("xpath"); ok {
+		sel, err := selectorOf(v, "xpath", o)
+		if err != nil {
+			return pr, err
+		}
+		ns := map[string]string{}
+		if x, _ := v.(*Object).Get("ns"); x != nil {
+			nso, ok := x.(*Object)
+			if !ok {
+				return pr, badData("xpath.ns must be an object of prefix to namespace URI", o)
+			}
+			for i := range nso.Len() {
+				k, u := nso.At(i)
+				us, ok := u.(string)
+				if !ok {
+					return pr, badData("xpath.ns must be an object of prefix to namespace URI", o)
+				}
+				ns[k] = us
+			}
+		}
+		// The XML is lower-cased with everything else unless
+		// caseSensitive, so the selector and namespaces are too.
+		if !pr.caseSensitive {
+			sel = strings.ToLower(sel)
+			for k, u := range ns { //fenceline:unordered rewriting each value in place
+				ns[k] = strings.ToLower(u)
+			}
+		}
+		if pr.xpath, err = CompileXPath(sel, ns); err != nil {
+			return pr, badData(fmt.Sprintf("malformed xpath predicate selector %q: %v", sel, err), o)
+		}
+	}
+	return pr, nil
+}
+
+func selectorOf(v any, name string, src any) (string, error) {
+	o, ok := v.(*Object)
+	if !ok {
+		return "", badData(name+" must be an object with a selector", src)
+	}
+	s, _ := o.Get("selector")
+	sel, ok := s.(string)
+	if !ok || sel == "" {
+		return "", badData(name+" must be an object with a selector", src)
+	}
+	return sel, nil
+}
+
+// compileRegexes replaces every string (or number) leaf of a matches
+// operand with its compiled regex.
+func compileRegexes(v any, caseSensitive bool) (any, error) {
+	switch t := v.(type) {
+	case *Object:
+		for i := range t.vals {
+			x, err := compileRegexes(t.vals[i], caseSensitive)
+			if err != nil {
+				return nil, err
+			}
+			t.vals[i] = x
+		}
+		return t, nil
+	case []any:
+		for i := range t {
+			x, err := compileRegexes(t[i], caseSensitive)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = x
+		}
+		return t, nil
+	case nil:
+		return t, nil
+	}
+	s := ToString(v)
+	re, err := compileJSRegex(s, !caseSensitive)
+	if err != nil {
+		return nil, badData(fmt.Sprintf("invalid regular expression %q in matches predicate: %v", s, err), v)
+	}
+	return re, nil
+}
+
+// compileJSRegex compiles a JavaScript regular expression source. Go's
+// RE2 syntax covers what predicates use; lookarounds and backreferences
+// are refused here, at creation, rather than failing per request.
+func compileJSRegex(src string, ignoreCase bool) (*regexp.Regexp, error) {
+	if ignoreCase {
+		src = "(?i)" + src
+	}
+	return regexp.Compile(src)
+}
+
+func truthy(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return t
+	case float64:
+		return t != 0
+	case string:
+		return t != ""
+	}
+	return true
+}
+
+// --- normalizing
+
+// normalize transforms the expected side: keys, strings (case, except),
+// arrays sorted.
+func (p *Predicate) normalize(v any) any {
+	switch t := v.(type) {
+	case *Object:
+		out := &Object{}
+		for i, k := range t.keys {
+			if p.lowerKeys {
+				k = strings.ToLower(k)
+			}
+			out.Set(k, p.normalize(t.vals[i]))
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = p.normalize(x)
+		}
+		sortValues(out)
+		return out
+	case string:
+		return p.transformString(t)
+	}
+	return v
+}
+
+func (p *Predicate) transformString(s string) string {
+	if !p.caseSensitive {
+		s = strings.ToLower(s)
+	}
+	if p.except != nil {
+		s = p.except.ReplaceAllLiteralString(s, "")
+	}
+	return s
+}
+
+// actual normalizes one request field: like the expected side, then the
+// selector on each string. It reports false for a value the selector
+// found nothing in (undefined).
+func (p *Predicate) actual(v any, force bool) (any, bool) {
+	switch t := v.(type) {
+	case *Object:
+		out := &Object{}
+		for i, k := range t.keys {
+			if p.lowerKeys {
+				k = strings.ToLower(k)
+			}
+			if x, ok := p.actual(t.vals[i], force); ok {
+				out.Set(k, x)
+			}
+		}
+		return out, true
+	case []any:
+		out := make([]any, 0, len(t))
+		for _, x := range t {
+			if y, ok := p.actual(x, force); ok {
+				out = append(out, y)
+			}
+		}
+		sortValues(out)
+		return out, true
+	case string:
+		s := p.transformString(t)
+		switch {
+		case p.jsonpath != nil:
+			doc := p.tryJSON(s)
+			if force {
+				doc = forceStrings(doc)
+			}
+			return selected(anySlice(p.jsonpath.Select(toPlain(doc))))
+		case p.xpath != nil:
+			return selected(stringsAsAny(p.xpath.Select(s)))
+		}
+		return s, true
+	}
+	return v, true
+}
+
+// selected is mountebank's select: one match is the value, several are
+// a sorted array, none is undefined.
+func selected(vs []any) (any, bool) {
+	switch len(vs) {
+	case 0:
+		return nil, false
+	case 1:
+		return vs[0], true
+	}
+	sortValues(vs)
+	return vs, true
+}
+
+func stringsAsAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// tryJSON parses a string as JSON with the predicate's key and value
+// transforms (but no array sorting: indexed selectors must see document
+// order), or returns it unchanged.
+func (p *Predicate) tryJSON(s string) any {
+	if len(s) == 0 {
+		return s
+	}
+	switch s[0] {
+	case '{', '[', '"', 't', 'f', 'n', '-', ' ', '\t', '\n', '\r', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+	default:
+		return s
+	}
+	v, err := Parse(s)
+	if err != nil {
+		return s
+	}
+	return p.jsonTransform(v)
+}
+
+func (p *Predicate) jsonTransform(v any) any {
+	switch t := v.(type) {
+	case *Object:
+		for i, k := range t.keys {
+			if p.lowerKeys {
+				t.keys[i] = strings.ToLower(k)
+			}
+			t.vals[i] = p.jsonTransform(t.vals[i])
+		}
+		if p.lowerKeys {
+			return dedupeKeys(t)
+		}
+		return t
+	case []any:
+		for i := range t {
+			t[i] = p.jsonTransform(t[i])
+		}
+		return t
+	case string:
+		return p.transformString(t)
+	}
+	return v
+}
+
+// dedupeKeys merges keys that became equal when lower-cased: the later
+// value wins and the first place stays, as assigning them in order would.
+func dedupeKeys(o *Object) *Object {
+	for i := 1; i < len(o.keys); i++ {
+		if slices.Contains(o.keys[:i], o.keys[i]) {
+			out := &Object{}
+			for j, k := range o.keys {
+				out.Set(k, o.vals[j])
+			}
+			return out
+		}
+	}
+	return o
+}
+
+// --- evaluating
+
+// Matches evaluates the predicate against a request.
+func (p *Predicate) Matches(r *Request) bool {
+	switch p.op {
+	case "not":
+		return !p.subs[0].Matches(r)
+	case "or":
+		for _, s := range p.subs {
+			if s.Matches(r) {
+				return true
+			}
+		}
+		return false
+	case "and":
+		for _, s := range p.subs {
+			if !s.Matches(r) {
+				return false
+			}
+		}
+		return true
+	case "deepEquals":
+		return p.deepEquals(r)
+	}
+	exp := p.expected.(*Object)
+	act := &Object{}
+	for _, f := range exp.keys {
+		if v, ok := r.field(f); ok {
+			if x, ok := p.actual(v, false); ok {
+				act.Set(f, x)
+			}
+		}
+	}
+	return p.satisfied(exp, act)
+}
+
+func (p *Predicate) deepEquals(r *Request) bool {
+	exp := p.expected.(*Object)
+	for i, f := range exp.keys {
+		want := exp.vals[i]
+		var got any
+		v, ok := r.field(f)
+		if ok {
+			got, ok = p.actual(forceStrings(v), true)
+		}
+		if _, isObj := want.(*Object); isObj && ok {
+			if s, isStr := got.(string); isStr {
+				got = p.normalize(forceStrings(p.tryJSON(s)))
+			}
+		}
+		if !ok {
+			return false // stringify(undefined) equals nothing the expected side can hold
+		}
+		if string(stableJSON(want, nil)) != string(stableJSON(got, nil)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Predicate) test(expected, actual any, defined bool) bool {
+	if !defined {
+		actual = ""
+	}
+	switch expected.(type) {
+	case *Object, []any:
+		return p.satisfied(expected, actual)
+	}
+	return p.leaf(expected, actual)
+}
+
+// leaf compares one expected value with one actual value.
+func (p *Predicate) leaf(expected, actual any) bool {
+	switch p.op {
+	case "equals":
+		return jsString(expected) == jsString(actual)
+	case "contains":
+		return strings.Contains(ToString(actual), ToString(expected))
+	case "startsWith":
+		return strings.HasPrefix(ToString(actual), ToString(expected))
+	case "endsWith":
+		return strings.HasSuffix(ToString(actual), ToString(expected))
+	case "matches":
+		re, ok := expected.(*regexp.Regexp)
+		return ok && re.MatchString(ToString(actual))
+	case "exists":
+		present := actual != ""
+		if truthy(expected) {
+			return present
+		}
+		return !present
+	}
+	return false
+}
+
+// jsString is toString for equals: null stays distinct from "null".
+func jsString(v any) string {
+	if v == nil {
+		return "\x00null"
+	}
+	return ToString(v)
+}
+
+// satisfied is mountebank's predicateSatisfied.
+func (p *Predicate) satisfied(expected, actual any) bool {
+	if !truthy(actual) {
+		return false
+	}
+	if s, ok := actual.(string); ok {
+		actual = p.tryJSON(s)
+	}
+	return eachKey(expected, func(key string, ev any) bool {
+		av, def := member(actual, key)
+		ea, expIsArr := ev.([]any)
+		aa, actIsArr := av.([]any)
+		switch {
+		case expIsArr && actIsArr:
+			for _, e := range ea {
+				if !slices.ContainsFunc(aa, func(a any) bool { return p.test(e, a, true) }) {
+					return false
+				}
+			}
+			return true
+		case actIsArr:
+			if p.op == "exists" && truthy(ev) {
+				return true
+			}
+			return slices.ContainsFunc(aa, func(a any) bool { return p.test(ev, a, true) })
+		case !def && !expIsArr:
+			if whole, ok := actual.([]any); ok {
+				return slices.ContainsFunc(whole, func(a any) bool { return p.test(expected, a, true) })
+			}
+		}
+		switch ev.(type) {
+		case *Object, []any:
+			return p.satisfied(ev, av)
+		}
+		return p.test(ev, av, def)
+	})
+}
+
+// eachKey runs fn over an object's keys or an array's indexes, as
+// Object.keys enumerates them, while fn says true.
+func eachKey(v any, fn func(string, any) bool) bool {
+	switch t := v.(type) {
+	case *Object:
+		for _, i := range enumerationOrder(t) {
+			if !fn(t.keys[i], t.vals[i]) {
+				return false
+			}
+		}
+	case []any:
+		for i, x := range t {
+			if !fn(strconv.Itoa(i), x) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// member is actual[key] for an object or an array.
+func member(v any, key string) (any, bool) {
+	switch t := v.(type) {
+	case *Object:
+		return t.Get(key)
+	case []any:
+		if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(t) {
+			return t[i], true
+		}
+	}
+	return nil, false
+}
+
+// forceStrings turns every scalar into its string, as deepEquals does.
+func forceStrings(v any) any {
+	switch t := v.(type) {
+	case *Object:
+		out := &Object{keys: append([]string(nil), t.keys...), vals: make([]any, len(t.vals))}
+		for i, x := range t.vals {
+			out.vals[i] = forceStrings(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = forceStrings(x)
+		}
+		return out
+	case string:
+		return t
+	}
+	return ToString(v)
+}
+
+func lowerKeys(v any, lower bool) any {
+	if !lower {
+		return v
+	}
+	switch t := v.(type) {
+	case *Object:
+		for i, k := range t.keys {
+			t.keys[i] = strings.ToLower(k)
+			t.vals[i] = lowerKeys(t.vals[i], lower)
+		}
+		return dedupeKeys(t)
+	case []any:
+		for i := range t {
+			t[i] = lowerKeys(t[i], lower)
+		}
+	}
+	return v
+}
+
+// sortValues sorts as mountebank's sortObjects does: objects by their
+// canonical JSON, everything else by JavaScript's < (strings by UTF-16
+// code units, numbers numerically).
+func sortValues(vs []any) {
+	slices.SortStableFunc(vs, func(a, b any) int {
+		_, ao := a.(*Object)
+		_, aa := a.([]any)
+		_, bo := b.(*Object)
+		_, ba := b.([]any)
+		if (ao || aa) && (bo || ba) {
+			return strings.Compare(string(stableJSON(a, nil)), string(stableJSON(b, nil)))
+		}
+		if af, ok := a.(float64); ok {
+			if bf, ok := b.(float64); ok {
+				switch {
+				case af < bf:
+					return -1
+				case af > bf:
+					return 1
+				}
+				return 0
+			}
+		}
+		as, bs := ToString(a), ToString(b)
+		if as < bs {
+			return -1
+		}
+		return 1
+	})
+}
+
+// stableJSON is compact JSON with every object's keys sorted, as
+// safe-stable-stringify writes it.
+func stableJSON(v any, b []byte) []byte {
+	switch t := v.(type) {
+	case *Object:
+		idx := make([]int, len(t.keys))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(i, j int) int { return strings.Compare(t.keys[i], t.keys[j]) })
+		b = append(b, '{')
+		for n, i := range idx {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = appendQuoted(b, t.keys[i])
+			b = append(b, ':')
+			b = stableJSON(t.vals[i], b)
+		}
+		return append(b, '}')
+	case []any:
+		b = append(b, '[')
+		for i, x := range t {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = stableJSON(x, b)
+		}
+		return append(b, ']')
+	}
+	return append(b, Marshal(v, 0)...)
+}
+
+// toPlain converts a value for the JSONPath library, which walks the
+// types encoding/json produces.
+func toPlain(v any) any {
+	switch t := v.(type) {
+	case *Object:
+		m := make(map[string]any, len(t.keys))
+		for i, k := range t.keys {
+			m[k] = toPlain(t.vals[i])
+		}
+		return m
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = toPlain(x)
+		}
+		return out
+	}
+	return v
+}
+
+// fromPlain converts back what the JSONPath library selected.
+func fromPlain(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		o := &Object{}
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			o.Set(k, fromPlain(t[k]))
+		}
+		return o
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = fromPlain(x)
+		}
+		return out
+	}
+	return v
+}
+
+func anySlice(vs []any) []any {
+	for i, v := range vs {
+		vs[i] = fromPlain(v)
+	}
+	return vs
+}

@@ -1,0 +1,440 @@
+package imposter
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// A proxy response calls the real service (the HTTP layer does the call)
+// and records what it answered as a new stub, so that the imposter can
+// answer the same request itself afterwards:
+//
+//   - proxyOnce (the default) records a stub just before the proxy stub,
+//     so the next matching request is answered from the recording;
+//   - proxyAlways keeps proxying, and records after the proxy stub,
+//     appending to an existing recording with the same predicates;
+//   - proxyTransparent records nothing.
+//
+// The recorded stub's predicates come from predicateGenerators: each
+// field named in matches gives a deepEquals predicate on the request's
+// value for it (an object given for a field gives equals on the keys it
+// names), with the generator's caseSensitive, except, jsonpath and xpath
+// copied in, and the fields named by ignore left out.
+
+// Proxy modes.
+const (
+	ProxyOnce        = "proxyOnce"
+	ProxyAlways      = "proxyAlways"
+	ProxyTransparent = "proxyTransparent"
+)
+
+type proxyConfig struct {
+	to         string
+	mode       string
+	generators []generator
+	addWait    bool
+	inject     *Object // injectHeaders
+}
+
+type generator struct {
+	base     *Object // the keys copied into each predicate, in order
+	matches  *Object
+	ignore   any
+	jsonpath *JSONPath
+	xpath    *XPath
+}
+
+func compileProxy(v any, r *Object) (*proxyConfig, error) {
+	o, ok := v.(*Object)
+	if !ok {
+		return nil, badData("proxy must be an object", r)
+	}
+	pc := &proxyConfig{mode: ProxyOnce}
+	to, _ := o.Get("to")
+	pc.to, _ = to.(string)
+	if pc.to == "" {
+		return nil, badData("Missing to", r)
+	}
+	u, err := url.Parse(pc.to)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &Error{Code: CodeInvalidProxy, Message: fmt.Sprintf("Unable to connect to %s", string(Marshal(pc.to, 0))), Source: r}
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, badData(fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path), r)
+	}
+	if m, ok := o.Get("mode"); ok {
+		switch m {
+		case ProxyOnce, ProxyAlways, ProxyTransparent:
+			pc.mode = m.(string)
+		}
+		// mountebank treats any other mode as proxyOnce.
+	}
+	if has(o, "addDecorateBehavior") {
+		return nil, errInjection("the proxy's addDecorateBehavior", nil)
+	}
+	pc.addWait = has(o, "addWaitBehavior")
+	if ih, ok := o.Get("injectHeaders"); ok && ih != nil {
+		if pc.inject, ok = ih.(*Object); !ok {
+			return nil, badData("proxy.injectHeaders must be an object", r)
+		}
+	}
+	if gs, ok := o.Get("predicateGenerators"); ok && gs != nil {
+		list, ok := gs.([]any)
+		if !ok {
+			return nil, badData("proxy.predicateGenerators must be an array", r)
+		}
+		for _, g := range list {
+			cg, err := compileGenerator(g, r)
+			if err != nil {
+				return nil, err
+			}
+			pc.generators = append(pc.generators, cg)
+		}
+	}
+	return pc, nil
+}
+
+func compileGenerator(v any, r *Object) (generator, error) {
+	o, ok := v.(*Object)
+	if !ok {
+		return generator{}, badData("each predicateGenerator must be an object", r)
+	}
+	if has(o, "inject") {
+		return generator{}, errInjection("a predicateGenerator's inject", nil)
+	}
+	if has(o, "predicateOperator") {
+		return generator{}, notSupported("predicateGenerators' predicateOperator", r)
+	}
+	g := generator{base: NewObject()}
+	m, _ := o.Get("matches")
+	if g.matches, ok = m.(*Object); !ok {
+		return generator{}, badData("each predicateGenerator needs a matches object", r)
+	}
+	g.ignore, _ = o.Get("ignore")
+	for i := range o.Len() {
+		k, val := o.At(i)
+		if k != "matches" && k != "predicateOperator" && k != "ignore" {
+			g.base.Set(k, Clone(val))
+		}
+	}
+	var err error
+	if jp, ok := o.Get("jsonpath"); ok {
+		sel, err2 := selectorOf(jp, "jsonpath", r)
+		if err2 != nil {
+			return generator{}, err2
+		}
+		if g.jsonpath, err = CompileJSONPath(sel); err != nil {
+			return generator{}, badData(fmt.Sprintf("malformed jsonpath predicateGenerator selector %q: %v", sel, err), r)
+		}
+	}
+	if xp, ok := o.Get("xpath"); ok {
+		sel, err2 := selectorOf(xp, "xpath", r)
+		if err2 != nil {
+			return generator{}, err2
+		}
+		ns := map[string]string{}
+		if x, _ := xp.(*Object).Get("ns"); x != nil {
+			if nso, ok := x.(*Object); ok {
+				for i := range nso.Len() {
+					k, u := nso.At(i)
+					ns[k] = ToString(u)
+				}
+			}
+		}
+		if g.xpath, err = CompileXPath(sel, ns); err != nil {
+			return generator{}, badData(fmt.Sprintf("malformed xpath predicateGenerator selector %q: %v", sel, err), r)
+		}
+	}
+	return g, nil
+}
+
+// valueOf applies the generator's selector to a request value: none
+// found is "", one is itself, several an array.
+func (g *generator) valueOf(v any) any {
+	var found []any
+	switch {
+	case g.jsonpath != nil:
+		doc := v
+		if s, ok := v.(string); ok {
+			p, err := Parse(s)
+			if err != nil {
+				return ""
+			}
+			doc = p
+		}
+		found = anySlice(g.jsonpath.Select(toPlain(doc)))
+	case g.xpath != nil:
+		found = stringsAsAny(g.xpath.Select(ToString(v)))
+	default:
+		return v
+	}
+	switch len(found) {
+	case 0:
+		return ""
+	case 1:
+		return found[0]
+	}
+	return found
+}
+
+// predicates generates the recorded stub's predicates for a request.
+func (pc *proxyConfig) predicates(r *Request) []any {
+	out := []any{}
+	reqVal := r.Value()
+	for i := range pc.generators {
+		g := &pc.generators[i]
+		for _, field := range g.matches.Keys() {
+			mv, _ := g.matches.Get(field)
+			p := Clone(g.base).(*Object)
+			actual, _ := reqVal.Get(field)
+			actual = Clone(actual)
+			if mv == true {
+				if g.ignore != nil {
+					if spec, ok := g.ignore.(*Object); ok {
+						if f, ok := spec.Get(field); ok {
+							actual = filterKeys(actual, f)
+						}
+					}
+				}
+				p.Set("deepEquals", NewObject().Set(field, g.valueOf(actual)))
+			} else {
+				p.Set("equals", NewObject().Set(field, g.buildEquals(actual, mv)))
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// buildEquals copies the request's values for the keys a nested matches
+// object names.
+func (g *generator) buildEquals(actual, matcher any) any {
+	mo, ok := matcher.(*Object)
+	if !ok {
+		return g.valueOf(actual)
+	}
+	out := NewObject()
+	ao, _ := actual.(*Object)
+	for _, k := range mo.Keys() {
+		sub, _ := mo.Get(k)
+		av, _ := ao.Get(k)
+		if avo, isObj := av.(*Object); isObj {
+			out.Set(k, g.buildEquals(avo, sub))
+		} else {
+			out.Set(k, g.valueOf(av))
+		}
+	}
+	return out
+}
+
+// filterKeys removes what an ignore spec names: a key, a list of them,
+// or an object of nested specs.
+func filterKeys(v, spec any) any {
+	o, ok := v.(*Object)
+	if !ok {
+		return v
+	}
+	switch t := spec.(type) {
+	case string:
+		o.Delete(t)
+	case []any:
+		for _, k := range t {
+			filterKeys(o, k)
+		}
+	case *Object:
+		for _, k := range t.Keys() {
+			sub, _ := t.Get(k)
+			if inner, ok := o.Get(k); ok {
+				filterKeys(inner, sub)
+			}
+		}
+	}
+	return o
+}
+
+// ProxyCall is a request the HTTP layer must send upstream; it hands the
+// answer back to Proxied.
+type ProxyCall struct {
+	To      string // scheme://host[:port]
+	Headers *Object
+	// Signature names the recording a proxyOnce call will make (its
+	// predicates, as canonical JSON): concurrent calls with the same
+	// signature call upstream once. Empty for the other modes.
+	Signature string
+	Mode      string
+
+	req  *Request
+	stub *Stub
+	resp *response
+	pc   *proxyConfig
+}
+
+func (imp *Imposter) proxyCall(r *Request, st *Stub, resp *response) *ProxyCall {
+	pc := resp.proxy
+	c := &ProxyCall{To: strings.TrimSuffix(pc.to, "/"), Mode: pc.mode, req: r, stub: st, resp: resp, pc: pc, Headers: Clone(orEmpty(r.Headers)).(*Object)}
+	if pc.inject != nil {
+		for _, k := range pc.inject.Keys() {
+			v, _ := pc.inject.Get(k)
+			c.Headers.Set(k, Clone(v))
+		}
+	}
+	if pc.mode == ProxyOnce {
+		c.Signature = string(stableJSON(pc.predicates(r), nil))
+	}
+	return c
+}
+
+// Body is the request body to send upstream.
+func (c *ProxyCall) Body() string { return c.req.Body }
+
+// InjectedHost reports whether injectHeaders sets Host, which then goes
+// upstream instead of the target's.
+func (c *ProxyCall) InjectedHost() bool {
+	if c.pc.inject == nil {
+		return false
+	}
+	_, ok := headerName(c.pc.inject, "Host")
+	return ok
+}
+
+// Upstream is what the proxied service answered.
+type Upstream struct {
+	StatusCode int
+	Headers    []Header // in the order received, names as received
+	Body       []byte
+	Elapsed    time.Duration
+}
+
+// binaryEncodings and binaryTypes make a proxied body binary (recorded as
+// base64 with _mode binary), as mountebank decides it.
+var (
+	binaryEncodings = []string{"gzip", "br", "compress", "deflate"}
+	binaryTypes     = []string{"audio/", "application/epub+zip", "application/gzip", "application/java-archive", "application/msword",
+		"application/octet-stream", "application/pdf", "application/rtf", "application/vnd.ms-excel", "application/vnd.ms-fontobject",
+		"application/vnd.ms-powerpoint", "application/vnd.visio", "application/x-shockwave-flash", "application/x-tar",
+		"application/zip", "font/", "image/", "model/", "video/"}
+)
+
+// Proxied takes the upstream's answer to c: it runs the proxy response's
+// behaviors on it, records it as the mode says, and returns what to
+// answer the client.
+func (imp *Imposter) Proxied(c *ProxyCall, up Upstream) (Outcome, error) {
+	headers := NewObject()
+	var encoding, ctype string
+	for _, h := range up.Headers {
+		for _, v := range h.Values {
+			AddHeader(headers, h.Name, v)
+		}
+		switch strings.ToLower(h.Name) {
+		case "content-encoding":
+			encoding = strings.Join(h.Values, ",")
+		case "content-type":
+			ctype = strings.Join(h.Values, ",")
+		}
+	}
+	binary := false
+	for _, e := range binaryEncodings {
+		binary = binary || strings.Contains(encoding, e)
+	}
+	for _, t := range binaryTypes {
+		binary = binary || strings.Contains(ctype, t)
+	}
+	is := NewObject().Set("statusCode", float64(up.StatusCode)).Set("headers", headers)
+	if binary {
+		is.Set("body", base64.StdEncoding.EncodeToString(up.Body)).Set("_mode", "binary")
+	} else {
+		var body any = string(up.Body)
+		if v, err := Parse(string(up.Body)); err == nil {
+			body = v
+		}
+		is.Set("body", body).Set("_mode", "text")
+	}
+	is.Set("_proxyResponseTime", float64(up.Elapsed.Milliseconds()))
+	var wait time.Duration
+	for _, b := range c.resp.behaviors {
+		d, err := b.apply(c.req, is)
+		if err != nil {
+			return Outcome{}, err
+		}
+		wait += d
+	}
+	imp.record(c, is)
+	out := imp.postProcess(is, c.req)
+	out.Wait = wait
+	return out, nil
+}
+
+func (imp *Imposter) record(c *ProxyCall, is *Object) {
+	if c.pc.mode == ProxyTransparent {
+		return
+	}
+	newResp := NewObject().Set("is", Clone(is))
+	if c.pc.addWait {
+		ms, _ := is.Get("_proxyResponseTime")
+		newResp.Set("behaviors", []any{NewObject().Set("wait", ms)})
+	}
+	preds := c.pc.predicates(c.req)
+	at := -1
+	for i, st := range imp.stubs {
+		if st == c.stub {
+			at = i
+		}
+	}
+	if at < 0 {
+		return // the proxy stub was replaced or removed meanwhile: record nothing
+	}
+	switch c.pc.mode {
+	case ProxyOnce:
+		st, err := NewStub(NewObject().Set("predicates", preds).Set("responses", []any{newResp}))
+		if err == nil {
+			imp.InsertStub(st, at)
+		}
+	case ProxyAlways:
+		want := string(stableJSON(preds, nil))
+		for _, st := range imp.stubs[at+1:] {
+			p, _ := st.config.Get("predicates")
+			if p == nil {
+				p = []any{}
+			}
+			if string(stableJSON(p, nil)) == want {
+				st.addResponse(newResp)
+				return
+			}
+		}
+		if st, err := NewStub(NewObject().Set("predicates", preds).Set("responses", []any{newResp})); err == nil {
+			imp.stubs = append(imp.stubs, st)
+		}
+	}
+}
+
+// addResponse appends a recorded response to the stub and its cycle.
+func (st *Stub) addResponse(r *Object) {
+	cr, _, err := compileResponse(r)
+	if err != nil {
+		return
+	}
+	rs, _ := st.config.Get("responses")
+	list, _ := rs.([]any)
+	st.config.Set("responses", append(list, r))
+	st.responses = append(st.responses, cr)
+	st.cycle = append(st.cycle, len(st.responses)-1)
+}
+
+// isRecorded reports whether a response config is a proxy's recording.
+func isRecorded(r any) bool {
+	o, ok := r.(*Object)
+	if !ok {
+		return false
+	}
+	is, _ := o.Get("is")
+	io, ok := is.(*Object)
+	if !ok {
+		return false
+	}
+	t, _ := io.Get("_proxyResponseTime")
+	_, isNum := t.(float64)
+	return isNum
+}

@@ -1,0 +1,123 @@
+package imposter
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Request is an HTTP request as stubs see it, independent of net/http so
+// that the simulator can make them too. Query, Headers and Form map names
+// to a string, or to an array of strings for a repeated name, as
+// mountebank's request object does.
+type Request struct {
+	RequestFrom string // "ip:port" of the client
+	Method      string
+	Path        string
+	Query       *Object
+	Headers     *Object // names as the client sent them (as far as the server keeps them)
+	Body        string
+	Form        *Object // nil unless the body is application/x-www-form-urlencoded
+	IP          string
+	Timestamp   string // when it arrived, ISO 8601 UTC with milliseconds (recorded requests)
+}
+
+// field returns a request field by predicate key; with lower-cased keys
+// the key came lower-cased ("requestfrom").
+func (r *Request) field(key string) (any, bool) {
+	switch key {
+	case "method":
+		return r.Method, true
+	case "path":
+		return r.Path, true
+	case "query":
+		return orEmpty(r.Query), true
+	case "headers":
+		return orEmpty(r.Headers), true
+	case "body":
+		return r.Body, true
+	case "form":
+		if r.Form == nil {
+			return nil, false
+		}
+		return r.Form, true
+	case "ip":
+		return r.IP, true
+	case "requestFrom", "requestfrom":
+		return r.RequestFrom, true
+	}
+	return nil, false
+}
+
+func orEmpty(o *Object) *Object {
+	if o == nil {
+		return &Object{}
+	}
+	return o
+}
+
+// ParseQuery parses a raw query string as node's querystring.parse does:
+// '+' is a space, a repeated name collects an array, a name without '='
+// has the empty string, and bad escapes are kept as written.
+func ParseQuery(raw string) *Object {
+	o := &Object{}
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		addValue(o, unescape(k), unescape(v))
+	}
+	return o
+}
+
+func unescape(s string) string {
+	s = strings.ReplaceAll(s, "+", " ")
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// addValue sets name, turning a repeated name into an array of its values.
+func addValue(o *Object, name, value string) {
+	switch cur, ok := o.Get(name); {
+	case !ok:
+		o.Set(name, value)
+	case isArray(cur):
+		o.Set(name, append(cur.([]any), value))
+	default:
+		o.Set(name, []any{cur, value})
+	}
+}
+
+// AddHeader adds one header line to h.
+func AddHeader(h *Object, name, value string) { addValue(h, name, value) }
+
+func isArray(v any) bool { _, ok := v.([]any); return ok }
+
+// IsForm reports whether a Content-Type names a URL-encoded form.
+func IsForm(contentType string) bool {
+	t, _, _ := strings.Cut(contentType, ";")
+	return strings.TrimSpace(t) == "application/x-www-form-urlencoded"
+}
+
+// Value is the request as mountebank records and prints it.
+func (r *Request) Value() *Object {
+	o := &Object{}
+	o.Set("requestFrom", r.RequestFrom)
+	o.Set("method", r.Method)
+	o.Set("path", r.Path)
+	o.Set("query", Clone(orEmpty(r.Query)))
+	o.Set("headers", Clone(orEmpty(r.Headers)))
+	o.Set("body", r.Body)
+	o.Set("ip", r.IP)
+	if r.Form != nil {
+		o.Set("form", Clone(r.Form))
+	}
+	if r.Timestamp != "" {
+		o.Set("timestamp", r.Timestamp)
+	}
+	return o
+}

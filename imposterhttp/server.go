@@ -1,0 +1,523 @@
+// Package imposterhttp serves imposters over HTTP: mountebank's admin API
+// (on the node's HTTP address) and one listener per imposter, which turns
+// each request into the engine's Request and the engine's Outcome back
+// into bytes on the wire, faults included.
+package imposterhttp
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenceline/fenceline/imposter"
+)
+
+// MaxBodyBytes bounds a request body, to an imposter or to the admin API
+// (after gzip decoding too). Past it an imposter answers 413 and the admin
+// API 400; nothing changes.
+const MaxBodyBytes = 16 << 20
+
+// Server holds the node's imposters.
+type Server struct {
+	host string // imposters listen on this host (the admin API's)
+	log  *slog.Logger
+	logs *logRing
+
+	mu        sync.Mutex // guards imposters; never held while serving
+	imposters map[int]*served
+
+	certOnce        sync.Once // the self-signed pair for https imposters
+	keyPEM, certPEM string
+	certErr         error
+}
+
+// served is one imposter and its listener. mu serializes the engine,
+// which keeps each stub's response cycle and the recorded requests.
+type served struct {
+	mu  sync.Mutex
+	imp *imposter.Imposter
+	srv *http.Server
+	ln  net.Listener
+	// claims are the proxyOnce recordings in flight, by signature: the
+	// first request calls upstream, the rest wait for its recording.
+	// Guarded by mu.
+	claims map[string]*claim
+}
+
+// claim is one proxyOnce upstream call in flight.
+type claim struct {
+	done    chan struct{}
+	waiters int
+}
+
+// Bounds on proxyOnce claims: signatures in flight per imposter, requests
+// waiting on one, and how long they wait. Past the first two, and after
+// the wait, a request gets 503 and calls nobody.
+const (
+	MaxClaims      = 10000
+	MaxClaimWaiter = 1024
+	ClaimWait      = 30 * time.Second
+)
+
+// The real world reads lookup behaviors' CSV files from the OS.
+func init() { imposter.ReadFile = os.ReadFile }
+
+// New returns a server whose imposters listen on host.
+func New(host string, log *slog.Logger) *Server {
+	s := &Server{host: host, imposters: map[int]*served{}, logs: newLogRing(1000)}
+	s.log = slog.New(&ringHandler{ring: s.logs, next: log.Handler()})
+	return s
+}
+
+// checkPort reads an imposter's port: 0 when absent (assigned). The rule
+// is mountebank's: a whole number above 0 and below 65536, or a string
+// of one.
+func checkPort(creation *imposter.Object) (int, error) {
+	v, ok := creation.Get("port")
+	if !ok {
+		return 0, nil
+	}
+	f, isNum := v.(float64)
+	if str, isStr := v.(string); isStr {
+		n, err := strconv.Atoi(str)
+		f, isNum = float64(n), err == nil
+	}
+	if !isNum || f != float64(int(f)) || f <= 0 || f >= 65536 {
+		return 0, &imposter.Error{Code: imposter.CodeBadData, Message: "invalid value for 'port'"}
+	}
+	return int(f), nil
+}
+
+// validate reports what is wrong with a creation request, port first, as
+// mountebank lists them; nil if it compiles.
+func validate(creation *imposter.Object) []error {
+	var errs []error
+	port, err := checkPort(creation)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	proto, _ := creation.Get("protocol")
+	if err := imposter.CheckProtocol(proto); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if _, err := imposter.New(creation, port); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// create compiles and starts an imposter from a validated creation request.
+func (s *Server) create(creation *imposter.Object) (*served, error) {
+	port, err := checkPort(creation)
+	if err != nil {
+		return nil, err
+	}
+	// Compile first, so that bad stubs never bind a port.
+	imp, err := imposter.New(creation, port)
+	if err != nil {
+		return nil, err
+	}
+	var tlsCfg *tls.Config
+	if imp.Protocol == "https" {
+		if tlsCfg, err = s.tlsConfig(imp, creation); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("Port %d is already in use", port)}
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	imp.Port = ln.Addr().(*net.TCPAddr).Port
+	sv := &served{imp: imp, ln: ln, claims: map[string]*claim{}}
+	sv.srv = &http.Server{Handler: &imposterHandler{s: s, sv: sv}, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	go func() { _ = sv.srv.Serve(ln) }()
+	s.log.Info(fmt.Sprintf("[%s:%d] Open for business...", imp.Protocol, imp.Port))
+	return sv, nil
+}
+
+func (sv *served) stop() {
+	_ = sv.srv.Close()
+}
+
+// Close stops every imposter.
+func (s *Server) Close() {
+	s.mu.Lock()
+	all := s.imposters
+	s.imposters = map[int]*served{}
+	s.mu.Unlock()
+	for _, sv := range all { //fenceline:unordered stopping each
+		sv.stop()
+	}
+}
+
+// sorted returns the imposters by port.
+func (s *Server) sorted() []*served {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ports := make([]int, 0, len(s.imposters))
+	for p := range s.imposters {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	out := make([]*served, len(ports))
+	for i, p := range ports {
+		out[i] = s.imposters[p]
+	}
+	return out
+}
+
+// --- serving an imposter
+
+type imposterHandler struct {
+	s  *Server
+	sv *served
+}
+
+func (h *imposterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := toRequest(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	}
+	h.sv.mu.Lock()
+	out, err := h.sv.imp.Respond(req)
+	h.sv.mu.Unlock()
+	for err == nil && out.Proxy != nil {
+		var retry bool
+		out, retry, err = h.proxy(r, req, out.Proxy)
+		if retry {
+			// Another request recorded this signature: match again.
+			h.sv.mu.Lock()
+			out, err = h.sv.imp.Rematch(req)
+			h.sv.mu.Unlock()
+			if out.Proxy != nil && out.Proxy.Signature != "" {
+				// Still no recording (the proxy stub was replaced, or the
+				// call failed): proxy ourselves, once.
+				out, _, err = h.call(r, out.Proxy)
+			}
+		}
+	}
+	if err != nil {
+		var busy errBusy
+		if errors.As(err, &busy) {
+			writeErrors(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		writeErrors(w, http.StatusInternalServerError, err)
+		return
+	}
+	if out.Wait > 0 {
+		t := time.NewTimer(out.Wait)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	switch out.Fault {
+	case "":
+	case imposter.FaultReset:
+		reset(w)
+		return
+	case imposter.FaultRandom:
+		garbage(w)
+		return
+	default:
+		// mountebank ignores an unknown fault and answers normally
+		// with an empty response.
+	}
+	hdr := w.Header()
+	hasLength, hasType, chunked := false, false, false
+	for _, x := range out.Headers {
+		// Assigned, not Set: the names keep the case the stub gave.
+		hdr[x.Name] = x.Values
+		switch http.CanonicalHeaderKey(x.Name) {
+		case "Content-Length":
+			hasLength = true
+		case "Content-Type":
+			hasType = true
+		case "Transfer-Encoding":
+			chunked = true
+		}
+	}
+	if !hasType {
+		hdr["Content-Type"] = nil // no sniffed type: mountebank sends none
+	}
+	if !hasLength && !chunked {
+		hdr["Content-Length"] = []string{strconv.Itoa(len(out.Body))}
+	}
+	w.WriteHeader(out.StatusCode)
+	_, _ = w.Write(out.Body)
+}
+
+// errBusy is a request refused at a bound: 503, nobody called.
+type errBusy struct{ e *imposter.Error }
+
+func (b errBusy) Error() string { return b.e.Error() }
+func (b errBusy) Unwrap() error { return b.e }
+
+// proxy makes a proxy call. A proxyOnce call whose signature another
+// request is already recording waits for that (bounded) and asks to
+// match again instead of calling upstream.
+func (h *imposterHandler) proxy(r *http.Request, req *imposter.Request, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
+	if c.Signature == "" {
+		return h.call(r, c)
+	}
+	h.sv.mu.Lock()
+	cl := h.sv.claims[c.Signature]
+	switch {
+	case cl != nil && cl.waiters >= MaxClaimWaiter:
+		h.sv.mu.Unlock()
+		return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "too many requests are waiting for this proxyOnce recording"}}
+	case cl != nil:
+		cl.waiters++
+		h.sv.mu.Unlock()
+		t := time.NewTimer(ClaimWait)
+		defer t.Stop()
+		select {
+		case <-cl.done:
+			return imposter.Outcome{}, true, nil
+		case <-t.C:
+			return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "the proxyOnce recording this request waits for took too long"}}
+		case <-r.Context().Done():
+			return imposter.Outcome{}, false, r.Context().Err()
+		}
+	case len(h.sv.claims) >= MaxClaims:
+		h.sv.mu.Unlock()
+		return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: fmt.Sprintf("%d proxyOnce recordings are in flight on this imposter", MaxClaims)}}
+	}
+	cl = &claim{done: make(chan struct{})}
+	h.sv.claims[c.Signature] = cl
+	h.sv.mu.Unlock()
+	defer func() {
+		h.sv.mu.Lock()
+		delete(h.sv.claims, c.Signature)
+		h.sv.mu.Unlock()
+		close(cl.done)
+	}()
+	return h.call(r, c)
+}
+
+// call sends the request upstream and hands the answer to the engine.
+func (h *imposterHandler) call(r *http.Request, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
+	up, err := callUpstream(r.Context(), c, r.Method, r.RequestURI)
+	if err != nil {
+		return imposter.Outcome{}, false, &imposter.Error{Code: imposter.CodeInvalidProxy,
+			Message: fmt.Sprintf("Unable to connect to %s", imposter.Marshal(c.To, 0))}
+	}
+	h.sv.mu.Lock()
+	defer h.sv.mu.Unlock()
+	out, err := h.sv.imp.Proxied(c, up)
+	return out, false, err
+}
+
+// upstreamClient calls proxied services: no redirects followed (the
+// client gets them, as from the real service), certificates not checked
+// (mountebank's choice: it virtualizes test services), bodies passed as
+// they come (no transparent gzip), and a bound on each call.
+var upstreamClient = &http.Client{
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test doubles
+		DisableCompression: true, MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: UpstreamTimeout},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Timeout:       UpstreamTimeout,
+}
+
+// UpstreamTimeout bounds one proxied call, answer included.
+const UpstreamTimeout = 60 * time.Second
+
+func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI string) (imposter.Upstream, error) {
+	body := c.Body()
+	req, err := http.NewRequestWithContext(ctx, method, c.To+requestURI, strings.NewReader(body))
+	if err != nil {
+		return imposter.Upstream{}, err
+	}
+	u, _ := url.Parse(c.To)
+	req.Host = u.Host
+	for _, name := range c.Headers.Keys() {
+		v, _ := c.Headers.Get(name)
+		var vals []string
+		if arr, ok := v.([]any); ok {
+			for _, x := range arr {
+				vals = append(vals, imposter.ToString(x))
+			}
+		} else {
+			vals = []string{imposter.ToString(v)}
+		}
+		switch http.CanonicalHeaderKey(name) {
+		case "Host":
+			if c.InjectedHost() {
+				req.Host = vals[0]
+			}
+			continue
+		case "Content-Length", "Transfer-Encoding", "Connection":
+			continue // the transport frames the body itself
+		}
+		req.Header[name] = vals
+	}
+	start := time.Now()
+	resp, err := upstreamClient.Do(req)
+	if err != nil {
+		return imposter.Upstream{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return imposter.Upstream{}, err
+	}
+	if len(b) > MaxBodyBytes {
+		return imposter.Upstream{}, errTooLarge
+	}
+	up := imposter.Upstream{StatusCode: resp.StatusCode, Body: b, Elapsed: time.Since(start)}
+	for _, name := range slices.Sorted(mapKeys(resp.Header)) {
+		up.Headers = append(up.Headers, imposter.Header{Name: name, Values: resp.Header[name]})
+	}
+	return up, nil
+}
+
+// reset closes the connection with a TCP reset (SO_LINGER 0).
+func reset(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// garbage writes random bytes and closes the connection.
+func garbage(w http.ResponseWriter) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	b := make([]byte, 128)
+	_, _ = rand.Read(b)
+	_, _ = buf.Write(b)
+	_ = buf.Flush()
+	_ = conn.Close()
+}
+
+// toRequest turns an HTTP request into the engine's.
+func toRequest(r *http.Request) (*imposter.Request, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	req := &imposter.Request{
+		RequestFrom: r.RemoteAddr,
+		Method:      r.Method,
+		Path:        r.URL.EscapedPath(),
+		Query:       imposter.ParseQuery(r.URL.RawQuery),
+		Headers:     imposter.NewObject(),
+		Body:        body,
+		Timestamp:   time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		req.IP = host
+	}
+	// Go keeps no header order and canonicalizes names; Host is apart.
+	if r.Host != "" {
+		imposter.AddHeader(req.Headers, "Host", r.Host)
+	}
+	for _, name := range slices.Sorted(mapKeys(r.Header)) {
+		for _, v := range r.Header[name] {
+			imposter.AddHeader(req.Headers, name, v)
+		}
+	}
+	if body != "" && imposter.IsForm(r.Header.Get("Content-Type")) {
+		req.Form = imposter.ParseQuery(body)
+	}
+	return req, nil
+}
+
+func mapKeys(h http.Header) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range h { //fenceline:unordered sorted by the caller
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+var errTooLarge = fmt.Errorf("request body over %d bytes", MaxBodyBytes)
+
+// readBody reads the body, gunzipped if it says gzip (a body that does
+// not gunzip is taken as it came, as mountebank does).
+func readBody(r *http.Request) (string, error) {
+	if r.Body == nil {
+		return "", nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxBodyBytes {
+		return "", errTooLarge
+	}
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		if zr, err := gzip.NewReader(bytes.NewReader(b)); err == nil {
+			if u, err := io.ReadAll(io.LimitReader(zr, MaxBodyBytes+1)); err == nil {
+				if len(u) > MaxBodyBytes {
+					return "", errTooLarge
+				}
+				return string(u), nil
+			}
+		}
+	}
+	return string(b), nil
+}
+
+// --- errors
+
+func writeErrors(w http.ResponseWriter, status int, errs ...error) {
+	if len(errs) == 1 {
+		var multi interface{ Unwrap() []error }
+		if errors.As(errs[0], &multi) {
+			errs = multi.Unwrap()
+		}
+	}
+	list := make([]any, 0, len(errs))
+	for _, err := range errs {
+		var e *imposter.Error
+		if !errors.As(err, &e) {
+			e = &imposter.Error{Code: imposter.CodeBadData, Message: err.Error()}
+		}
+		list = append(list, e.Value())
+	}
+	writeJSON(w, status, imposter.NewObject().Set("errors", list))
+}
+
+// writeJSON answers as mountebank's express app does: JSON indented by
+// two spaces.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b := imposter.Marshal(v, 2)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
