@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // A predicate decides whether a stub matches a request. Its semantics are
@@ -33,7 +35,8 @@ import (
 // Predicate is a compiled predicate.
 type Predicate struct {
 	op       string
-	expected any // the normalized operand (an *Object for field operators)
+	expected any     // the normalized operand (an *Object for field operators)
+	general  *Object // expected, less what Matches tests directly; see generalPart
 	params
 	subs []*Predicate // not (one), or, and
 }
@@ -236,7 +239,43 @@ func compileRegexes(v any, caseSensitive bool) (any, error) {
 	if err != nil {
 		return nil, badData(fmt.Sprintf("invalid regular expression %q in matches predicate: %v", s, err), v)
 	}
-	return re, nil
+	return newJSRegex(re, s, !caseSensitive), nil
+}
+
+// jsRegex is a compiled matches regex. When the pattern starts with ^
+// and an ASCII literal, a case-insensitive match checks that prefix
+// first: Go's regexp cannot use a literal prefix to skip work under (?i),
+// and a stub set of many such patterns (one per path) would otherwise run
+// every one of them in full.
+type jsRegex struct {
+	re     *regexp.Regexp
+	prefix string // "" when there is no anchored ASCII literal prefix
+}
+
+func newJSRegex(re *regexp.Regexp, src string, ignoreCase bool) *jsRegex {
+	j := &jsRegex{re: re}
+	if !ignoreCase {
+		return j // the regexp engine uses the literal prefix itself
+	}
+	tree, err := syntax.Parse(src, syntax.Perl)
+	if err != nil || tree.Op != syntax.OpConcat || len(tree.Sub) < 2 || tree.Sub[0].Op != syntax.OpBeginText || tree.Sub[1].Op != syntax.OpLiteral {
+		return j
+	}
+	lit := string(tree.Sub[1].Rune)
+	for i := 0; i < len(lit); i++ {
+		if lit[i] >= utf8.RuneSelf {
+			return j // non-ASCII case folding may change lengths
+		}
+	}
+	j.prefix = lit
+	return j
+}
+
+func (j *jsRegex) match(s string) bool {
+	if j.prefix != "" && (len(s) < len(j.prefix) || !strings.EqualFold(s[:len(j.prefix)], j.prefix)) {
+		return false
+	}
+	return j.re.MatchString(s)
 }
 
 // compileJSRegex compiles a JavaScript regular expression source. Go's
@@ -447,15 +486,54 @@ func (p *Predicate) Matches(r *Request) bool {
 		return p.deepEquals(r)
 	}
 	exp := p.expected.(*Object)
-	act := &Object{}
-	for _, f := range exp.keys {
+	var act *Object // the request fields that need the general path
+	for i, f := range exp.keys {
+		ev := exp.vals[i]
+		if s, ok := r.stringField(f); ok && p.jsonpath == nil && p.xpath == nil && isScalar(ev) {
+			// The common case, without building anything: a string field
+			// against one expected value.
+			if !p.leafString(ev, p.transformString(s)) {
+				return false
+			}
+			continue
+		}
+		if act == nil {
+			act = &Object{}
+		}
 		if v, ok := r.field(f); ok {
 			if x, ok := p.actual(v, false); ok {
 				act.Set(f, x)
 			}
 		}
 	}
-	return p.satisfied(exp, act)
+	if act == nil {
+		return true
+	}
+	return p.satisfied(p.generalPart(), act)
+}
+
+// generalPart is the expected object without the keys Matches tests
+// directly (computed once).
+func (p *Predicate) generalPart() *Object {
+	if p.general == nil {
+		exp := p.expected.(*Object)
+		p.general = &Object{}
+		for i, f := range exp.keys {
+			if _, isString := (&Request{}).stringField(f); isString && p.jsonpath == nil && p.xpath == nil && isScalar(exp.vals[i]) {
+				continue
+			}
+			p.general.Set(f, exp.vals[i])
+		}
+	}
+	return p.general
+}
+
+func isScalar(v any) bool {
+	switch v.(type) {
+	case *Object, []any:
+		return false
+	}
+	return true
 }
 
 func (p *Predicate) deepEquals(r *Request) bool {
@@ -505,14 +583,37 @@ func (p *Predicate) leaf(expected, actual any) bool {
 	case "endsWith":
 		return strings.HasSuffix(ToString(actual), ToString(expected))
 	case "matches":
-		re, ok := expected.(*regexp.Regexp)
-		return ok && re.MatchString(ToString(actual))
+		re, ok := expected.(*jsRegex)
+		return ok && re.match(ToString(actual))
 	case "exists":
 		present := actual != ""
 		if truthy(expected) {
 			return present
 		}
 		return !present
+	}
+	return false
+}
+
+// leafString is leaf for a string actual value, without boxing it.
+func (p *Predicate) leafString(expected any, actual string) bool {
+	switch p.op {
+	case "equals":
+		return jsString(expected) == actual
+	case "contains":
+		return strings.Contains(actual, ToString(expected))
+	case "startsWith":
+		return strings.HasPrefix(actual, ToString(expected))
+	case "endsWith":
+		return strings.HasSuffix(actual, ToString(expected))
+	case "matches":
+		re, ok := expected.(*jsRegex)
+		return ok && re.match(actual)
+	case "exists":
+		if truthy(expected) {
+			return actual != ""
+		}
+		return actual == ""
 	}
 	return false
 }

@@ -48,6 +48,23 @@ func (r *Request) field(key string) (any, bool) {
 	return nil, false
 }
 
+// stringField returns the request's string fields by predicate key.
+func (r *Request) stringField(key string) (string, bool) {
+	switch key {
+	case "method":
+		return r.Method, true
+	case "path":
+		return r.Path, true
+	case "body":
+		return r.Body, true
+	case "ip":
+		return r.IP, true
+	case "requestFrom", "requestfrom":
+		return r.RequestFrom, true
+	}
+	return "", false
+}
+
 func orEmpty(o *Object) *Object {
 	if o == nil {
 		return &Object{}

@@ -2,6 +2,8 @@ package imposterhttp
 
 import (
 	"context"
+	"html"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -38,6 +40,19 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /imposters/{port}/stubs/{index}", s.getStub)
 	mux.HandleFunc("PUT /imposters/{port}/stubs/{index}", s.putStub)
 	mux.HandleFunc("DELETE /imposters/{port}/stubs/{index}", s.deleteStub)
+	mux.HandleFunc("/", notFound)
+}
+
+// notFound answers an unknown route as mountebank's express app does.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	body := "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n</head>\n<body>\n<pre>Cannot " +
+		html.EscapeString(r.Method+" "+r.URL.EscapedPath()) + "</pre>\n</body>\n</html>\n"
+	w.Header().Set("Content-Security-Policy", "default-src 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = io.WriteString(w, body)
 }
 
 func link(href string) *imposter.Object {

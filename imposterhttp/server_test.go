@@ -98,6 +98,10 @@ func TestAdminAPI(t *testing.T) {
 	require.False(t, strings.HasSuffix(home.body, "\n"), "no trailing newline")
 	require.Contains(t, home.body, "\n  \"_links\": {", "two-space indentation")
 
+	nf := do(t, "GET", base+"/nonexistent", "")
+	require.Equal(t, 404, nf.code)
+	require.Contains(t, nf.body, "<pre>Cannot GET /nonexistent</pre>")
+
 	cfg := do(t, "GET", base+"/config", "")
 	require.Equal(t, 200, cfg.code)
 	require.Equal(t, Version, cfg.json["version"])

@@ -463,6 +463,32 @@ func TestNoFlagsFoundsAOneNodeCluster(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), k)
 	}
+	// The node serves mountebank's API: an imposter created through it
+	// answers on its own port, and records what it was asked.
+	resp, err := httpClient.Post("http://"+defaultHTTP+"/imposters", "application/json", strings.NewReader(
+		`{"protocol":"http","port":4545,"recordRequests":true,"stubs":[{"predicates":[{"equals":{"path":"/hello"}}],"responses":[{"is":{"body":"world"}}]}]}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	resp, err = httpClient.Get("http://127.0.0.1:4545/hello?x=1")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, "world", string(b))
+	resp, err = httpClient.Get("http://" + defaultHTTP + "/imposters/4545")
+	require.NoError(t, err)
+	var imp struct {
+		NumberOfRequests int `json:"numberOfRequests"`
+		Requests         []struct {
+			Path  string            `json:"path"`
+			Query map[string]string `json:"query"`
+		} `json:"requests"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&imp))
+	resp.Body.Close()
+	require.Equal(t, 1, imp.NumberOfRequests)
+	require.Equal(t, "/hello", imp.Requests[0].Path)
+	require.Equal(t, map[string]string{"x": "1"}, imp.Requests[0].Query)
 	// SIGTERM: a clean stop, exit 0.
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.cmd.Wait())
