@@ -300,7 +300,7 @@ func repeatCount(v any) (int, bool) {
 
 // checkIs validates what the response would send.
 func checkIs(is *Object) error {
-	if sc, ok := is.Get("statusCode"); ok && sc != nil {
+	if sc, ok := is.Get("statusCode"); ok && truthy(sc) { // a falsy one falls back to 200
 		if _, ok := statusOf(sc); !ok {
 			return badData("statusCode must be an HTTP status code", is)
 		}

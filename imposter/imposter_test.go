@@ -1,0 +1,120 @@
+package imposter
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func newImposter(t *testing.T, creation string) *Imposter {
+	t.Helper()
+	imp, err := New(mustParse(t, creation).(*Object), 4545)
+	require.NoError(t, err)
+	return imp
+}
+
+func respond(t *testing.T, imp *Imposter, r *Request) Outcome {
+	t.Helper()
+	out, err := imp.Respond(r)
+	require.NoError(t, err)
+	return out
+}
+
+func header(out Outcome, name string) []string {
+	for _, h := range out.Headers {
+		if h.Name == name {
+			return h.Values
+		}
+	}
+	return nil
+}
+
+// Recorded requests are bounded: past the bound the oldest go, and the
+// count still counts every request.
+func TestRecordedRequestsAreBounded(t *testing.T) {
+	imp := newImposter(t, `{"protocol":"http","recordRequests":true}`)
+	for i := range MaxRecordedRequests + 5 {
+		respond(t, imp, req("GET", fmt.Sprintf("/%d", i), "", ""))
+	}
+	v := imp.Value(PrintOptions{})
+	n, _ := v.Get("numberOfRequests")
+	require.Equal(t, float64(MaxRecordedRequests+5), n)
+	reqs, _ := v.Get("requests")
+	require.Len(t, reqs, MaxRecordedRequests)
+	first, _ := reqs.([]any)[0].(*Object).Get("path")
+	require.Equal(t, "/5", first, "the five oldest were dropped")
+
+	quiet := newImposter(t, `{"protocol":"http"}`)
+	respond(t, quiet, req("GET", "/", "", ""))
+	v = quiet.Value(PrintOptions{})
+	n, _ = v.Get("numberOfRequests")
+	reqs, _ = v.Get("requests")
+	require.Equal(t, float64(1), n, "counted though not recorded")
+	require.Empty(t, reqs)
+}
+
+// Every response type and field falls back as mountebank's postProcess
+// does.
+func TestResponses(t *testing.T) {
+	imp := newImposter(t, `{"protocol":"http","defaultResponse":{"statusCode":404,"headers":{"X-D":"d"},"body":"default","_mode":"text"},"stubs":[
+		{"predicates":[{"equals":{"path":"/empty"}}],"responses":[{"is":{}}]},
+		{"predicates":[{"equals":{"path":"/zero"}}],"responses":[{"is":{"statusCode":0,"body":0}}]},
+		{"predicates":[{"equals":{"path":"/number"}}],"responses":[{"is":{"statusCode":200,"body":123}}]},
+		{"predicates":[{"equals":{"path":"/array"}}],"responses":[{"is":{"body":[1,{"a":2}]}}]},
+		{"predicates":[{"equals":{"path":"/headers"}}],"responses":[{"is":{"headers":{"X-Num":5,"X-Bool":true,"Connection":"keep-alive"}}}]},
+		{"predicates":[{"equals":{"path":"/fault"}}],"responses":[{"fault":"CONNECTION_RESET_BY_PEER"},{"fault":"RANDOM_DATA_THEN_CLOSE"}]}
+	]}`)
+	out := respond(t, imp, req("GET", "/empty", "", ""))
+	require.Equal(t, 404, out.StatusCode)
+	require.Equal(t, "default", string(out.Body))
+	require.Equal(t, []string{"d"}, header(out, "X-D"))
+	require.Equal(t, []string{"close"}, header(out, "Connection"))
+
+	out = respond(t, imp, req("GET", "/zero", "", ""))
+	require.Equal(t, 404, out.StatusCode, "falsy fields fall back")
+	require.Equal(t, "default", string(out.Body))
+
+	out = respond(t, imp, req("GET", "/number", "", ""))
+	require.Equal(t, 200, out.StatusCode)
+	require.Equal(t, "123", string(out.Body))
+
+	out = respond(t, imp, req("GET", "/array", "", ""))
+	require.Equal(t, "[\n    1,\n    {\n        \"a\": 2\n    }\n]", string(out.Body))
+
+	out = respond(t, imp, req("GET", "/headers", "", ""))
+	require.Equal(t, []string{"5"}, header(out, "X-Num"))
+	require.Equal(t, []string{"true"}, header(out, "X-Bool"))
+	require.Equal(t, []string{"keep-alive"}, header(out, "Connection"), "a given Connection stays")
+	require.Nil(t, header(out, "X-D"), "stub headers replace the default's")
+
+	require.Equal(t, FaultReset, respond(t, imp, req("GET", "/fault", "", "")).Fault)
+	require.Equal(t, FaultRandom, respond(t, imp, req("GET", "/fault", "", "")).Fault)
+}
+
+func TestBehaviors(t *testing.T) {
+	imp := newImposter(t, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/xml"}}],"responses":[{"is":{"body":"x=${X} x1=${X}[1]"},"behaviors":[
+			{"copy":{"from":"body","into":"${X}","using":{"method":"xpath","selector":"//b:v","ns":{"b":"urn:b"}}}},
+			{"wait":25},{"wait":5}]}]},
+		{"predicates":[{"equals":{"path":"/keys"}}],"responses":[{"is":{"body":{"id":"${ID}","${ID}":"key"}},"behaviors":[
+			{"copy":{"from":{"query":"id"},"into":"${ID}","using":{"method":"regex","selector":"\\d+"}}}]}]},
+		{"predicates":[{"equals":{"path":"/object"}}],"responses":[{"is":{"body":"q=${Q}"},"behaviors":[
+			{"copy":{"from":"query","into":"${Q}","using":{"method":"regex","selector":".+"}}}]}]},
+		{"predicates":[{"equals":{"path":"/absent"}}],"responses":[{"is":{"body":"h=${H}"},"behaviors":[
+			{"copy":{"from":{"headers":"X-None"},"into":"${H}","using":{"method":"regex","selector":".*"}}}]}]}
+	]}`)
+	out := respond(t, imp, req("POST", "/xml", "", `<a xmlns:b="urn:b"><b:v>one</b:v><b:v>two</b:v></a>`))
+	require.Equal(t, "x=one x1=two", string(out.Body))
+	require.Equal(t, 30*time.Millisecond, out.Wait, "waits add up")
+
+	out = respond(t, imp, req("GET", "/keys", "id=42", ""))
+	require.Equal(t, "{\n    \"42\": \"key\",\n    \"id\": \"42\"\n}", string(out.Body),
+		"tokens are replaced in keys too, and an index-like key prints first")
+	out = respond(t, imp, req("GET", "/object", "id=42", ""))
+	require.Equal(t, "q=[object Object]", string(out.Body), "a whole object reads as JavaScript prints it")
+
+	out = respond(t, imp, req("GET", "/absent", "", ""))
+	require.Equal(t, "h=undefined", string(out.Body), "an absent field reads as the text undefined, as in mountebank")
+}
