@@ -3,6 +3,7 @@ package imposter
 import (
 	"bytes"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -221,10 +222,25 @@ type copyBehavior struct {
 	into string
 }
 
+// required reports, in mountebank's order and all at once, the fields a
+// behavior lacks.
+func required(kind string, o *Object, src *Object, fields ...string) error {
+	var errs []error
+	for _, f := range fields {
+		if v, ok := o.Get(f); !ok || v == nil {
+			errs = append(errs, badData(fmt.Sprintf("%s behavior %q field required", kind, f), src))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func compileCopy(v any, src *Object) (behavior, error) {
 	o, ok := v.(*Object)
 	if !ok {
 		return nil, badData("copy behavior must be an object", src)
+	}
+	if err := required("copy", o, src, "from", "into", "using"); err != nil {
+		return nil, err
 	}
 	into, _ := o.Get("into")
 	token, ok := into.(string)
@@ -299,6 +315,9 @@ func compileLookup(v any, src *Object) (behavior, error) {
 	o, ok := v.(*Object)
 	if !ok {
 		return nil, badData("lookup behavior must be an object", src)
+	}
+	if err := required("lookup", o, src, "key", "fromDataSource", "into"); err != nil {
+		return nil, err
 	}
 	k, _ := o.Get("key")
 	key, ok := k.(*Object)

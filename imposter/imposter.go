@@ -98,7 +98,7 @@ func New(creation *Object, port int) (*Imposter, error) {
 		imp.defaultResponse = o
 	}
 	if v, ok := creation.Get("endOfRequestResolver"); ok && v != nil {
-		return nil, notSupported("JavaScript injection (endOfRequestResolver)", v)
+		return nil, errInjection("endOfRequestResolver", v)
 	}
 	if v, ok := creation.Get("stubs"); ok && v != nil {
 		list, ok := v.([]any)
@@ -277,25 +277,36 @@ func compileResponse(r *Object) (*response, int, error) {
 
 func has(o *Object, k string) bool { v, ok := o.Get(k); return ok && truthy(v) }
 
+// repeatCount reads repeat as mountebank does: a number or a string, an
+// error only if it reads as a whole number at most 0 (parseInt), and
+// repeated as many times as a JavaScript loop "j < repeat" runs (a string
+// that is not a number runs it never: the response is skipped).
 func repeatCount(v any) (int, bool) {
+	var n float64
 	switch t := v.(type) {
 	case float64:
-		if t > 0 {
-			return int(math.Min(t, 1e6)), true
+		if t <= 0 {
+			return 0, false
 		}
+		n = t
 	case string:
-		// parseInt: leading digits
-		n := 0
-		i := 0
-		for i < len(t) && t[i] >= '0' && t[i] <= '9' && n < 1e6 {
-			n = n*10 + int(t[i]-'0')
-			i++
+		s := strings.TrimSpace(t)
+		lead := strings.TrimLeft(s, "+-")
+		digits := len(lead) - len(strings.TrimLeft(lead, "0123456789"))
+		if digits > 0 {
+			if p, err := strconv.Atoi(s[:len(s)-len(lead)+digits]); err == nil && p <= 0 {
+				return 0, false
+			}
 		}
-		if i > 0 && n > 0 {
-			return n, true
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || s == "" {
+			return 0, true
 		}
+		n = f
+	default:
+		return 0, false
 	}
-	return 0, false
+	return int(math.Min(math.Ceil(n), 1e6)), true
 }
 
 // checkIs validates what the response would send.

@@ -219,12 +219,22 @@ func (h *imposterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
+		status := http.StatusInternalServerError
 		var busy errBusy
 		if errors.As(err, &busy) {
-			writeErrors(w, http.StatusServiceUnavailable, err)
-			return
+			status = http.StatusServiceUnavailable
 		}
-		writeErrors(w, http.StatusInternalServerError, err)
+		// An imposter's own failures are compact JSON, as mountebank's
+		// imposters write them (its admin API indents).
+		var e *imposter.Error
+		if !errors.As(err, &e) {
+			e = &imposter.Error{Code: imposter.CodeBadData, Message: err.Error()}
+		}
+		b := imposter.Marshal(imposter.NewObject().Set("errors", []any{e.Value()}), 0)
+		w.Header()["content-type"] = []string{"application/json"}
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
 		return
 	}
 	if out.Wait > 0 {
@@ -251,8 +261,16 @@ func (h *imposterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hasLength, hasType, chunked := false, false, false
 	for _, x := range out.Headers {
-		// Assigned, not Set: the names keep the case the stub gave.
-		hdr[x.Name] = x.Values
+		// Assigned, not Set: the names keep the case the stub gave, but
+		// for the headers the server itself reads (framing, type, date,
+		// connection), which it only recognizes canonically; a stub
+		// replaying recorded lower-case ones must not get them twice.
+		name := x.Name
+		switch c := http.CanonicalHeaderKey(name); c {
+		case "Content-Length", "Content-Type", "Transfer-Encoding", "Date", "Connection":
+			name = c
+		}
+		hdr[name] = append(hdr[name], x.Values...)
 		switch http.CanonicalHeaderKey(x.Name) {
 		case "Content-Length":
 			hasLength = true
@@ -372,10 +390,11 @@ func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI
 			}
 			continue
 		case "Content-Length", "Transfer-Encoding", "Connection":
-			continue // the transport frames the body itself
+			continue // the transport frames the body and keeps connections itself
 		}
 		req.Header[name] = vals
 	}
+	req.Header["Connection"] = []string{"keep-alive"} // as node's client says
 	start := time.Now()
 	resp, err := upstreamClient.Do(req)
 	if err != nil {
@@ -392,6 +411,11 @@ func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI
 	up := imposter.Upstream{StatusCode: resp.StatusCode, Body: b, Elapsed: time.Since(start)}
 	for _, name := range slices.Sorted(mapKeys(resp.Header)) {
 		up.Headers = append(up.Headers, imposter.Header{Name: name, Values: resp.Header[name]})
+	}
+	if resp.Close && resp.Header.Get("Connection") == "" {
+		// Go's client keeps Connection: close out of Header; the recording
+		// keeps every header the upstream sent.
+		up.Headers = append(up.Headers, imposter.Header{Name: "Connection", Values: []string{"close"}})
 	}
 	return up, nil
 }
@@ -430,7 +454,7 @@ func toRequest(r *http.Request) (*imposter.Request, error) {
 	req := &imposter.Request{
 		RequestFrom: r.RemoteAddr,
 		Method:      r.Method,
-		Path:        r.URL.EscapedPath(),
+		Path:        removeDotSegments(r.URL.EscapedPath()),
 		Query:       imposter.ParseQuery(r.URL.RawQuery),
 		Headers:     imposter.NewObject(),
 		Body:        body,
@@ -447,6 +471,9 @@ func toRequest(r *http.Request) (*imposter.Request, error) {
 		for _, v := range r.Header[name] {
 			imposter.AddHeader(req.Headers, name, v)
 		}
+	}
+	if len(r.TransferEncoding) > 0 { // Go moves it out of Header
+		imposter.AddHeader(req.Headers, "Transfer-Encoding", strings.Join(r.TransferEncoding, ", "))
 	}
 	if body != "" && imposter.IsForm(r.Header.Get("Content-Type")) {
 		req.Form = imposter.ParseQuery(body)
@@ -520,4 +547,34 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// removeDotSegments resolves "." and ".." in a path as a URL parser does
+// (RFC 3986 §5.2.4), keeping everything else (percent-escapes, repeated
+// slashes) as the client sent it.
+func removeDotSegments(p string) string {
+	if !strings.Contains(p, ".") {
+		return p
+	}
+	in := strings.Split(p, "/")
+	out := make([]string, 0, len(in))
+	for i, seg := range in {
+		last := i == len(in)-1
+		switch seg {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return strings.Join(out, "/")
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -80,7 +81,11 @@ func (a *api) servePprof() {
 }
 
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	// The cluster API's bodies are small; mountebank's (an imposter of a
+	// thousand stubs, a recorded proxy) are bounded by imposterhttp.
+	if strings.HasPrefix(r.URL.Path, "/_cluster/") || strings.HasPrefix(r.URL.Path, "/admin/") {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	}
 	a.mux.ServeHTTP(w, r)
 }
 
