@@ -10,6 +10,10 @@ type Error struct {
 	Code    string
 	Message string
 	Source  any // a JSON value, or nil
+	// stubSource marks an error mountebank finds by dry-running the stub,
+	// whose source is the whole stub as compact JSON text; NewStub fills
+	// it in.
+	stubSource bool
 }
 
 // mountebank's error codes.
@@ -35,6 +39,11 @@ func (e *Error) Value() *Object {
 
 func badData(msg string, source any) *Error {
 	return &Error{Code: CodeBadData, Message: msg, Source: source}
+}
+
+// dryRunError is an error mountebank reports with the stub as its source.
+func dryRunError(code, msg string) *Error {
+	return &Error{Code: code, Message: msg, stubSource: true}
 }
 
 // notSupported refuses a feature fenceline leaves out by decision

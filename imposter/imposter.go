@@ -133,7 +133,11 @@ func CheckProtocol(proto any) error {
 func NewStub(v any) (*Stub, error) {
 	st, err := newStub(v)
 	var e *Error
-	if errors.As(err, &e) && e.Code == CodeInvalidInjection && e.Source == nil {
+	switch {
+	case !errors.As(err, &e):
+	case e.stubSource:
+		e.Source = string(Marshal(v, 0))
+	case e.Code == CodeInvalidInjection && e.Source == nil:
 		e.Source = v // mountebank names the whole stub
 	}
 	return st, err

@@ -145,7 +145,7 @@ func compileParams(o *Object, op string) (params, error) {
 		}
 		re, err := compileJSRegex(s, !cs)
 		if err != nil {
-			return pr, badData(fmt.Sprintf("invalid except regular expression %q: %v", s, err), o)
+			return pr, dryRunError(CodeBadData, fmt.Sprintf("invalid except regular expression %q: %v", s, err))
 		}
 		pr.except = re
 	}
@@ -237,7 +237,7 @@ func compileRegexes(v any, caseSensitive bool) (any, error) {
 	s := ToString(v)
 	re, err := compileJSRegex(s, !caseSensitive)
 	if err != nil {
-		return nil, badData(fmt.Sprintf("invalid regular expression %q in matches predicate: %v", s, err), v)
+		return nil, dryRunError(CodeBadData, fmt.Sprintf("invalid regular expression %q in matches predicate: %v", s, err))
 	}
 	return newJSRegex(re, s, !caseSensitive), nil
 }

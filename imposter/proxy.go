@@ -56,14 +56,14 @@ func compileProxy(v any, r *Object) (*proxyConfig, error) {
 	to, _ := o.Get("to")
 	pc.to, _ = to.(string)
 	if pc.to == "" {
-		return nil, badData("Missing to", r)
+		return nil, dryRunError(CodeBadData, "Missing to")
 	}
 	u, err := url.Parse(pc.to)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &Error{Code: CodeInvalidProxy, Message: fmt.Sprintf("Unable to connect to %s", string(Marshal(pc.to, 0))), Source: r}
+		return nil, dryRunError(CodeInvalidProxy, fmt.Sprintf("Unable to connect to %s", string(Marshal(pc.to, 0))))
 	}
 	if u.Path != "" && u.Path != "/" {
-		return nil, badData(fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path), r)
+		return nil, dryRunError(CodeBadData, fmt.Sprintf("proxy.to must not contain a path '%s'", u.Path))
 	}
 	if m, ok := o.Get("mode"); ok {
 		switch m {

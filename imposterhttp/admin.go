@@ -20,26 +20,37 @@ import (
 const Version = "2.9.2"
 
 // Register adds mountebank's admin routes to mux.
-func (s *Server) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", s.home)
-	mux.HandleFunc("GET /config", s.config)
-	mux.HandleFunc("GET /logs", s.getLogs)
-	mux.HandleFunc("GET /imposters", s.list)
-	mux.HandleFunc("POST /imposters", s.post)
-	mux.HandleFunc("PUT /imposters", s.putAll)
-	mux.HandleFunc("DELETE /imposters", s.deleteAll)
-	mux.HandleFunc("GET /imposters/{port}", s.get)
-	mux.HandleFunc("DELETE /imposters/{port}", s.deleteOne)
-	mux.HandleFunc("DELETE /imposters/{port}/savedRequests", s.resetRequests)
+func (s *Server) Register(mux *http.ServeMux) { s.register(mux) }
+
+// logged notes each admin call in the log GET /logs shows, as mountebank
+// does (only there: the node's own log stays quiet).
+func (s *Server) logged(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.logs.add("info", "[mb:"+strconv.Itoa(int(s.adminPort(r)))+"] "+r.Method+" "+r.URL.RequestURI(), time.Now())
+		h(w, r)
+	}
+}
+
+func (s *Server) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", s.logged(s.home))
+	mux.HandleFunc("GET /config", s.logged(s.config))
+	mux.HandleFunc("GET /logs", s.logged(s.getLogs))
+	mux.HandleFunc("GET /imposters", s.logged(s.list))
+	mux.HandleFunc("POST /imposters", s.logged(s.post))
+	mux.HandleFunc("PUT /imposters", s.logged(s.putAll))
+	mux.HandleFunc("DELETE /imposters", s.logged(s.deleteAll))
+	mux.HandleFunc("GET /imposters/{port}", s.logged(s.get))
+	mux.HandleFunc("DELETE /imposters/{port}", s.logged(s.deleteOne))
+	mux.HandleFunc("DELETE /imposters/{port}/savedRequests", s.logged(s.resetRequests))
 	// Deprecated, kept by mountebank for old clients: it removes saved
 	// proxy responses, not requests (mountebank routes it so).
-	mux.HandleFunc("DELETE /imposters/{port}/requests", s.deleteSavedProxyResponses)
-	mux.HandleFunc("DELETE /imposters/{port}/savedProxyResponses", s.deleteSavedProxyResponses)
-	mux.HandleFunc("PUT /imposters/{port}/stubs", s.putStubs)
-	mux.HandleFunc("POST /imposters/{port}/stubs", s.postStub)
-	mux.HandleFunc("GET /imposters/{port}/stubs/{index}", s.getStub)
-	mux.HandleFunc("PUT /imposters/{port}/stubs/{index}", s.putStub)
-	mux.HandleFunc("DELETE /imposters/{port}/stubs/{index}", s.deleteStub)
+	mux.HandleFunc("DELETE /imposters/{port}/requests", s.logged(s.deleteSavedProxyResponses))
+	mux.HandleFunc("DELETE /imposters/{port}/savedProxyResponses", s.logged(s.deleteSavedProxyResponses))
+	mux.HandleFunc("PUT /imposters/{port}/stubs", s.logged(s.putStubs))
+	mux.HandleFunc("POST /imposters/{port}/stubs", s.logged(s.postStub))
+	mux.HandleFunc("GET /imposters/{port}/stubs/{index}", s.logged(s.getStub))
+	mux.HandleFunc("PUT /imposters/{port}/stubs/{index}", s.logged(s.putStub))
+	mux.HandleFunc("DELETE /imposters/{port}/stubs/{index}", s.logged(s.deleteStub))
 	mux.HandleFunc("/", notFound)
 }
 

@@ -231,7 +231,7 @@ func (h *imposterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			e = &imposter.Error{Code: imposter.CodeBadData, Message: err.Error()}
 		}
 		b := imposter.Marshal(imposter.NewObject().Set("errors", []any{e.Value()}), 0)
-		w.Header()["content-type"] = []string{"application/json"}
+		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
