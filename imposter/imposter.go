@@ -32,6 +32,7 @@ type Imposter struct {
 	header          *Object
 	defaultResponse *Object // nil: none
 	stubs           []*Stub
+	noMatch         *response // what a request no stub matches gets
 
 	NumberOfRequests int
 	requests         []*Object
@@ -44,6 +45,7 @@ type Stub struct {
 	responses  []*response
 	cycle      []int // response indexes, each repeated `repeat` times
 	next       int
+	empty      *response
 }
 
 type response struct {
@@ -51,6 +53,9 @@ type response struct {
 	fault     string
 	proxy     *proxyConfig
 	behaviors []behavior
+	// answer is what an is response without behaviors always answers
+	// (a CORS preflight aside), made on first use.
+	answer *Outcome
 }
 
 // Faults a response may name.
@@ -393,13 +398,25 @@ func (imp *Imposter) Rematch(r *Request) (Outcome, error) {
 		}
 	}
 	if resp == nil {
-		resp = &response{is: NewObject()}
+		if imp.noMatch == nil {
+			imp.noMatch = &response{is: NewObject()}
+		}
+		resp = imp.noMatch // the default response
 	}
 	if resp.fault != "" {
 		return Outcome{Fault: resp.fault}, nil
 	}
 	if resp.proxy != nil {
 		return Outcome{Proxy: imp.proxyCall(r, matched, resp)}, nil
+	}
+	preflight := imp.AllowCORS && r.Method == "OPTIONS"
+	if len(resp.behaviors) == 0 && !preflight {
+		// Nothing in the answer depends on the request: make it once.
+		if resp.answer == nil {
+			out := imp.postProcess(Clone(resp.is).(*Object), r)
+			resp.answer = &out
+		}
+		return *resp.answer, nil
 	}
 	is := Clone(resp.is).(*Object)
 	var wait time.Duration
@@ -426,7 +443,10 @@ func (st *Stub) matches(r *Request) bool {
 
 func (st *Stub) nextResponse() *response {
 	if len(st.cycle) == 0 {
-		return &response{is: NewObject()}
+		if st.empty == nil {
+			st.empty = &response{is: NewObject()}
+		}
+		return st.empty // every response repeated zero times
 	}
 	i := st.cycle[st.next%len(st.cycle)]
 	st.next = (st.next + 1) % len(st.cycle)

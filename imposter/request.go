@@ -3,6 +3,7 @@ package imposter
 import (
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Request is an HTTP request as stubs see it, independent of net/http so
@@ -18,7 +19,7 @@ type Request struct {
 	Body        string
 	Form        *Object // nil unless the body is application/x-www-form-urlencoded
 	IP          string
-	Timestamp   string // when it arrived, ISO 8601 UTC with milliseconds (recorded requests)
+	Arrived     time.Time // when it arrived; recorded as ISO 8601 UTC with milliseconds
 }
 
 // field returns a request field by predicate key; with lower-cased keys
@@ -133,8 +134,8 @@ func (r *Request) Value() *Object {
 	if r.Form != nil {
 		o.Set("form", Clone(r.Form))
 	}
-	if r.Timestamp != "" {
-		o.Set("timestamp", r.Timestamp)
+	if !r.Arrived.IsZero() {
+		o.Set("timestamp", r.Arrived.UTC().Format("2006-01-02T15:04:05.000Z"))
 	}
 	return o
 }

@@ -458,7 +458,7 @@ func toRequest(r *http.Request) (*imposter.Request, error) {
 		Query:       imposter.ParseQuery(r.URL.RawQuery),
 		Headers:     imposter.NewObject(),
 		Body:        body,
-		Timestamp:   time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		Arrived:     time.Now(),
 	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		req.IP = host
