@@ -29,6 +29,11 @@ type Object struct {
 // NewObject returns an empty object.
 func NewObject() *Object { return &Object{} }
 
+// NewObjectCap returns an empty object with room for n keys.
+func NewObjectCap(n int) *Object {
+	return &Object{keys: make([]string, 0, n), vals: make([]any, 0, n)}
+}
+
 // Len is the number of keys.
 func (o *Object) Len() int {
 	if o == nil {

@@ -270,7 +270,11 @@ func (h *imposterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "Content-Length", "Content-Type", "Transfer-Encoding", "Date", "Connection":
 			name = c
 		}
-		hdr[name] = append(hdr[name], x.Values...)
+		if len(hdr[name]) == 0 {
+			hdr[name] = x.Values // the server only reads them
+		} else {
+			hdr[name] = append(slices.Clip(hdr[name]), x.Values...)
+		}
 		switch http.CanonicalHeaderKey(x.Name) {
 		case "Content-Length":
 			hasLength = true
@@ -456,7 +460,7 @@ func toRequest(r *http.Request) (*imposter.Request, error) {
 		Method:      r.Method,
 		Path:        removeDotSegments(r.URL.EscapedPath()),
 		Query:       imposter.ParseQuery(r.URL.RawQuery),
-		Headers:     imposter.NewObject(),
+		Headers:     imposter.NewObjectCap(len(r.Header) + 1),
 		Body:        body,
 		Arrived:     time.Now(),
 	}
@@ -496,11 +500,18 @@ var errTooLarge = fmt.Errorf("request body over %d bytes", MaxBodyBytes)
 // readBody reads the body, gunzipped if it says gzip (a body that does
 // not gunzip is taken as it came, as mountebank does).
 func readBody(r *http.Request) (string, error) {
-	if r.Body == nil {
+	if r.Body == nil || r.Body == http.NoBody {
 		return "", nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-	if err != nil {
+	var b []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n <= MaxBodyBytes {
+		// The usual case: read exactly what was announced, in one buffer.
+		b = make([]byte, n)
+		if _, err = io.ReadFull(r.Body, b); err != nil {
+			return "", err
+		}
+	} else if b, err = io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1)); err != nil {
 		return "", err
 	}
 	if len(b) > MaxBodyBytes {

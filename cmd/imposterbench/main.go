@@ -475,7 +475,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.threads, "t", 2, "wrk's threads")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "wrk's --timeout: a slower response counts as a timeout error (mountebank on d answers in seconds)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "an unmeasured wrk run before each measured one (0: none)")
-	fs.StringVar(&c.mbLogLevel, "mb-loglevel", "warn", "mountebank's --loglevel (at info it logs a line per request)")
+	fs.StringVar(&c.mbLogLevel, "mb-loglevel", "", "mountebank's --loglevel, and no log file (default: as mb starts out of the box, at info with its log file: a line per request)")
 	fs.BoolVar(&c.strict, "strict", false, "exit 1 when a bar is missed")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -556,9 +556,11 @@ func bench(ctx context.Context, c config, stdout, stderr io.Writer) (ms []measur
 			return nil, nil, err
 		}
 	}
-	mb, err := startProc(serverMB, filepath.Join(tmp, "mb.log"), mbDir, nodejs, c.mb, "start",
-		"--port", strconv.Itoa(mbPort), "--host", host, "--nologfile", "--loglevel", c.mbLogLevel,
-		"--pidfile", filepath.Join(mbDir, "mb.pid"))
+	mbArgs := []string{nodejs, c.mb, "start", "--port", strconv.Itoa(mbPort), "--host", host, "--pidfile", filepath.Join(mbDir, "mb.pid")}
+	if c.mbLogLevel != "" {
+		mbArgs = append(mbArgs, "--nologfile", "--loglevel", c.mbLogLevel)
+	}
+	mb, err := startProc(serverMB, filepath.Join(tmp, "mb.log"), mbDir, mbArgs...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -829,7 +831,11 @@ func report(w io.Writer, c config, ms []measurement, notes []string) bool {
 	fmt.Fprintf(w, "wrk: %d keep-alive connections, %v per run after a %v warm-up, --timeout %v (a slower response is a timeout error), --latency\n",
 		c.conns, c.duration, c.warmup, c.timeout)
 	fmt.Fprintln(w, "every stub's response sets \"Connection: keep-alive\" on both servers: mountebank otherwise answers with Connection: close")
-	fmt.Fprintf(w, "mountebank runs with --loglevel %s --nologfile; the ceiling is a net/http hello-world server answering %q\n", c.mbLogLevel, ceilingBody)
+	mbHow := "as it starts out of the box (log level info, its log file in a temp dir)"
+	if c.mbLogLevel != "" {
+		mbHow = "with --loglevel " + c.mbLogLevel + " --nologfile"
+	}
+	fmt.Fprintf(w, "mountebank runs %s; the ceiling is a net/http hello-world server answering %q\n", mbHow, ceilingBody)
 	for _, n := range notes {
 		fmt.Fprintln(w, "note:", n)
 	}
