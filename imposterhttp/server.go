@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -40,6 +39,7 @@ type Server struct {
 
 	mu        sync.Mutex // guards imposters; never held while serving
 	imposters map[int]*served
+	maxConns  int // per imposter; MaxConns
 
 	certOnce        sync.Once // the self-signed pair for https imposters
 	keyPEM, certPEM string
@@ -51,8 +51,12 @@ type Server struct {
 type served struct {
 	mu  sync.Mutex
 	imp *imposter.Imposter
-	srv *http.Server
 	ln  net.Listener
+
+	connMu  sync.Mutex // guards conns and stopped
+	conns   map[net.Conn]struct{}
+	stopped bool
+
 	// claims are the proxyOnce recordings in flight, by signature: the
 	// first request calls upstream, the rest wait for its recording.
 	// Guarded by mu.
@@ -79,7 +83,7 @@ func init() { imposter.ReadFile = os.ReadFile }
 
 // New returns a server whose imposters listen on host.
 func New(host string, log *slog.Logger) *Server {
-	s := &Server{host: host, imposters: map[int]*served{}, logs: newLogRing(1000)}
+	s := &Server{host: host, imposters: map[int]*served{}, logs: newLogRing(1000), maxConns: MaxConns}
 	s.log = slog.New(&ringHandler{ring: s.logs, next: log.Handler()})
 	return s
 }
@@ -148,16 +152,10 @@ func (s *Server) create(creation *imposter.Object) (*served, error) {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
 	imp.Port = ln.Addr().(*net.TCPAddr).Port
-	sv := &served{imp: imp, ln: ln, claims: map[string]*claim{}}
-	sv.srv = &http.Server{Handler: &imposterHandler{s: s, sv: sv}, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
-	go func() { _ = sv.srv.Serve(ln) }()
+	sv := &served{imp: imp, ln: ln, claims: map[string]*claim{}, conns: map[net.Conn]struct{}{}}
+	go s.accept(sv)
 	s.log.Info(fmt.Sprintf("[%s:%d] Open for business...", imp.Protocol, imp.Port))
 	return sv, nil
-}
-
-func (sv *served) stop() {
-	_ = sv.srv.Close()
 }
 
 // Close stops every imposter.
@@ -194,106 +192,6 @@ type imposterHandler struct {
 	sv *served
 }
 
-func (h *imposterHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req, err := toRequest(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
-		return
-	}
-	h.sv.mu.Lock()
-	out, err := h.sv.imp.Respond(req)
-	h.sv.mu.Unlock()
-	for err == nil && out.Proxy != nil {
-		var retry bool
-		out, retry, err = h.proxy(r, req, out.Proxy)
-		if retry {
-			// Another request recorded this signature: match again.
-			h.sv.mu.Lock()
-			out, err = h.sv.imp.Rematch(req)
-			h.sv.mu.Unlock()
-			if out.Proxy != nil && out.Proxy.Signature != "" {
-				// Still no recording (the proxy stub was replaced, or the
-				// call failed): proxy ourselves, once.
-				out, _, err = h.call(r, out.Proxy)
-			}
-		}
-	}
-	if err != nil {
-		status := http.StatusInternalServerError
-		var busy errBusy
-		if errors.As(err, &busy) {
-			status = http.StatusServiceUnavailable
-		}
-		// An imposter's own failures are compact JSON, as mountebank's
-		// imposters write them (its admin API indents).
-		var e *imposter.Error
-		if !errors.As(err, &e) {
-			e = &imposter.Error{Code: imposter.CodeBadData, Message: err.Error()}
-		}
-		b := imposter.Marshal(imposter.NewObject().Set("errors", []any{e.Value()}), 0)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		w.WriteHeader(status)
-		_, _ = w.Write(b)
-		return
-	}
-	if out.Wait > 0 {
-		t := time.NewTimer(out.Wait)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
-	}
-	switch out.Fault {
-	case "":
-	case imposter.FaultReset:
-		reset(w)
-		return
-	case imposter.FaultRandom:
-		garbage(w)
-		return
-	default:
-		// mountebank ignores an unknown fault and answers normally
-		// with an empty response.
-	}
-	hdr := w.Header()
-	hasLength, hasType, chunked := false, false, false
-	for _, x := range out.Headers {
-		// Assigned, not Set: the names keep the case the stub gave, but
-		// for the headers the server itself reads (framing, type, date,
-		// connection), which it only recognizes canonically; a stub
-		// replaying recorded lower-case ones must not get them twice.
-		name := x.Name
-		switch c := http.CanonicalHeaderKey(name); c {
-		case "Content-Length", "Content-Type", "Transfer-Encoding", "Date", "Connection":
-			name = c
-		}
-		if len(hdr[name]) == 0 {
-			hdr[name] = x.Values // the server only reads them
-		} else {
-			hdr[name] = append(slices.Clip(hdr[name]), x.Values...)
-		}
-		switch http.CanonicalHeaderKey(x.Name) {
-		case "Content-Length":
-			hasLength = true
-		case "Content-Type":
-			hasType = true
-		case "Transfer-Encoding":
-			chunked = true
-		}
-	}
-	if !hasType {
-		hdr["Content-Type"] = nil // no sniffed type: mountebank sends none
-	}
-	if !hasLength && !chunked {
-		hdr["Content-Length"] = []string{strconv.Itoa(len(out.Body))}
-	}
-	w.WriteHeader(out.StatusCode)
-	_, _ = w.Write(out.Body)
-}
-
 // errBusy is a request refused at a bound: 503, nobody called.
 type errBusy struct{ e *imposter.Error }
 
@@ -303,9 +201,9 @@ func (b errBusy) Unwrap() error { return b.e }
 // proxy makes a proxy call. A proxyOnce call whose signature another
 // request is already recording waits for that (bounded) and asks to
 // match again instead of calling upstream.
-func (h *imposterHandler) proxy(r *http.Request, req *imposter.Request, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
+func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
 	if c.Signature == "" {
-		return h.call(r, c)
+		return h.call(wr, c)
 	}
 	h.sv.mu.Lock()
 	cl := h.sv.claims[c.Signature]
@@ -323,8 +221,6 @@ func (h *imposterHandler) proxy(r *http.Request, req *imposter.Request, c *impos
 			return imposter.Outcome{}, true, nil
 		case <-t.C:
 			return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "the proxyOnce recording this request waits for took too long"}}
-		case <-r.Context().Done():
-			return imposter.Outcome{}, false, r.Context().Err()
 		}
 	case len(h.sv.claims) >= MaxClaims:
 		h.sv.mu.Unlock()
@@ -339,12 +235,18 @@ func (h *imposterHandler) proxy(r *http.Request, req *imposter.Request, c *impos
 		h.sv.mu.Unlock()
 		close(cl.done)
 	}()
-	return h.call(r, c)
+	return h.call(wr, c)
 }
 
 // call sends the request upstream and hands the answer to the engine.
-func (h *imposterHandler) call(r *http.Request, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
-	up, err := callUpstream(r.Context(), c, r.Method, r.RequestURI)
+func (h *imposterHandler) call(wr *wireRequest, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
+	target := wr.target
+	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+		if u, err := url.Parse(target); err == nil {
+			target = u.RequestURI()
+		}
+	}
+	up, err := callUpstream(context.Background(), c, wr.method, target)
 	if err != nil {
 		return imposter.Outcome{}, false, &imposter.Error{Code: imposter.CodeInvalidProxy,
 			Message: fmt.Sprintf("Unable to connect to %s", imposter.Marshal(c.To, 0))}
@@ -424,67 +326,6 @@ func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI
 	return up, nil
 }
 
-// reset closes the connection with a TCP reset (SO_LINGER 0).
-func reset(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
-}
-
-// garbage writes random bytes and closes the connection.
-func garbage(w http.ResponseWriter) {
-	conn, buf, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
-	}
-	b := make([]byte, 128)
-	_, _ = rand.Read(b)
-	_, _ = buf.Write(b)
-	_ = buf.Flush()
-	_ = conn.Close()
-}
-
-// toRequest turns an HTTP request into the engine's.
-func toRequest(r *http.Request) (*imposter.Request, error) {
-	body, err := readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	req := &imposter.Request{
-		RequestFrom: r.RemoteAddr,
-		Method:      r.Method,
-		Path:        removeDotSegments(r.URL.EscapedPath()),
-		Query:       imposter.ParseQuery(r.URL.RawQuery),
-		Headers:     imposter.NewObjectCap(len(r.Header) + 1),
-		Body:        body,
-		Arrived:     time.Now(),
-	}
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		req.IP = host
-	}
-	// Go keeps no header order and canonicalizes names; Host is apart.
-	if r.Host != "" {
-		imposter.AddHeader(req.Headers, "Host", r.Host)
-	}
-	for _, name := range slices.Sorted(mapKeys(r.Header)) {
-		for _, v := range r.Header[name] {
-			imposter.AddHeader(req.Headers, name, v)
-		}
-	}
-	if len(r.TransferEncoding) > 0 { // Go moves it out of Header
-		imposter.AddHeader(req.Headers, "Transfer-Encoding", strings.Join(r.TransferEncoding, ", "))
-	}
-	if body != "" && imposter.IsForm(r.Header.Get("Content-Type")) {
-		req.Form = imposter.ParseQuery(body)
-	}
-	return req, nil
-}
-
 func mapKeys(h http.Header) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for k := range h { //fenceline:unordered sorted by the caller
@@ -518,16 +359,29 @@ func readBody(r *http.Request) (string, error) {
 		return "", errTooLarge
 	}
 	if r.Header.Get("Content-Encoding") == "gzip" {
-		if zr, err := gzip.NewReader(bytes.NewReader(b)); err == nil {
-			if u, err := io.ReadAll(io.LimitReader(zr, MaxBodyBytes+1)); err == nil {
-				if len(u) > MaxBodyBytes {
-					return "", errTooLarge
-				}
-				return string(u), nil
-			}
+		if u, err := gunzip(b); err == nil {
+			return string(u), nil
+		} else if errors.Is(err, errTooLarge) {
+			return "", err
 		}
 	}
 	return string(b), nil
+}
+
+// gunzip decodes a gzip body, bounded by MaxBodyBytes.
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	u, err := io.ReadAll(io.LimitReader(zr, MaxBodyBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(u) > MaxBodyBytes {
+		return nil, errTooLarge
+	}
+	return u, nil
 }
 
 // --- errors

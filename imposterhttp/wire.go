@@ -1,0 +1,482 @@
+package imposterhttp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenceline/fenceline/imposter"
+)
+
+// An imposter speaks HTTP/1.1 itself rather than through net/http's
+// server, for one reason: mountebank's contract shows clients the request
+// as they sent it and the response as the stub wrote it. net/http
+// canonicalizes header names, drops their order, and sets framing and
+// content type headers of its own; here a recorded request keeps every
+// header's name, case and order (a name sent twice in one case becomes an
+// array, in two cases two keys, as in mountebank), and a response goes out
+// with the stub's headers in the stub's order and case, then Date and the
+// framing.
+//
+// Bounds, each with its refusal: a request head of at most MaxHeadBytes
+// (431, then close), a body of at most MaxBodyBytes (413, then close),
+// MaxConns connections per imposter (further ones are closed at accept),
+// IdleTimeout between requests and for reading one (the connection is
+// closed).
+const (
+	MaxHeadBytes = 64 << 10
+	MaxConns     = 4096
+	IdleTimeout  = 60 * time.Second
+)
+
+// wireRequest is one request as read off the connection.
+type wireRequest struct {
+	method, target string
+	http10         bool
+	headers        [][2]string // name (as sent), value; in order
+	body           []byte
+	keepAlive      bool
+}
+
+// header returns the first value of a header, by name in any case.
+func (r *wireRequest) header(name string) (string, bool) {
+	for _, h := range r.headers {
+		if strings.EqualFold(h[0], name) {
+			return h[1], true
+		}
+	}
+	return "", false
+}
+
+var (
+	errMalformed = errors.New("malformed request")
+	errHeadLarge = errors.New("request head too large")
+)
+
+// readRequest reads one request. io.EOF means the client closed between
+// requests.
+func readRequest(br *bufio.Reader, w *bufio.Writer) (*wireRequest, error) {
+	budget := MaxHeadBytes
+	line, err := readLine(br, &budget)
+	for err == nil && line == "" { // tolerate blank lines before a request (RFC 9112 §2.2)
+		line, err = readLine(br, &budget)
+	}
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(line, " ")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || !strings.HasPrefix(parts[2], "HTTP/1.") {
+		return nil, errMalformed
+	}
+	r := &wireRequest{method: parts[0], target: parts[1], http10: parts[2] == "HTTP/1.0"}
+	for {
+		line, err := readLine(br, &budget)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errMalformed
+			}
+			return nil, err
+		}
+		if line == "" {
+			break
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, errMalformed // includes obsolete line folding
+		}
+		r.headers = append(r.headers, [2]string{name, strings.Trim(value, " \t")})
+	}
+	conn, _ := r.header("Connection")
+	conn = strings.ToLower(conn)
+	r.keepAlive = !strings.Contains(conn, "close") && (!r.http10 || strings.Contains(conn, "keep-alive"))
+
+	te, chunked := r.header("Transfer-Encoding")
+	chunked = chunked && strings.Contains(strings.ToLower(te), "chunked")
+	length := int64(0)
+	if cl, ok := r.header("Content-Length"); ok && !chunked {
+		if length, err = strconv.ParseInt(strings.TrimSpace(cl), 10, 64); err != nil || length < 0 {
+			return nil, errMalformed
+		}
+		if length > MaxBodyBytes {
+			return nil, errTooLarge
+		}
+	}
+	if (chunked || length > 0) && w != nil {
+		if exp, ok := r.header("Expect"); ok && strings.EqualFold(exp, "100-continue") {
+			_, _ = w.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			if err := w.Flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	switch {
+	case chunked:
+		r.body, err = readChunked(br)
+	case length > 0:
+		r.body = make([]byte, length)
+		_, err = io.ReadFull(br, r.body)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// readLine reads a line without its CRLF (or bare LF), charging it to
+// budget.
+func readLine(br *bufio.Reader, budget *int) (string, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		*budget -= len(frag)
+		if *budget < 0 {
+			return "", errHeadLarge
+		}
+		switch {
+		case err == nil:
+			line = append(line, frag...)
+			line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+			return string(line), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			line = append(line, frag...)
+		default:
+			if len(frag) > 0 || len(line) > 0 {
+				return "", errMalformed
+			}
+			return "", err
+		}
+	}
+}
+
+// readChunked reads a chunked body and its trailers.
+func readChunked(br *bufio.Reader) ([]byte, error) {
+	var body []byte
+	budget := MaxHeadBytes
+	for {
+		line, err := readLine(br, &budget)
+		if err != nil {
+			return nil, err
+		}
+		size, _, _ := strings.Cut(line, ";")
+		n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
+		if err != nil || n < 0 {
+			return nil, errMalformed
+		}
+		if n == 0 {
+			for { // trailers
+				t, err := readLine(br, &budget)
+				if err != nil {
+					return nil, err
+				}
+				if t == "" {
+					return body, nil
+				}
+			}
+		}
+		if int64(len(body))+n > MaxBodyBytes {
+			return nil, errTooLarge
+		}
+		start := len(body)
+		body = append(body, make([]byte, n)...)
+		if _, err := io.ReadFull(br, body[start:]); err != nil {
+			return nil, err
+		}
+		if crlf, err := readLine(br, &budget); err != nil || crlf != "" {
+			return nil, errMalformed
+		}
+		budget = MaxHeadBytes
+	}
+}
+
+// accept serves an imposter's listener until it is closed.
+func (s *Server) accept(sv *served) {
+	for {
+		c, err := sv.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !sv.track(c, s.maxConns) {
+			_ = c.Close()
+			continue
+		}
+		go s.serveConn(sv, c)
+	}
+}
+
+// track adds a connection, unless the imposter is stopped or at max.
+func (sv *served) track(c net.Conn, max int) bool {
+	sv.connMu.Lock()
+	defer sv.connMu.Unlock()
+	if sv.stopped || len(sv.conns) >= max {
+		return false
+	}
+	sv.conns[c] = struct{}{}
+	return true
+}
+
+func (sv *served) untrack(c net.Conn) {
+	sv.connMu.Lock()
+	delete(sv.conns, c)
+	sv.connMu.Unlock()
+	_ = c.Close()
+}
+
+// stop closes the listener and every connection.
+func (sv *served) stop() {
+	sv.connMu.Lock()
+	sv.stopped = true
+	conns := sv.conns
+	sv.conns = map[net.Conn]struct{}{}
+	sv.connMu.Unlock()
+	_ = sv.ln.Close()
+	for c := range conns { //fenceline:unordered closing each
+		_ = c.Close()
+	}
+}
+
+// serveConn answers one connection's requests in turn.
+func (s *Server) serveConn(sv *served, c net.Conn) {
+	defer sv.untrack(c)
+	br := bufio.NewReaderSize(c, 16<<10)
+	bw := bufio.NewWriterSize(c, 16<<10)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(IdleTimeout))
+		wr, err := readRequest(br, bw)
+		switch {
+		case err == nil:
+		case errors.Is(err, errTooLarge):
+			refuse(bw, http.StatusRequestEntityTooLarge)
+			lingerClose(c)
+			return
+		case errors.Is(err, errHeadLarge):
+			refuse(bw, http.StatusRequestHeaderFieldsTooLarge)
+			return
+		case errors.Is(err, errMalformed):
+			refuse(bw, http.StatusBadRequest)
+			return
+		default:
+			return // closed, timed out or reset
+		}
+		req := toEngineRequest(wr, c.RemoteAddr().String())
+		out, done := s.answer(sv, wr, req)
+		if done {
+			return // a fault: the connection is gone
+		}
+		if out.Wait > 0 {
+			time.Sleep(out.Wait)
+		}
+		closeAfter := writeResponse(bw, out, wr.method == "HEAD") || !wr.keepAlive
+		if err := bw.Flush(); err != nil || closeAfter {
+			return
+		}
+	}
+}
+
+// lingerClose ends a connection whose client may still be sending (a body
+// refused as too large): closing at once would reset it before the client
+// reads the refusal, so the server stops writing, reads and drops what
+// comes for at most a second, then closes.
+func lingerClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 2*MaxBodyBytes))
+}
+
+// refuse answers a request that cannot be read, and the connection ends.
+func refuse(bw *bufio.Writer, code int) {
+	fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", code, http.StatusText(code))
+	_ = bw.Flush()
+}
+
+// answer runs the engine (and the upstream for a proxy). done means a
+// fault took the connection.
+func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) (imposter.Outcome, bool) {
+	sv.mu.Lock()
+	out, err := sv.imp.Respond(req)
+	sv.mu.Unlock()
+	h := &imposterHandler{s: s, sv: sv}
+	for err == nil && out.Proxy != nil {
+		var retry bool
+		out, retry, err = h.proxy(wr, out.Proxy)
+		if retry {
+			// Another request recorded this signature: match again.
+			sv.mu.Lock()
+			out, err = sv.imp.Rematch(req)
+			sv.mu.Unlock()
+			if out.Proxy != nil && out.Proxy.Signature != "" {
+				// Still no recording (the proxy stub was replaced, or the
+				// call failed): proxy ourselves, once.
+				out, _, err = h.call(wr, out.Proxy)
+			}
+		}
+	}
+	if err != nil {
+		return errorOutcome(err), false
+	}
+	return out, false
+}
+
+// errorOutcome is an imposter's own failure as mountebank's imposters
+// write it: compact JSON, a lower-case content-type, no Connection: close.
+func errorOutcome(err error) imposter.Outcome {
+	status := http.StatusInternalServerError
+	var busy errBusy
+	if errors.As(err, &busy) {
+		status = http.StatusServiceUnavailable
+	}
+	var e *imposter.Error
+	if !errors.As(err, &e) {
+		e = &imposter.Error{Code: imposter.CodeBadData, Message: err.Error()}
+	}
+	return imposter.Outcome{StatusCode: status, Body: imposter.Marshal(imposter.NewObject().Set("errors", []any{e.Value()}), 0),
+		Headers: []imposter.Header{{Name: "content-type", Values: []string{"application/json"}}}}
+}
+
+// toEngineRequest turns a request off the wire into the engine's.
+func toEngineRequest(wr *wireRequest, remote string) *imposter.Request {
+	rawPath, rawQuery := wr.target, ""
+	if i := strings.IndexByte(rawPath, '?'); i >= 0 {
+		rawPath, rawQuery = rawPath[:i], rawPath[i+1:]
+	}
+	if strings.HasPrefix(rawPath, "http://") || strings.HasPrefix(rawPath, "https://") {
+		// absolute-form: the path starts after the authority
+		rest := rawPath[strings.Index(rawPath, "//")+2:]
+		rawPath = "/"
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rawPath = rest[i:]
+		}
+	}
+	if rawPath == "" {
+		rawPath = "/"
+	}
+	req := &imposter.Request{
+		RequestFrom: remote,
+		Method:      wr.method,
+		Path:        removeDotSegments(rawPath),
+		Query:       imposter.ParseQuery(rawQuery),
+		Headers:     imposter.NewObjectCap(len(wr.headers)),
+		Arrived:     time.Now(),
+	}
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		req.IP = host
+	}
+	for _, h := range wr.headers {
+		imposter.AddHeader(req.Headers, h[0], h[1])
+	}
+	req.Body = decodeBody(wr)
+	if ct, _ := wr.header("Content-Type"); req.Body != "" && imposter.IsForm(ct) {
+		req.Form = imposter.ParseQuery(req.Body)
+	}
+	return req
+}
+
+// decodeBody is the body as text, gunzipped if it says gzip and is (a
+// body that does not gunzip is taken as it came, as mountebank does).
+func decodeBody(wr *wireRequest) string {
+	if enc, _ := wr.header("Content-Encoding"); strings.EqualFold(enc, "gzip") && len(wr.body) > 0 {
+		if u, err := gunzip(wr.body); err == nil {
+			return string(u)
+		}
+	}
+	return string(wr.body)
+}
+
+// writeResponse writes the engine's answer: the status line, the stub's
+// headers in order and case (CR and LF in values become spaces), Date
+// unless given, and the framing: the stub's Transfer-Encoding chunked, or
+// Content-Length (corrected by the engine when the stub gives one, added
+// otherwise). It reports whether the response closes the connection.
+func writeResponse(bw *bufio.Writer, out imposter.Outcome, head bool) (closeAfter bool) {
+	reason := http.StatusText(out.StatusCode)
+	if reason == "" {
+		reason = "unknown"
+	}
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(strconv.Itoa(out.StatusCode))
+	bw.WriteByte(' ')
+	bw.WriteString(reason)
+	bw.WriteString("\r\n")
+	hasDate, hasLength, chunked := false, false, false
+	for _, h := range out.Headers {
+		switch {
+		case strings.EqualFold(h.Name, "Date"):
+			hasDate = true
+		case strings.EqualFold(h.Name, "Content-Length"):
+			hasLength = true
+		case strings.EqualFold(h.Name, "Transfer-Encoding"):
+			chunked = chunked || strings.Contains(strings.ToLower(strings.Join(h.Values, ",")), "chunked")
+		case strings.EqualFold(h.Name, "Connection"):
+			closeAfter = closeAfter || strings.Contains(strings.ToLower(strings.Join(h.Values, ",")), "close")
+		}
+		for _, v := range h.Values {
+			bw.WriteString(headerSafe(h.Name))
+			bw.WriteString(": ")
+			bw.WriteString(headerSafe(v))
+			bw.WriteString("\r\n")
+		}
+	}
+	if !hasDate {
+		bw.WriteString("Date: ")
+		bw.WriteString(time.Now().UTC().Format(http.TimeFormat))
+		bw.WriteString("\r\n")
+	}
+	bodyless := head || out.StatusCode < 200 || out.StatusCode == http.StatusNoContent || out.StatusCode == http.StatusNotModified
+	if !hasLength && !chunked && !bodyless {
+		bw.WriteString("Content-Length: ")
+		bw.WriteString(strconv.Itoa(len(out.Body)))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+	switch {
+	case bodyless:
+	case chunked:
+		if len(out.Body) > 0 {
+			bw.WriteString(strconv.FormatInt(int64(len(out.Body)), 16))
+			bw.WriteString("\r\n")
+			bw.Write(out.Body)
+			bw.WriteString("\r\n")
+		}
+		bw.WriteString("0\r\n\r\n")
+	default:
+		bw.Write(out.Body)
+	}
+	return closeAfter
+}
+
+// headerSafe keeps a stub's header from ending the head early.
+func headerSafe(s string) string {
+	if strings.ContainsAny(s, "\r\n") {
+		return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	}
+	return s
+}
+
+// resetConn closes a connection with a TCP reset (SO_LINGER 0).
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// garbageConn writes 32 random printable characters, which are no HTTP
+// response, and closes the connection (mountebank writes a fixed 32).
+func garbageConn(c net.Conn) {
+	b := []byte(rand.Text()[:26])
+	b = append(b, "%@#[&]"...)
+	_, _ = c.Write(b)
+	_ = c.Close()
+}
+
+var _ = context.Background
