@@ -610,7 +610,6 @@ func (c *comparer) add(kind, path, mb, fl string) {
 
 // globalExpects are the deliberate differences that hold everywhere.
 var globalExpects = []expectRule{
-	{kind: "recorded-header-case", reason: "recorded request headers are in Go's canonical case, sorted (net/http loses raw case and order)"},
 	{kind: "framing", reason: "fenceline frames imposter responses with Content-Length"},
 	{kind: "key-order", path: regexp.MustCompile(`\.is\.headers$`), reason: "a recorded upstream answer's headers are sorted (Go's client keeps no order)"},
 	{kind: "header-case", path: regexp.MustCompile(`(?i)^(content-type|content-length|transfer-encoding|date|connection)$`),
