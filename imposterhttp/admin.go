@@ -32,25 +32,35 @@ func (s *Server) logged(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) register(mux *http.ServeMux) {
+	for _, r := range []struct {
+		pattern string
+		h       http.HandlerFunc
+	}{
+		{"GET /config", s.config},
+		{"GET /logs", s.getLogs},
+		{"GET /imposters", s.list},
+		{"POST /imposters", s.post},
+		{"PUT /imposters", s.putAll},
+		{"DELETE /imposters", s.deleteAll},
+		{"GET /imposters/{port}", s.get},
+		{"DELETE /imposters/{port}", s.deleteOne},
+		{"DELETE /imposters/{port}/savedRequests", s.resetRequests},
+		// Deprecated, kept by mountebank for old clients: it removes saved
+		// proxy responses, not requests (mountebank routes it so).
+		{"DELETE /imposters/{port}/requests", s.deleteSavedProxyResponses},
+		{"DELETE /imposters/{port}/savedProxyResponses", s.deleteSavedProxyResponses},
+		{"PUT /imposters/{port}/stubs", s.putStubs},
+		{"POST /imposters/{port}/stubs", s.postStub},
+		{"GET /imposters/{port}/stubs/{index}", s.getStub},
+		{"PUT /imposters/{port}/stubs/{index}", s.putStub},
+		{"DELETE /imposters/{port}/stubs/{index}", s.deleteStub},
+	} {
+		// mountebank's routes take a trailing slash too (express routes
+		// are not strict).
+		mux.HandleFunc(r.pattern, s.logged(r.h))
+		mux.HandleFunc(r.pattern+"/{$}", s.logged(r.h))
+	}
 	mux.HandleFunc("GET /{$}", s.logged(s.home))
-	mux.HandleFunc("GET /config", s.logged(s.config))
-	mux.HandleFunc("GET /logs", s.logged(s.getLogs))
-	mux.HandleFunc("GET /imposters", s.logged(s.list))
-	mux.HandleFunc("POST /imposters", s.logged(s.post))
-	mux.HandleFunc("PUT /imposters", s.logged(s.putAll))
-	mux.HandleFunc("DELETE /imposters", s.logged(s.deleteAll))
-	mux.HandleFunc("GET /imposters/{port}", s.logged(s.get))
-	mux.HandleFunc("DELETE /imposters/{port}", s.logged(s.deleteOne))
-	mux.HandleFunc("DELETE /imposters/{port}/savedRequests", s.logged(s.resetRequests))
-	// Deprecated, kept by mountebank for old clients: it removes saved
-	// proxy responses, not requests (mountebank routes it so).
-	mux.HandleFunc("DELETE /imposters/{port}/requests", s.logged(s.deleteSavedProxyResponses))
-	mux.HandleFunc("DELETE /imposters/{port}/savedProxyResponses", s.logged(s.deleteSavedProxyResponses))
-	mux.HandleFunc("PUT /imposters/{port}/stubs", s.logged(s.putStubs))
-	mux.HandleFunc("POST /imposters/{port}/stubs", s.logged(s.postStub))
-	mux.HandleFunc("GET /imposters/{port}/stubs/{index}", s.logged(s.getStub))
-	mux.HandleFunc("PUT /imposters/{port}/stubs/{index}", s.logged(s.putStub))
-	mux.HandleFunc("DELETE /imposters/{port}/stubs/{index}", s.logged(s.deleteStub))
 	mux.HandleFunc("/", notFound)
 }
 

@@ -119,6 +119,7 @@ func TestAdminAPI(t *testing.T) {
 
 	list := do(t, "GET", base+"/imposters", "")
 	require.Equal(t, 200, list.code)
+	require.Equal(t, list.body, do(t, "GET", base+"/imposters/", "").body, "a trailing slash is the same route")
 	item := list.json["imposters"].([]any)[0].(map[string]any)
 	require.Equal(t, map[string]any{"protocol": "http", "port": float64(port), "name": "orders", "numberOfRequests": float64(0),
 		"_links": map[string]any{"self": map[string]any{"href": self}, "stubs": map[string]any{"href": self + "/stubs"}}}, item)
