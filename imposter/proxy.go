@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/fenceline/fenceline/core/proxyonce"
 )
 
 // A proxy response calls the real service (the HTTP layer does the call)
@@ -260,9 +262,10 @@ func filterKeys(v, spec any) any {
 type ProxyCall struct {
 	To      string // scheme://host[:port]
 	Headers *Object
-	// Signature names the recording a proxyOnce call will make (its
-	// predicates, as canonical JSON): concurrent calls with the same
-	// signature call upstream once. Empty for the other modes.
+	// Signature is a proxyOnce call's claim key, proxyonce.KeyOf the
+	// imposter's port and the request's canonical signature: concurrent
+	// calls with the same one call upstream once. Empty for the other
+	// modes.
 	Signature string
 	Mode      string
 
@@ -282,9 +285,18 @@ func (imp *Imposter) proxyCall(r *Request, st *Stub, resp *response) *ProxyCall 
 		}
 	}
 	if pc.mode == ProxyOnce {
-		c.Signature = string(stableJSON(pc.predicates(r), nil))
+		c.Signature = proxyonce.KeyOf(imp.Port, pc.signature(r))
 	}
 	return c
+}
+
+// signature is a request's canonical proxyOnce signature: its method, path
+// and query, and the predicates the stub's predicateGenerators make of it
+// (so the parts they name, with their selectors applied), as JSON with
+// every object's keys sorted. Two nodes compute the same bytes for the
+// same request, whatever order its query or headers came in.
+func (pc *proxyConfig) signature(r *Request) []byte {
+	return stableJSON([]any{r.Method, r.Path, orEmpty(r.Query), pc.predicates(r)}, nil)
 }
 
 // Body is the request body to send upstream.
