@@ -1,0 +1,462 @@
+package proxyonce
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// This file: the claim protocol between a node that saw a new signature
+// (the requester) and the signature's owner on the ring.
+//
+//	requester                           owner (ring class proxy)
+//	recorded in the KV? answer from it
+//	Acquire  ---- claim(m_idx, key) --->  isolated, not owner, other m_idx: refuse
+//	                                       recorded in its KV: the answer
+//	         <--- won(token) | lost(token) | recorded(answer) | refused
+//	won:  call upstream, then
+//	Record   ---- record(key, token, answer) ---> stale token: refuse
+//	                                       propose to raft (put if absent);
+//	         <--- recorded | refused        answer when it commits
+//	      or Release (upstream failed)
+//	lost: wait, reading the KV, until the answer is there or the wait ends
+//
+// Every failure is ErrUnavailable (a 503 to the client, and no upstream
+// call); Known says whether the request certainly changed nothing.
+
+// FramePrefix is the first byte of every claim frame (raft's are 1, the
+// flow store's 2).
+const FramePrefix = 3
+
+// Frame kinds.
+const (
+	frameClaim      = 1
+	frameClaimResp  = 2
+	frameRecord     = 3
+	frameRecordResp = 4
+	frameRelease    = 5
+)
+
+// Outcomes in a response frame.
+const (
+	outWon      = 1
+	outLost     = 2
+	outRecorded = 3
+	outRefused  = 4
+	outStale    = 5
+	outBusy     = 6
+)
+
+// Errors. Every one reaches the caller wrapped in ErrUnavailable.
+var (
+	ErrUnavailable = errors.New("proxyonce: no owner can serialize the claim")
+	ErrNoOwner     = errors.New("no owner (no committed membership)")
+	ErrRefused     = errors.New("the owner refused (isolated, not the owner, or at another membership)")
+	ErrTimeout     = errors.New("timed out")
+	ErrSend        = errors.New("send failed")
+	ErrWaited      = errors.New("the winner's recording did not come in time")
+)
+
+func unavailable(cause error) error { return fmt.Errorf("%w: %w", ErrUnavailable, cause) }
+
+// KVKey is where a signature's recorded answer lives in the replicated KV.
+func KVKey(key string) string { return "proxyonce/" + key }
+
+// Control is what the service needs of the node's consensus part.
+type Control interface {
+	// Membership is the committed membership in force: its m_idx and its
+	// voters, from which the ring is built.
+	Membership() (mIdx uint64, voters []dial.NodeID)
+	// IsIsolated is D-17: an isolated node serves as no owner.
+	IsIsolated() bool
+	// Recorded reads a recorded answer from this node's applied KV.
+	Recorded(kvKey string) ([]byte, bool)
+	// Record proposes the recording: put answer at kvKey unless the key
+	// exists. done runs once, when the entry is applied here (nil) or the
+	// proposal failed.
+	Record(kvKey string, answer []byte, done func(error))
+}
+
+// Env is the service's world.
+type Env struct {
+	ID      dial.NodeID
+	Session uint64 // drawn at boot from the node's seeded source
+	Clock   clock.Clock
+	Net     dial.Sender
+	Ctl     Control
+}
+
+// ServiceConfig configures the protocol.
+type ServiceConfig struct {
+	Claims Config
+	// Deadline bounds a call to the owner (claim, record). Default 2s.
+	Deadline time.Duration
+	// Wait bounds how long a loser waits for the winner's recording
+	// before it is answered ErrWaited. Default 10s.
+	Wait time.Duration
+	// Poll is how often a waiting loser reads its KV. Default 20ms.
+	Poll time.Duration
+	// MaxCalls bounds the calls in flight (claims, records and waits);
+	// past it a call is refused at once. Default 4096.
+	MaxCalls int
+}
+
+func (c ServiceConfig) withDefaults() ServiceConfig {
+	if c.Deadline == 0 {
+		c.Deadline = 2 * time.Second
+	}
+	if c.Wait == 0 {
+		c.Wait = 10 * time.Second
+	}
+	if c.Poll == 0 {
+		c.Poll = 20 * time.Millisecond
+	}
+	if c.MaxCalls == 0 {
+		c.MaxCalls = 4096
+	}
+	return c
+}
+
+// ErrBusyCalls is a call refused because MaxCalls are in flight.
+var ErrBusyCalls = errors.New("too many proxyOnce calls in flight")
+
+// Answer is Acquire's: exactly one of Recorded (the answer to serve, no
+// upstream call), Won (call upstream with Token, then Record or Release).
+// A loser's Acquire answers only once the winner's recording is there.
+type Answer struct {
+	Recorded []byte
+	Won      bool
+	Token    Token
+}
+
+// Service is one node's side of the protocol: requester and owner.
+type Service struct {
+	cfg    ServiceConfig
+	env    Env
+	claims *Claims
+	ring   ring.Ring
+	ringM  uint64 // the m_idx the ring and the claims were built at; 0: none yet
+	nextID uint64
+	calls  map[uint64]*call
+	active int // calls in flight, including waits
+}
+
+type call struct {
+	done  func(resp response)
+	timer clock.Timer
+}
+
+// response is a decoded answer frame.
+type response struct {
+	out   uint8
+	token Token
+	value []byte
+	err   error // set instead of out for local failures
+}
+
+// NewService returns a node's claim service.
+func NewService(cfg ServiceConfig, env Env) *Service {
+	cfg = cfg.withDefaults()
+	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}}
+}
+
+// refresh rebuilds the ring at a new membership and forgets the claims
+// this node no longer owns.
+func (s *Service) refresh() (uint64, bool) {
+	m, voters := s.env.Ctl.Membership()
+	if m == 0 || len(voters) == 0 {
+		return m, false
+	}
+	if m != s.ringM {
+		s.ring, s.ringM = ring.New(voters), m
+		s.claims.Forget(func(key string) bool {
+			o, ok := s.ring.Owner(ring.ClassProxy, key)
+			return ok && o == s.env.ID
+		})
+	}
+	return m, true
+}
+
+// now is the monotonic clock: a claim's lapse is a duration, which a
+// wall-clock step must neither shorten nor stretch.
+func (s *Service) now() time.Duration { return s.env.Clock.Mono() }
+
+// Acquire asks for key. done runs once, on the node's loop.
+func (s *Service) Acquire(key string, done func(Answer, error)) {
+	if v, ok := s.env.Ctl.Recorded(KVKey(key)); ok {
+		done(Answer{Recorded: v}, nil)
+		return
+	}
+	s.toOwner(key, frameClaim, Token{}, nil, func(r response) {
+		switch {
+		case r.err != nil:
+			done(Answer{}, r.err)
+		case r.out == outWon:
+			done(Answer{Won: true, Token: r.token}, nil)
+		case r.out == outRecorded:
+			done(Answer{Recorded: r.value}, nil)
+		case r.out == outLost:
+			s.wait(key, done)
+		case r.out == outBusy:
+			done(Answer{}, unavailable(ErrBusy))
+		default:
+			done(Answer{}, unavailable(ErrRefused))
+		}
+	})
+}
+
+// Record records the winner's answer. done(nil) once the recording is in
+// raft; any error means it may not be (a timeout: unknown).
+func (s *Service) Record(key string, t Token, answer []byte, done func(error)) {
+	s.toOwner(key, frameRecord, t, answer, func(r response) {
+		switch {
+		case r.err != nil:
+			done(r.err)
+		case r.out == outRecorded:
+			done(nil)
+		case r.out == outStale:
+			done(unavailable(ErrStale))
+		default:
+			done(unavailable(ErrRefused))
+		}
+	})
+}
+
+// Release gives a won claim up, so the signature is claimable again.
+// Nothing answers it: a lost release lapses.
+func (s *Service) Release(key string, t Token) {
+	m, ok := s.refresh()
+	if !ok {
+		return
+	}
+	owner, ok := s.ring.Owner(ring.ClassProxy, key)
+	if !ok {
+		return
+	}
+	f := frame{kind: frameRelease, m: m, key: key, token: t}
+	if owner == s.env.ID {
+		s.serveOwner(owner, f)
+		return
+	}
+	_ = s.env.Net.Send(owner, f.encode())
+}
+
+// toOwner sends one request to key's owner (or serves it here) and hands
+// the answer to done, bounded by the deadline and MaxCalls.
+func (s *Service) toOwner(key string, kind uint8, t Token, value []byte, done func(response)) {
+	m, ok := s.refresh()
+	if !ok {
+		done(response{err: unavailable(ErrNoOwner)})
+		return
+	}
+	owner, ok := s.ring.Owner(ring.ClassProxy, key)
+	if !ok {
+		done(response{err: unavailable(ErrNoOwner)})
+		return
+	}
+	if s.active >= s.cfg.MaxCalls {
+		done(response{err: unavailable(ErrBusyCalls)})
+		return
+	}
+	s.active++
+	s.nextID++
+	id := s.nextID
+	c := &call{}
+	finish := func(r response) {
+		if s.calls[id] != c {
+			return
+		}
+		delete(s.calls, id)
+		c.timer.Stop()
+		s.active--
+		done(r)
+	}
+	c.done = finish
+	s.calls[id] = c
+	c.timer = s.env.Clock.AfterFunc(s.cfg.Deadline, func() { finish(response{err: unavailable(ErrTimeout)}) })
+	f := frame{kind: kind, id: id, m: m, key: key, token: t, value: value}
+	if owner == s.env.ID {
+		s.serveOwner(s.env.ID, f)
+		return
+	}
+	if err := s.env.Net.Send(owner, f.encode()); err != nil {
+		finish(response{err: unavailable(fmt.Errorf("%w: %v", ErrSend, err))})
+	}
+}
+
+// wait reads the KV until the winner's recording is there.
+func (s *Service) wait(key string, done func(Answer, error)) {
+	if s.active >= s.cfg.MaxCalls {
+		done(Answer{}, unavailable(ErrBusyCalls))
+		return
+	}
+	s.active++
+	deadline := s.env.Clock.Mono() + s.cfg.Wait
+	var poll func()
+	poll = func() {
+		if v, ok := s.env.Ctl.Recorded(KVKey(key)); ok {
+			s.active--
+			done(Answer{Recorded: v}, nil)
+			return
+		}
+		if s.env.Clock.Mono() >= deadline {
+			s.active--
+			done(Answer{}, unavailable(ErrWaited))
+			return
+		}
+		s.env.Clock.AfterFunc(s.cfg.Poll, poll)
+	}
+	poll()
+}
+
+// HandleFrame takes a claim frame from the network.
+func (s *Service) HandleFrame(from dial.NodeID, b []byte) {
+	f, err := decodeFrame(b)
+	if err != nil {
+		return // malformed: dropped, as any lost frame
+	}
+	switch f.kind {
+	case frameClaim, frameRecord, frameRelease:
+		s.serveOwner(from, f)
+	case frameClaimResp, frameRecordResp:
+		if c := s.calls[f.id]; c != nil {
+			c.done(response{out: f.out, token: f.token, value: f.value})
+		}
+	}
+}
+
+// serveOwner answers a request as key's owner.
+func (s *Service) serveOwner(from dial.NodeID, f frame) {
+	reply := func(out uint8, t Token, v []byte) {
+		if f.kind == frameRelease {
+			return
+		}
+		r := frame{kind: f.kind + 1, id: f.id, out: out, token: t, value: v}
+		if from == s.env.ID {
+			if c := s.calls[f.id]; c != nil {
+				c.done(response{out: out, token: t, value: v})
+			}
+			return
+		}
+		_ = s.env.Net.Send(from, r.encode())
+	}
+	m, ok := s.refresh()
+	var owner dial.NodeID
+	owned := false
+	if ok {
+		owner, owned = s.ring.Owner(ring.ClassProxy, f.key)
+	}
+	// D-17, fencing by m_idx, and ownership: refuse, never guess.
+	if !ok || s.env.Ctl.IsIsolated() || f.m != m || !owned || owner != s.env.ID {
+		reply(outRefused, Token{}, nil)
+		return
+	}
+	now := s.now()
+	switch f.kind {
+	case frameClaim:
+		if v, ok := s.env.Ctl.Recorded(KVKey(f.key)); ok {
+			reply(outRecorded, Token{}, v)
+			return
+		}
+		g, err := s.claims.Claim(f.key, now)
+		switch {
+		case errors.Is(err, ErrBusy):
+			reply(outBusy, Token{}, nil)
+		case err != nil:
+			reply(outRefused, Token{}, nil)
+		case g.Won:
+			reply(outWon, g.Token, nil)
+		default:
+			reply(outLost, g.Token, nil)
+		}
+	case frameRecord:
+		if err := s.claims.CheckRecord(f.key, f.token, now); err != nil {
+			reply(outStale, Token{}, nil)
+			return
+		}
+		key, t := f.key, f.token
+		s.env.Ctl.Record(KVKey(key), f.value, func(err error) {
+			if err != nil {
+				reply(outRefused, Token{}, nil)
+				return
+			}
+			if h, ok := s.claims.Holder(key, s.now()); ok && h == t {
+				s.claims.Recorded(key)
+			}
+			reply(outRecorded, Token{}, nil)
+		})
+	case frameRelease:
+		_ = s.claims.Release(f.key, f.token)
+	}
+}
+
+// Sweep lets lapsed claims go; the node calls it now and then.
+func (s *Service) Sweep() int { return s.claims.Sweep(s.now()) }
+
+// Pending is how many claims this node holds as an owner.
+func (s *Service) Pending() int { return s.claims.Pending() }
+
+// --- frames: a strict binary encoding
+
+type frame struct {
+	kind  uint8
+	id    uint64
+	m     uint64
+	out   uint8
+	key   string
+	token Token
+	value []byte
+}
+
+// maxValue bounds a recorded answer in a frame, well under dial.MaxFrame.
+const maxValue = 8 << 20
+
+func (f frame) encode() []byte {
+	b := []byte{FramePrefix, f.kind, f.out}
+	b = binary.AppendUvarint(b, f.id)
+	b = binary.AppendUvarint(b, f.m)
+	b = binary.AppendUvarint(b, uint64(f.token.Owner))
+	b = binary.AppendUvarint(b, f.token.Session)
+	b = binary.AppendUvarint(b, f.token.Seq)
+	b = binary.AppendUvarint(b, uint64(len(f.key)))
+	b = append(b, f.key...)
+	b = binary.AppendUvarint(b, uint64(len(f.value)))
+	return append(b, f.value...)
+}
+
+var errFrame = errors.New("proxyonce: malformed frame")
+
+func decodeFrame(b []byte) (frame, error) {
+	if len(b) < 3 || b[0] != FramePrefix || b[1] < frameClaim || b[1] > frameRelease {
+		return frame{}, errFrame
+	}
+	f := frame{kind: b[1], out: b[2]}
+	b = b[3:]
+	var nums [6]uint64
+	for i := range nums {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return frame{}, errFrame
+		}
+		nums[i], b = v, b[n:]
+	}
+	f.id, f.m = nums[0], nums[1]
+	f.token = Token{Owner: dial.NodeID(nums[2]), Session: nums[3], Seq: nums[4]}
+	if nums[5] > uint64(len(b)) {
+		return frame{}, errFrame
+	}
+	f.key, b = string(b[:nums[5]]), b[nums[5]:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxValue || n != uint64(len(b)-k) {
+		return frame{}, errFrame
+	}
+	if n > 0 {
+		f.value = append([]byte(nil), b[k:]...)
+	}
+	return f, nil
+}
