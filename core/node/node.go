@@ -1,7 +1,7 @@
 // Package node composes one cluster node from the core's parts: the raft
-// driver (control plane) and the flow store (data plane), sharing one
-// clock, one peer seam and one disk. It routes each arriving frame to its
-// part by the frame's first byte.
+// driver (control plane), the flow store (data plane) and proxyOnce's
+// claim service, sharing one clock, one peer seam and one disk. It routes
+// each arriving frame to its part by the frame's first byte.
 package node
 
 import (
@@ -11,6 +11,8 @@ import (
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/core/transport"
@@ -54,12 +56,15 @@ type Config struct {
 	// (transport-adversary), and elsewhere exchange plain frames, which
 	// the parts treat the same.
 	Transport transport.Config
+	// ProxyOnce configures the claim service.
+	ProxyOnce proxyonce.ServiceConfig
 }
 
 // Node is one cluster node.
 type Node struct {
 	Consensus *consensus.Node
 	Flow      *flow.Store
+	ProxyOnce *proxyonce.Service
 	// Link is the envelope, nil without Config.Transport's keys.
 	Link      *transport.Link
 	BadFrames uint64
@@ -118,7 +123,10 @@ func Open(cfg Config, env Env) (*Node, error) {
 		_ = backend.Close() // the store's error is the one worth reporting
 		return nil, fmt.Errorf("node: flow store: %w", err)
 	}
-	n.Consensus, n.Flow, n.Quarantined = cn, fs, quarantined
+	// The claim service's tokens name the boot epoch, which no restart
+	// repeats (and drawing it from Rand would shift every later draw).
+	po := proxyonce.NewService(cfg.ProxyOnce, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: cn}})
+	n.Consensus, n.Flow, n.ProxyOnce, n.Quarantined = cn, fs, po, quarantined
 	return n, nil
 }
 
@@ -142,9 +150,12 @@ func Classify(frame []byte) (transport.Kind, bool) {
 	var family uint8
 	var reply, ok bool
 	class := transport.Data
-	if frame[0] == flow.FramePrefix {
+	switch frame[0] {
+	case flow.FramePrefix:
 		family, reply, ok = flow.FrameKind(frame)
-	} else {
+	case proxyonce.FramePrefix:
+		family, reply, ok = proxyonce.FrameKind(frame)
+	default:
 		class = transport.Control
 		family, reply, ok = consensus.FrameKind(frame)
 	}
@@ -194,13 +205,16 @@ func (n *Node) route(from dial.NodeID, frame []byte) {
 	switch frame[0] {
 	case flow.FramePrefix:
 		n.Flow.HandleFrame(from, frame)
+	case proxyonce.FramePrefix:
+		n.ProxyOnce.HandleFrame(from, frame)
 	default:
 		n.Consensus.HandleFrame(from, frame)
 	}
 }
 
-// Stop stops both parts.
+// Stop stops the parts.
 func (n *Node) Stop() {
+	n.ProxyOnce.Stop()
 	n.Flow.Stop()
 	n.Consensus.Stop()
 }
@@ -209,6 +223,7 @@ func (n *Node) Stop() {
 // holds and closes its shard, then the consensus part stops and closes its
 // journal. Calls in flight are answered as failed.
 func (n *Node) Close() error {
+	n.ProxyOnce.Stop()
 	err := n.Flow.Close()
 	if cerr := n.Consensus.Close(); err == nil {
 		err = cerr
@@ -241,3 +256,37 @@ func (c *control) Membership() flow.Membership {
 }
 
 func (c *control) IsIsolated() bool { return c.cn.IsIsolated() }
+
+// claimControl answers the claim service's questions from the consensus
+// part: the ring's membership, D-17, and the KV where recordings live.
+type claimControl struct {
+	cn     *consensus.Node
+	shape  [3]uint64
+	m      uint64
+	voters []dial.NodeID
+}
+
+func (c *claimControl) Membership() (uint64, []dial.NodeID) {
+	if shape := c.cn.MembershipShape(); shape != c.shape || c.m == 0 {
+		ms := c.cn.Membership()
+		c.voters = c.voters[:0]
+		for _, m := range ms.Voters {
+			c.voters = append(c.voters, m.ID)
+		}
+		c.m, c.shape = ms.Index, shape
+	}
+	return c.m, c.voters
+}
+
+func (c *claimControl) IsIsolated() bool { return c.cn.IsIsolated() }
+
+func (c *claimControl) Recorded(key string) ([]byte, bool) {
+	e, ok := c.cn.LocalGet(key)
+	return e.Value, ok
+}
+
+// Record puts the answer unless the key exists: a recording that lost a
+// race to another (a lapse, an ownership move) changes nothing.
+func (c *claimControl) Record(key string, answer []byte, done func(error)) {
+	c.cn.Propose(kv.Txn([]kv.Guard{kv.Absent(key)}, []kv.Op{kv.Put(key, answer)}, nil), func(_ kv.Result, err error) { done(err) })
+}

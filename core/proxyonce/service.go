@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/fenceline/fenceline/clock"
@@ -32,6 +34,34 @@ import (
 // FramePrefix is the first byte of every claim frame (raft's are 1, the
 // flow store's 2).
 const FramePrefix = 3
+
+// Envelope families (data class): claim → claim-resp, record →
+// record-resp; a release is one-way. Apart from the flow store's 1..3 and
+// raft's 1..4.
+const (
+	FamilyClaim  = 5
+	FamilyRecord = 6
+)
+
+// FrameKind says what a claim frame is to the envelope.
+func FrameKind(b []byte) (family uint8, reply bool, ok bool) {
+	if len(b) < 3 || b[0] != FramePrefix {
+		return 0, false, false
+	}
+	switch b[1] {
+	case frameClaim:
+		return FamilyClaim, false, true
+	case frameClaimResp:
+		return FamilyClaim, true, true
+	case frameRecord:
+		return FamilyRecord, false, true
+	case frameRecordResp:
+		return FamilyRecord, true, true
+	case frameRelease:
+		return 0, false, true
+	}
+	return 0, false, false
+}
 
 // Frame kinds.
 const (
@@ -144,6 +174,10 @@ type Service struct {
 	nextID uint64
 	calls  map[uint64]*call
 	active int // calls in flight, including waits
+	// swept is when lapsed claims were last let go: serving a request
+	// sweeps at most once a Lapse, so no timer runs for it.
+	swept   time.Duration
+	stopped bool
 }
 
 type call struct {
@@ -186,8 +220,29 @@ func (s *Service) refresh() (uint64, bool) {
 // wall-clock step must neither shorten nor stretch.
 func (s *Service) now() time.Duration { return s.env.Clock.Mono() }
 
+// ErrStopped is a call made to, or in flight in, a stopped service.
+var ErrStopped = errors.New("stopped")
+
+// Stop fails every call in flight and refuses new ones: the node is
+// going down.
+func (s *Service) Stop() {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	for _, id := range slices.Sorted(maps.Keys(s.calls)) {
+		if c := s.calls[id]; c != nil {
+			c.done(response{err: unavailable(ErrStopped)})
+		}
+	}
+}
+
 // Acquire asks for key. done runs once, on the node's loop.
 func (s *Service) Acquire(key string, done func(Answer, error)) {
+	if s.stopped {
+		done(Answer{}, unavailable(ErrStopped))
+		return
+	}
 	if v, ok := s.env.Ctl.Recorded(KVKey(key)); ok {
 		done(Answer{Recorded: v}, nil)
 		return
@@ -213,6 +268,10 @@ func (s *Service) Acquire(key string, done func(Answer, error)) {
 // Record records the winner's answer. done(nil) once the recording is in
 // raft; any error means it may not be (a timeout: unknown).
 func (s *Service) Record(key string, t Token, answer []byte, done func(error)) {
+	if s.stopped {
+		done(unavailable(ErrStopped))
+		return
+	}
 	s.toOwner(key, frameRecord, t, answer, func(r response) {
 		switch {
 		case r.err != nil:
@@ -299,6 +358,11 @@ func (s *Service) wait(key string, done func(Answer, error)) {
 	deadline := s.env.Clock.Mono() + s.cfg.Wait
 	var poll func()
 	poll = func() {
+		if s.stopped {
+			s.active--
+			done(Answer{}, unavailable(ErrStopped))
+			return
+		}
 		if v, ok := s.env.Ctl.Recorded(KVKey(key)); ok {
 			s.active--
 			done(Answer{Recorded: v}, nil)
@@ -316,6 +380,9 @@ func (s *Service) wait(key string, done func(Answer, error)) {
 
 // HandleFrame takes a claim frame from the network.
 func (s *Service) HandleFrame(from dial.NodeID, b []byte) {
+	if s.stopped {
+		return
+	}
 	f, err := decodeFrame(b)
 	if err != nil {
 		return // malformed: dropped, as any lost frame
@@ -357,6 +424,10 @@ func (s *Service) serveOwner(from dial.NodeID, f frame) {
 		return
 	}
 	now := s.now()
+	if now-s.swept >= s.cfg.Claims.Lapse {
+		s.claims.Sweep(now)
+		s.swept = now
+	}
 	switch f.kind {
 	case frameClaim:
 		if v, ok := s.env.Ctl.Recorded(KVKey(f.key)); ok {
