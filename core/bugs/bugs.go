@@ -153,6 +153,19 @@ type Set struct {
 	// SelftestTrustTail makes replay ignore checksums: a torn record is
 	// read as data.
 	SelftestTrustTail bool
+
+	// --- core/proxyonce: the claim protocol.
+
+	// NoClaim skips the claim: a node that misses the recording calls
+	// upstream at once, as every other node that missed it does.
+	NoClaim bool
+	// RecordBeforeCommit has the owner answer a recording, and end its
+	// claim, when it proposes the entry rather than when it commits: a
+	// request arriving in between finds neither a claim nor a recording.
+	RecordBeforeCommit bool
+	// StaleToken lets any token record, a lapsed or older one included,
+	// and the recording overwrite what is there.
+	StaleToken bool
 }
 
 // Bug is one line of the table: the bug's name, what it breaks in a few
@@ -193,6 +206,9 @@ var Table = []Bug{
 	{"selftest-ack-before-sync", "acknowledge a put before its fsync completes", func(s *Set) *bool { return &s.SelftestAckBeforeSync }},
 	{"selftest-no-gossip", "never gossip: records stay where they were written", func(s *Set) *bool { return &s.SelftestNoGossip }},
 	{"selftest-trust-tail", "replay ignores checksums: a torn record is read as data", func(s *Set) *bool { return &s.SelftestTrustTail }},
+	{"no-claim", "proxyOnce calls upstream without a claim: every node that misses the recording calls it", func(s *Set) *bool { return &s.NoClaim }},
+	{"record-before-commit", "the owner answers a recording, and ends its claim, before the raft entry commits", func(s *Set) *bool { return &s.RecordBeforeCommit }},
+	{"stale-token", "a lapsed or older claim token may still record, over what is recorded", func(s *Set) *bool { return &s.StaleToken }},
 }
 
 // Lookup returns the bug called name.

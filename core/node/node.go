@@ -125,7 +125,9 @@ func Open(cfg Config, env Env) (*Node, error) {
 	}
 	// The claim service's tokens name the boot epoch, which no restart
 	// repeats (and drawing it from Rand would shift every later draw).
-	po := proxyonce.NewService(cfg.ProxyOnce, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: cn}})
+	pcfg := cfg.ProxyOnce
+	pcfg.Bugs = cfg.Consensus.Bugs
+	po := proxyonce.NewService(pcfg, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: cn}})
 	n.Consensus, n.Flow, n.ProxyOnce, n.Quarantined = cn, fs, po, quarantined
 	return n, nil
 }
@@ -287,6 +289,21 @@ func (c *claimControl) Recorded(key string) ([]byte, bool) {
 
 // Record puts the answer unless the key exists: a recording that lost a
 // race to another (a lapse, an ownership move) changes nothing.
-func (c *claimControl) Record(key string, answer []byte, done func(error)) {
-	c.cn.Propose(kv.Txn([]kv.Guard{kv.Absent(key)}, []kv.Op{kv.Put(key, answer)}, nil), func(_ kv.Result, err error) { done(err) })
+func (c *claimControl) Record(key string, answer []byte, overwrite bool, done func(error)) {
+	op := kv.Txn([]kv.Guard{kv.Absent(key)}, []kv.Op{kv.Put(key, answer)}, nil)
+	if overwrite {
+		op = kv.Put(key, answer) // the planted stale-token bug
+	}
+	c.cn.Propose(op, func(res kv.Result, err error) {
+		switch {
+		case err != nil:
+			done(err)
+		case res.Err != nil:
+			done(res.Err)
+		case op.Kind == kv.OpTxn && !res.Succeeded:
+			done(proxyonce.ErrAlreadyRecorded)
+		default:
+			done(nil)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -80,6 +81,7 @@ const (
 	outRefused  = 4
 	outStale    = 5
 	outBusy     = 6
+	outAlready  = 7 // another recording got there first
 )
 
 // Errors. Every one reaches the caller wrapped in ErrUnavailable.
@@ -90,6 +92,10 @@ var (
 	ErrTimeout     = errors.New("timed out")
 	ErrSend        = errors.New("send failed")
 	ErrWaited      = errors.New("the winner's recording did not come in time")
+	// ErrAlreadyRecorded is a recording that found another in place (it
+	// lost a race with a later claim's, after a lapse or an ownership
+	// move): the answer to serve is the one in the KV.
+	ErrAlreadyRecorded = errors.New("proxyonce: another answer is recorded")
 )
 
 func unavailable(cause error) error { return fmt.Errorf("%w: %w", ErrUnavailable, cause) }
@@ -107,9 +113,10 @@ type Control interface {
 	// Recorded reads a recorded answer from this node's applied KV.
 	Recorded(kvKey string) ([]byte, bool)
 	// Record proposes the recording: put answer at kvKey unless the key
-	// exists. done runs once, when the entry is applied here (nil) or the
-	// proposal failed.
-	Record(kvKey string, answer []byte, done func(error))
+	// exists (always, if overwrite). done runs once, when the entry is
+	// applied here: nil, or ErrAlreadyRecorded if the key existed; or
+	// with the proposal's failure.
+	Record(kvKey string, answer []byte, overwrite bool, done func(error))
 }
 
 // Env is the service's world.
@@ -134,6 +141,7 @@ type ServiceConfig struct {
 	// MaxCalls bounds the calls in flight (claims, records and waits);
 	// past it a call is refused at once. Default 4096.
 	MaxCalls int
+	Bugs     bugs.Set
 }
 
 func (c ServiceConfig) withDefaults() ServiceConfig {
@@ -247,6 +255,10 @@ func (s *Service) Acquire(key string, done func(Answer, error)) {
 		done(Answer{Recorded: v}, nil)
 		return
 	}
+	if s.cfg.Bugs.NoClaim {
+		done(Answer{Won: true}, nil) // the planted bug: no owner asked
+		return
+	}
 	s.toOwner(key, frameClaim, Token{}, nil, func(r response) {
 		switch {
 		case r.err != nil:
@@ -280,6 +292,8 @@ func (s *Service) Record(key string, t Token, answer []byte, done func(error)) {
 			done(nil)
 		case r.out == outStale:
 			done(unavailable(ErrStale))
+		case r.out == outAlready:
+			done(unavailable(ErrAlreadyRecorded))
 		default:
 			done(unavailable(ErrRefused))
 		}
@@ -446,13 +460,27 @@ func (s *Service) serveOwner(from dial.NodeID, f frame) {
 			reply(outLost, g.Token, nil)
 		}
 	case frameRecord:
-		if err := s.claims.CheckRecord(f.key, f.token, now); err != nil {
+		if err := s.claims.CheckRecord(f.key, f.token, now); err != nil && !s.cfg.Bugs.StaleToken {
 			reply(outStale, Token{}, nil)
 			return
 		}
 		key, t := f.key, f.token
-		s.env.Ctl.Record(KVKey(key), f.value, func(err error) {
-			if err != nil {
+		early := s.cfg.Bugs.RecordBeforeCommit
+		if early {
+			// The planted bug: the claim ends and the answer goes before
+			// the entry commits.
+			s.claims.Recorded(key)
+			reply(outRecorded, Token{}, nil)
+		}
+		s.env.Ctl.Record(KVKey(key), f.value, s.cfg.Bugs.StaleToken, func(err error) {
+			if early {
+				return
+			}
+			switch {
+			case errors.Is(err, ErrAlreadyRecorded):
+				reply(outAlready, Token{}, nil)
+				return
+			case err != nil:
 				reply(outRefused, Token{}, nil)
 				return
 			}

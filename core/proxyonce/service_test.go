@@ -52,11 +52,13 @@ type wctl struct {
 func (c wctl) Membership() (uint64, []dial.NodeID) { return c.w.m, c.w.ids }
 func (c wctl) IsIsolated() bool                    { return c.w.isolated[c.id] }
 func (c wctl) Recorded(k string) ([]byte, bool)    { v, ok := c.w.kv[k]; return v, ok }
-func (c wctl) Record(k string, v []byte, done func(error)) {
+func (c wctl) Record(k string, v []byte, overwrite bool, done func(error)) {
 	c.w.hold = append(c.w.hold, func() {
-		if _, ok := c.w.kv[k]; !ok { // put if absent
-			c.w.kv[k] = v
+		if _, ok := c.w.kv[k]; ok && !overwrite { // put if absent
+			done(ErrAlreadyRecorded)
+			return
 		}
+		c.w.kv[k] = v
 		done(nil)
 	})
 }
@@ -285,6 +287,23 @@ func TestWaitsAndCallsAreBounded(t *testing.T) {
 	w.acquire(b, k2)
 	third := w.acquire(b, k2)
 	require.ErrorIs(t, third.err, ErrBusyCalls, "past MaxCalls: refused at once")
+}
+
+// A recording that finds another in place changes nothing and says so:
+// the answer to serve is the one in the KV.
+func TestRecordingLosesToAnother(t *testing.T) {
+	w := newWorld(t, ServiceConfig{})
+	a := w.ids[0]
+	g := w.acquire(a, key)
+	w.deliver()
+	require.True(t, g.a.Won)
+	w.kv[KVKey(key)] = []byte("first")
+	var recErr error
+	w.nodes[a].Record(key, g.a.Token, []byte("second"), func(err error) { recErr = err })
+	w.deliver()
+	w.commit()
+	require.ErrorIs(t, recErr, ErrAlreadyRecorded)
+	require.Equal(t, []byte("first"), w.kv[KVKey(key)])
 }
 
 func TestFrames(t *testing.T) {
