@@ -14,6 +14,7 @@ import (
 	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
@@ -43,6 +44,10 @@ type raftCluster struct {
 	// With flowCfg set, every node also runs a flow store (core/node).
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
+	// proxies are the nodes' proxyOnce claim services (flow clusters);
+	// proxyCfg configures them.
+	proxies  map[string]*proxyonce.Service
+	proxyCfg proxyonce.ServiceConfig
 
 	hist *linearizability.History
 	// leaseCalls is every lease call clients made, in call order.
@@ -139,6 +144,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		byID:           map[dial.NodeID]*sim.Machine{},
 		live:           map[string]*consensus.Node{},
 		flows:          map[string]*flow.Store{},
+		proxies:        map[string]*proxyonce.Service{},
 		hist:           linearizability.NewHistory(0),
 		streams:        map[string]*checker.LeaseStream{},
 		agreement:      checker.NewReplicaAgreement(),
@@ -181,7 +187,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 				cfg.Bootstrap = boot
 			}
 			if c.flowCfg != nil {
-				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg}
+				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg, ProxyOnce: c.proxyCfg}
 				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand}
 				if c.keys != nil {
 					ncfg.Transport = transport.Config{Keys: *c.keys, Bugs: b}
@@ -195,7 +201,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 					delete(c.flows, name)
 					return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 				}
-				c.live[name], c.flows[name] = nd.Consensus, nd.Flow
+				c.live[name], c.flows[name], c.proxies[name] = nd.Consensus, nd.Flow, nd.ProxyOnce
 				if nd.Link != nil {
 					c.links[name] = nd.Link
 				}

@@ -500,6 +500,23 @@ func (s *Service) Sweep() int { return s.claims.Sweep(s.now()) }
 // Pending is how many claims this node holds as an owner.
 func (s *Service) Pending() int { return s.claims.Pending() }
 
+// FrameInfo is what a claim frame says of itself, for the simulator's
+// record (when the owner granted a claim, to whom).
+type FrameInfo struct {
+	Grant bool  // a claim's answer that grants it
+	Token Token // the grant's token
+	Key   string
+}
+
+// DecodeFrame reads a claim frame as the service would.
+func DecodeFrame(b []byte) (FrameInfo, error) {
+	f, err := decodeFrame(b)
+	if err != nil {
+		return FrameInfo{}, err
+	}
+	return FrameInfo{Grant: f.kind == frameClaimResp && f.out == outWon, Token: f.token, Key: f.key}, nil
+}
+
 // --- frames: a strict binary encoding
 
 type frame struct {

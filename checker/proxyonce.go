@@ -1,0 +1,138 @@
+package checker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// UpstreamCall is one call the simulated upstream received for a
+// signature: when the claim it ran under was granted (the network's record
+// of the owner's answer leaving), when it started and ended, whether it
+// failed, and the answer it gave (unique to the call).
+type UpstreamCall struct {
+	Key                 string
+	Node                string
+	Granted, Start, End time.Duration
+	Failed              bool
+	Answer              string
+}
+
+// Served is an answer a client got for a signature.
+type Served struct {
+	Key    string
+	Node   string
+	At     time.Duration
+	Answer string
+}
+
+// OwnerLoss is an instant a signature's owner lost its memory of a claim:
+// the owner crashed, or the committed membership moved the signature to
+// another owner. The simulator computes both from its own record.
+type OwnerLoss struct {
+	Key string
+	At  time.Duration
+	Why string
+}
+
+// ProxyOnce judges proxyOnce's promises (checker "proxyonce") from the
+// simulator's record of the upstream it runs and of what clients got:
+//
+//   - upstream calls per signature stay within the claim epochs the faults
+//     allow: one, plus one per earlier call that failed (its winner
+//     released the claim), per owner loss between the first grant and the
+//     last, and per lapse that fits between them (lapse is the claims'
+//     lapse less the owner's clock drift: a claim may end that early);
+//   - every answer served for a signature is one answer, and it is what
+//     an upstream call (that did not fail) answered for that signature;
+//   - final, read off every node at the end, holds the recording each
+//     node has; it must be the answer served.
+//
+// On a failure it prints the counts for each signature that broke.
+func ProxyOnce(rep Reporter, calls []UpstreamCall, served []Served, losses []OwnerLoss, lapse time.Duration, final map[string]map[string]string) {
+	byKey := map[string][]UpstreamCall{}
+	for _, c := range calls {
+		byKey[c.Key] = append(byKey[c.Key], c)
+	}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		cs := byKey[key]
+		sort.SliceStable(cs, func(i, j int) bool { return cs[i].Granted < cs[j].Granted })
+		first, last := cs[0].Granted, cs[len(cs)-1].Granted
+		failed, lost := 0, 0
+		for _, c := range cs[:len(cs)-1] {
+			if c.Failed && c.End <= last {
+				failed++
+			}
+		}
+		for _, l := range losses {
+			if l.Key == key && l.At >= first && l.At <= last {
+				lost++
+			}
+		}
+		lapses := 0
+		if lapse > 0 {
+			lapses = int((last - first) / lapse)
+		}
+		if allowed := 1 + failed + lost + lapses; len(cs) > allowed {
+			var at []string
+			for _, c := range cs {
+				at = append(at, fmt.Sprintf("%v(granted %v)@%s", c.Start, c.Granted, c.Node))
+			}
+			rep.Fail("proxyonce", "signature %s: %d upstream calls, at most %d allowed (1 + %d failed + %d owner losses + %d lapses): %s",
+				key, len(cs), allowed, failed, lost, lapses, strings.Join(at, " "))
+		}
+	}
+	answered := map[string]map[string]bool{} // key -> upstream answers that did not fail
+	for _, c := range calls {
+		if !c.Failed {
+			if answered[c.Key] == nil {
+				answered[c.Key] = map[string]bool{}
+			}
+			answered[c.Key][c.Answer] = true
+		}
+	}
+	first := map[string]Served{}
+	bad := map[string]bool{}
+	for _, s := range served {
+		if !answered[s.Key][s.Answer] && !bad[s.Key] {
+			bad[s.Key] = true
+			rep.Fail("proxyonce", "signature %s: %s served %q at %v, which no upstream call answered", s.Key, s.Node, s.Answer, s.At)
+			continue
+		}
+		f, ok := first[s.Key]
+		if !ok {
+			first[s.Key] = s
+			continue
+		}
+		if f.Answer != s.Answer && !bad[s.Key] {
+			bad[s.Key] = true
+			n := 0
+			for _, c := range calls {
+				if c.Key == s.Key {
+					n++
+				}
+			}
+			rep.Fail("proxyonce", "signature %s: two answers served, %q (%s at %v) and %q (%s at %v); %d upstream calls",
+				s.Key, f.Answer, f.Node, f.At, s.Answer, s.Node, s.At, n)
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(final)) {
+		for _, key := range slices.Sorted(maps.Keys(final[node])) {
+			if f, ok := first[key]; ok && final[node][key] != f.Answer && !bad[key] {
+				bad[key] = true
+				rep.Fail("proxyonce", "signature %s: %s holds %q at the end, but %q was served", key, node, final[node][key], f.Answer)
+			}
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(first)) {
+		for _, node := range slices.Sorted(maps.Keys(final)) {
+			if _, ok := final[node][key]; !ok && !bad[key] {
+				bad[key] = true
+				rep.Fail("proxyonce", "signature %s: served %q, but %s has no recording at the end", key, first[key].Answer, node)
+			}
+		}
+	}
+}

@@ -1,0 +1,310 @@
+package scenarios
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/checker"
+	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/proxyonce"
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/netsim"
+	"github.com/fenceline/fenceline/sim"
+)
+
+func init() {
+	Register(Scenario{
+		Name: "proxyonce-race",
+		Summary: "clients on every node hit the same new request signatures at the same instant, through loss, partitions, " +
+			"crashes and a slow, failing upstream: one upstream call per claim epoch, one answer served per signature",
+		Duration: 40 * time.Second,
+		Bugs: []Bug{
+			{Name: "no-claim", Window: 30, MinCaught: 25},
+			{Name: "record-before-commit", Window: 30, MinCaught: 20},
+			{Name: "stale-token", Window: 30, MinCaught: 5},
+		},
+		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
+		Checkers: plus(clusterCheckers, "proxyonce"),
+		Run:      runProxyOnceRace,
+	})
+}
+
+// proxyRun is the simulator's record of a proxyOnce run: its upstream,
+// what clients were served, and the signatures.
+type proxyRun struct {
+	h      *flowHarness
+	keys   []string // introduced over the run, newest last
+	calls  []checker.UpstreamCall
+	served []checker.Served
+	lapse  time.Duration
+	// upstream's knobs
+	failP, slowP int // percent of calls that fail, that are slow
+	n503         int
+	// granted is, per token, when the network saw the owner's grant
+	// leave; a grant made on the requester's own node has none.
+	granted map[proxyonce.Token]time.Duration
+}
+
+// The scenario's claim timings: a lapse short enough that slow upstream
+// calls outlive their claims inside a run.
+const (
+	proxyLapse = 2 * time.Second
+	proxyWait  = 6 * time.Second
+)
+
+func runProxyOnceRace(run *Run) error {
+	k := run.Kernel
+	voters := 3 + 2*k.Stream("knobs/size").IntN(2)
+	calm := run.Duration * 55 / 100
+	netCfg, disk, _ := clusterKnobs(run, voters, calm)
+	run.Knob("calm_at", calm)
+	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait}
+	h := startFlowCluster(c, flow.Config{Bugs: run.Bugs()})
+	kr := k.Stream("knobs/proxy")
+	p := &proxyRun{h: h, lapse: proxyLapse, failP: 5 + kr.IntN(15), slowP: 5 + kr.IntN(20), granted: map[proxyonce.Token]time.Duration{}}
+	h.nw.Watch(func(s netsim.Sending) {
+		if s.Fate != netsim.Sent || len(s.Frame) == 0 || s.Frame[0] != proxyonce.FramePrefix {
+			return
+		}
+		if info, err := proxyonce.DecodeFrame(s.Frame); err == nil && info.Grant {
+			if _, seen := p.granted[info.Token]; !seen {
+				p.granted[info.Token] = s.At
+			}
+		}
+	})
+	perNode := 1 + kr.IntN(3)
+	every := sim.Between(kr, 700*time.Millisecond, 2500*time.Millisecond)
+	run.Knob("clients_per_node", perNode)
+	run.Knob("new_signature_every", every)
+	run.Knob("upstream", fmt.Sprintf("fail=%d%% slow=%d%%", p.failP, p.slowP))
+	faults := DrawFaults(k.Stream("knobs/faults"), voters)
+	run.Knob("faults", faults)
+	DrawClocks(run, h.nodes, 300*time.Millisecond, 100)
+	for _, n := range h.nodes {
+		n.Start()
+	}
+	chaos := StartChaos(run, h.nw, h.nodes, faults, calm)
+	// New signatures keep arriving, each hit by every client at once.
+	var introduce func()
+	introduce = func() {
+		p.keys = append(p.keys, proxyonce.KeyOf(4545, fmt.Appendf(nil, "sig-%d", len(p.keys))))
+		if k.Now()+every < calm+3*time.Second {
+			k.After(every, sim.EvClient, xxhash.Sum64String("introduce"), introduce)
+		}
+	}
+	k.At(500*time.Millisecond, sim.EvClient, xxhash.Sum64String("introduce"), introduce)
+	for i, n := range h.nodes {
+		for j := range perNode {
+			p.client(n, uint64(i*perNode+j), k.Stream(fmt.Sprintf("proxy-client/%s/%d", n.Name(), j)), calm+6*time.Second)
+		}
+	}
+	h.startChecks(100 * time.Millisecond)
+	// After the faults stop, every node comes back and catches up.
+	k.At(calm, sim.EvCheck, xxhash.Sum64String("restart"), func() {
+		for _, n := range h.nodes {
+			if !n.Up() {
+				n.Start()
+			}
+		}
+	})
+	if err := k.RunUntil(run.Duration); err != nil {
+		return err
+	}
+	h.finish(chaos)
+	final := map[string]map[string]string{}
+	for _, n := range h.nodes {
+		cn := h.node(n)
+		if cn == nil {
+			continue
+		}
+		final[n.Name()] = map[string]string{}
+		for _, key := range p.keys {
+			if e, ok := cn.LocalGet(proxyonce.KVKey(key)); ok {
+				final[n.Name()][key] = string(e.Value)
+			}
+		}
+	}
+	checker.ProxyOnce(run, p.calls, p.served, p.losses(), proxyLapse*99/100, final)
+	run.Did("proxy-served", len(p.served))
+	run.Did("upstream-calls", len(p.calls))
+	most, at := 0, ""
+	perKey := map[string]int{}
+	for _, c := range p.calls {
+		if perKey[c.Key]++; perKey[c.Key] > most {
+			most, at = perKey[c.Key], c.Key
+		}
+	}
+	// Time from a signature's first upstream call to its first answer
+	// served from the recording (the median over signatures).
+	var toRecorded []time.Duration
+	firstCall, firstServed := map[string]time.Duration{}, map[string]time.Duration{}
+	for _, c := range p.calls {
+		if t, ok := firstCall[c.Key]; !ok || c.Start < t {
+			firstCall[c.Key] = c.Start
+		}
+	}
+	for _, s := range p.served {
+		if _, ok := firstServed[s.Key]; !ok {
+			firstServed[s.Key] = s.At
+		}
+	}
+	for _, key := range p.keys {
+		if s, ok := firstServed[key]; ok {
+			if c, ok := firstCall[key]; ok && s >= c {
+				toRecorded = append(toRecorded, s-c)
+			}
+		}
+	}
+	slices.Sort(toRecorded)
+	median := time.Duration(0)
+	if len(toRecorded) > 0 {
+		median = toRecorded[len(toRecorded)/2]
+	}
+	run.Logf("proxyonce: signatures=%d upstream-calls=%d served=%d 503=%d most-calls-per-signature=%d (%s) first-call-to-recorded-median=%v",
+		len(p.keys), len(p.calls), len(p.served), p.n503, most, at, median)
+	return nil
+}
+
+// client hits signatures from n until stop: mostly the newest (all
+// clients jump on a new one together), sometimes an older one.
+func (p *proxyRun) client(n *sim.Machine, id uint64, r interface {
+	IntN(int) int
+}, stop time.Duration) {
+	k := p.h.k
+	var next func()
+	next = func() {
+		if k.Now() >= stop {
+			return
+		}
+		if len(p.keys) == 0 {
+			k.After(100*time.Millisecond, sim.EvClient, id, next)
+			return
+		}
+		key := p.keys[len(p.keys)-1]
+		if r.IntN(4) == 0 {
+			key = p.keys[r.IntN(len(p.keys))]
+		}
+		think := time.Duration(r.IntN(40)) * time.Millisecond
+		p.hit(n, key, r, func() { k.After(think, sim.EvClient, id, next) })
+	}
+	k.After(time.Duration(r.IntN(50))*time.Millisecond, sim.EvClient, id, next)
+}
+
+// hit makes one request for key through n, as the imposter engine would:
+// a recorded answer is served; a won claim calls upstream, then records
+// (or releases, when upstream failed) and serves what it recorded;
+// anything else is a 503. then runs once, when the client is done, or
+// gives up (the node crashed under it, or 15s passed).
+func (p *proxyRun) hit(n *sim.Machine, key string, r interface{ IntN(int) int }, then func()) {
+	k := p.h.k
+	inc := n.Incarnation()
+	svc := p.h.proxies[n.Name()]
+	var a answer
+	finish := func() {
+		if a.once() {
+			then()
+		}
+	}
+	k.After(15*time.Second, sim.EvClient, xxhash.Sum64String(key), finish)
+	alive := func() bool { return n.Up() && n.Incarnation() == inc }
+	if !alive() || svc == nil {
+		k.After(100*time.Millisecond, sim.EvClient, xxhash.Sum64String(key), finish)
+		return
+	}
+	ok := n.Exec(func() {
+		svc.Acquire(key, func(ans proxyonce.Answer, err error) {
+			switch {
+			case err != nil:
+				p.n503++
+				finish()
+			case !ans.Won:
+				p.serve(key, n, string(ans.Recorded))
+				finish()
+			default:
+				p.upstream(n, key, ans.Token, r, func(answer string, failed bool) {
+					if !alive() {
+						finish() // the node went down with the client's connection
+						return
+					}
+					n.Exec(func() {
+						if failed {
+							svc.Release(key, ans.Token)
+							p.n503++
+							finish()
+							return
+						}
+						svc.Record(key, ans.Token, []byte(answer), func(err error) {
+							if err != nil {
+								p.n503++
+							} else {
+								p.serve(key, n, answer)
+							}
+							finish()
+						})
+					})
+				})
+			}
+		})
+	})
+	if !ok {
+		finish()
+	}
+}
+
+func (p *proxyRun) serve(key string, n *sim.Machine, answer string) {
+	p.served = append(p.served, checker.Served{Key: key, Node: n.Name(), At: p.h.k.Now(), Answer: answer})
+}
+
+// upstream is the real service: each call answers something no other call
+// answers, after a latency; some calls are slow (past a claim's lapse),
+// some fail.
+func (p *proxyRun) upstream(n *sim.Machine, key string, t proxyonce.Token, r interface{ IntN(int) int }, done func(answer string, failed bool)) {
+	k := p.h.k
+	i := len(p.calls)
+	lat := time.Duration(1+r.IntN(200)) * time.Millisecond
+	if r.IntN(100) < p.slowP {
+		lat = proxyLapse + time.Duration(r.IntN(2000))*time.Millisecond
+	}
+	failed := r.IntN(100) < p.failP
+	answer := fmt.Sprintf("%s#%d", key, i)
+	granted, ok := p.granted[t]
+	if !ok {
+		granted = k.Now() // granted on this node, as it answered
+	}
+	p.calls = append(p.calls, checker.UpstreamCall{Key: key, Node: n.Name(), Granted: granted, Start: k.Now(), End: k.Now() + lat, Failed: failed, Answer: answer})
+	k.After(lat, sim.EvClient, xxhash.Sum64String(answer), func() { done(answer, failed) })
+}
+
+// losses are, from the simulator's record, the instants each signature's
+// owner lost its claims: it crashed, or a membership moved the signature.
+func (p *proxyRun) losses() []checker.OwnerLoss {
+	var out []checker.OwnerLoss
+	for _, key := range p.keys {
+		for i, m := range p.h.memberships {
+			owner, ok := ring.New(m.Voters).Owner(ring.ClassProxy, key)
+			if !ok {
+				continue
+			}
+			if i > 0 {
+				if prev, ok := ring.New(p.h.memberships[i-1].Voters).Owner(ring.ClassProxy, key); ok && prev != owner {
+					out = append(out, checker.OwnerLoss{Key: key, At: m.At, Why: "ownership moved"})
+				}
+			}
+			end := p.h.k.Now()
+			if i+1 < len(p.h.memberships) {
+				end = p.h.memberships[i+1].At
+			}
+			from, _ := p.h.byID[owner].DownSpans()
+			for _, at := range from {
+				if at >= m.At && at <= end {
+					out = append(out, checker.OwnerLoss{Key: key, At: at, Why: "owner crashed"})
+				}
+			}
+		}
+	}
+	return out
+}
