@@ -18,7 +18,10 @@ type UpstreamCall struct {
 	Node                string
 	Granted, Start, End time.Duration
 	Failed              bool
-	Answer              string
+	// Released: the call answered, but its client had gone, so its
+	// winner gave the claim up instead of recording.
+	Released bool
+	Answer   string
 }
 
 // Served is an answer a client got for a signature.
@@ -36,14 +39,20 @@ type OwnerLoss struct {
 	Key string
 	At  time.Duration
 	Why string
+	// Moved: the signature moved to another owner. Nodes apply a
+	// membership at different times, so the old owner may grant under the
+	// old one after the new owner granted under the new: a move allows an
+	// epoch whenever it came before the last grant, not only between the
+	// first grant and the last, as a crash does.
+	Moved bool
 }
 
 // ProxyOnce judges proxyOnce's promises (checker "proxyonce") from the
 // simulator's record of the upstream it runs and of what clients got:
 //
 //   - upstream calls per signature stay within the claim epochs the faults
-//     allow: one, plus one per earlier call that failed (its winner
-//     released the claim), per owner loss between the first grant and the
+//     allow: one, plus one per earlier call that failed or whose client
+//     had gone (its winner released the claim), per owner loss between the first grant and the
 //     last, and per lapse that fits between them (lapse is the claims'
 //     lapse less the owner's clock drift: a claim may end that early);
 //   - every answer served for a signature is one answer, and it is what
@@ -63,12 +72,12 @@ func ProxyOnce(rep Reporter, calls []UpstreamCall, served []Served, losses []Own
 		first, last := cs[0].Granted, cs[len(cs)-1].Granted
 		failed, lost := 0, 0
 		for _, c := range cs[:len(cs)-1] {
-			if c.Failed && c.End <= last {
+			if (c.Failed || c.Released) && c.End <= last {
 				failed++
 			}
 		}
 		for _, l := range losses {
-			if l.Key == key && l.At >= first && l.At <= last {
+			if l.Key == key && l.At <= last && (l.Moved || l.At >= first) {
 				lost++
 			}
 		}
@@ -81,7 +90,7 @@ func ProxyOnce(rep Reporter, calls []UpstreamCall, served []Served, losses []Own
 			for _, c := range cs {
 				at = append(at, fmt.Sprintf("%v(granted %v)@%s", c.Start, c.Granted, c.Node))
 			}
-			rep.Fail("proxyonce", "signature %s: %d upstream calls, at most %d allowed (1 + %d failed + %d owner losses + %d lapses): %s",
+			rep.Fail("proxyonce", "signature %s: %d upstream calls, at most %d allowed (1 + %d failed or released + %d owner losses + %d lapses): %s",
 				key, len(cs), allowed, failed, lost, lapses, strings.Join(at, " "))
 		}
 	}

@@ -8,9 +8,11 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fenceline/fenceline/checker"
+	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -28,7 +30,22 @@ func init() {
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
 		Checkers: plus(clusterCheckers, "proxyonce"),
-		Run:      runProxyOnceRace,
+		Run:      func(run *Run) error { return runProxyOnce(run, false) },
+	})
+	Register(Scenario{
+		Name: "proxyonce-crash",
+		Summary: "the owner of a signature just claimed crashes, is cut off, or loses the signature to a membership change " +
+			"while the claim is pending; the upstream is slow or fails; clients give up: claims end, and the epochs they allow bound the upstream calls",
+		Duration: 40 * time.Second,
+		Bugs: []Bug{
+			{Name: "no-claim", Window: 30, MinCaught: 25},
+			{Name: "record-before-commit", Window: 30, MinCaught: 20},
+			// stale-token is pinned in proxyonce-race: here a claim rarely
+			// outlives its owner long enough to lapse (2 of 30 seeds).
+		},
+		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
+		Checkers: plus(clusterCheckers, "proxyonce"),
+		Run:      func(run *Run) error { return runProxyOnce(run, true) },
 	})
 }
 
@@ -43,9 +60,83 @@ type proxyRun struct {
 	// upstream's knobs
 	failP, slowP int // percent of calls that fail, that are slow
 	n503         int
+	// giveUp, when set, is how long a client waits before it goes (a
+	// winner whose client went releases its claim); gaveUp counts them.
+	giveUp time.Duration
+	gaveUp int
 	// granted is, per token, when the network saw the owner's grant
 	// leave; a grant made on the requester's own node has none.
 	granted map[proxyonce.Token]time.Duration
+	// ownerFaults counts the faults aimed at a new signature's owner.
+	ownerFaults int
+	joined      bool // the extra node was added (once)
+}
+
+// aimAt schedules, shortly after key appears (while its claim is likely
+// pending), one fault at its owner: a crash, a cut from every other node,
+// or (once a run) a membership change that moves signatures: the extra
+// node joins, or, if it has, a voter other than the owner is removed.
+func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Duration) {
+	h, k := p.h, p.h.k
+	after := time.Duration(20+r.IntN(400)) * time.Millisecond
+	kind := r.IntN(3)
+	down := time.Duration(200+r.IntN(2500)) * time.Millisecond
+	k.After(after, sim.EvFault, xxhash.Sum64String("aim "+key), func() {
+		m := h.membership()
+		var voters []dial.NodeID
+		for _, v := range m.Voters {
+			voters = append(voters, v.ID)
+		}
+		owner, ok := ring.New(voters).Owner(ring.ClassProxy, key)
+		if !ok {
+			return
+		}
+		n := h.byID[owner]
+		switch {
+		case kind == 0 && n.Up():
+			p.ownerFaults++
+			k.Logf("fault crash %s, owner of %s", n.Name(), key)
+			n.Crash()
+			k.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+				if !n.Up() && h.isMember(n.ID()) {
+					n.Start()
+				}
+			})
+		case kind == 1:
+			p.ownerFaults++
+			h.isolate(n, "cut "+n.Name()+", owner of "+key)
+			k.After(down, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { h.nw.Heal() })
+		case !p.joined:
+			p.joined = true
+			p.ownerFaults++
+			x := h.nodes[len(h.nodes)-1]
+			x.Start()
+			for _, via := range h.nodes {
+				if via != x && via.Up() {
+					h.call(via, func(cn *consensus.Node) {
+						cn.AddLearner(consensus.NewMember(x.Name(), x.Name()+":7000"), func(error) {})
+					})
+					break
+				}
+			}
+		default:
+			// Remove a voter that is not the owner (a majority stays).
+			for _, v := range voters {
+				if v == owner || len(voters) <= 3 {
+					continue
+				}
+				victim := h.byID[v]
+				for _, via := range h.nodes {
+					if via != victim && via.Up() && h.isMember(via.ID()) {
+						p.ownerFaults++
+						h.call(via, func(cn *consensus.Node) { cn.RemoveMember(v, func(error) {}) })
+						break
+					}
+				}
+				break
+			}
+		}
+	})
 }
 
 // The scenario's claim timings: a lapse short enough that slow upstream
@@ -55,13 +146,21 @@ const (
 	proxyWait  = 6 * time.Second
 )
 
-func runProxyOnceRace(run *Run) error {
+// runProxyOnce is both scenarios: proxyonce-race's clients and faults, and
+// with crash set, faults aimed at the owners of new signatures while their
+// claims are pending (a crash, a cut, a membership change that moves
+// them) and clients that give up.
+func runProxyOnce(run *Run, crash bool) error {
 	k := run.Kernel
 	voters := 3 + 2*k.Stream("knobs/size").IntN(2)
+	extra := 0
+	if crash {
+		voters, extra = 4, 1
+	}
 	calm := run.Duration * 55 / 100
 	netCfg, disk, _ := clusterKnobs(run, voters, calm)
 	run.Knob("calm_at", calm)
-	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	c := newRaftCluster(run, names(voters+extra), voters, netCfg, disk)
 	c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait}
 	h := startFlowCluster(c, flow.Config{Bugs: run.Bugs()})
 	kr := k.Stream("knobs/proxy")
@@ -81,17 +180,26 @@ func runProxyOnceRace(run *Run) error {
 	run.Knob("clients_per_node", perNode)
 	run.Knob("new_signature_every", every)
 	run.Knob("upstream", fmt.Sprintf("fail=%d%% slow=%d%%", p.failP, p.slowP))
+	if crash {
+		p.giveUp = sim.Between(kr, 300*time.Millisecond, 3*time.Second)
+		run.Knob("clients_give_up_after", p.giveUp)
+	}
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	run.Knob("faults", faults)
 	DrawClocks(run, h.nodes, 300*time.Millisecond, 100)
-	for _, n := range h.nodes {
+	for _, n := range h.nodes[:voters] {
 		n.Start()
 	}
-	chaos := StartChaos(run, h.nw, h.nodes, faults, calm)
+	chaos := StartChaos(run, h.nw, h.nodes[:voters], faults, calm)
 	// New signatures keep arriving, each hit by every client at once.
+	fr := k.Stream("proxy-faults")
 	var introduce func()
 	introduce = func() {
-		p.keys = append(p.keys, proxyonce.KeyOf(4545, fmt.Appendf(nil, "sig-%d", len(p.keys))))
+		key := proxyonce.KeyOf(4545, fmt.Appendf(nil, "sig-%d", len(p.keys)))
+		p.keys = append(p.keys, key)
+		if crash && k.Now() < calm-2*time.Second {
+			p.aimAt(key, fr, calm)
+		}
 		if k.Now()+every < calm+3*time.Second {
 			k.After(every, sim.EvClient, xxhash.Sum64String("introduce"), introduce)
 		}
@@ -103,10 +211,11 @@ func runProxyOnceRace(run *Run) error {
 		}
 	}
 	h.startChecks(100 * time.Millisecond)
-	// After the faults stop, every node comes back and catches up.
+	// After the faults stop, every member comes back and catches up.
 	k.At(calm, sim.EvCheck, xxhash.Sum64String("restart"), func() {
+		h.nw.Heal()
 		for _, n := range h.nodes {
-			if !n.Up() {
+			if !n.Up() && h.isMember(n.ID()) {
 				n.Start()
 			}
 		}
@@ -118,7 +227,7 @@ func runProxyOnceRace(run *Run) error {
 	final := map[string]map[string]string{}
 	for _, n := range h.nodes {
 		cn := h.node(n)
-		if cn == nil {
+		if cn == nil || !h.isMember(n.ID()) {
 			continue
 		}
 		final[n.Name()] = map[string]string{}
@@ -131,6 +240,10 @@ func runProxyOnceRace(run *Run) error {
 	checker.ProxyOnce(run, p.calls, p.served, p.losses(), proxyLapse*99/100, final)
 	run.Did("proxy-served", len(p.served))
 	run.Did("upstream-calls", len(p.calls))
+	if crash {
+		run.Did("owner-faults", p.ownerFaults)
+		run.Did("gave-up", p.gaveUp)
+	}
 	most, at := 0, ""
 	perKey := map[string]int{}
 	for _, c := range p.calls {
@@ -209,7 +322,16 @@ func (p *proxyRun) hit(n *sim.Machine, key string, r interface{ IntN(int) int },
 			then()
 		}
 	}
-	k.After(15*time.Second, sim.EvClient, xxhash.Sum64String(key), finish)
+	wait := 15 * time.Second
+	if p.giveUp > 0 {
+		wait = p.giveUp
+	}
+	k.After(wait, sim.EvClient, xxhash.Sum64String(key), func() {
+		if !a.done && p.giveUp > 0 {
+			p.gaveUp++
+		}
+		finish()
+	})
 	alive := func() bool { return n.Up() && n.Incarnation() == inc }
 	if !alive() || svc == nil {
 		k.After(100*time.Millisecond, sim.EvClient, xxhash.Sum64String(key), finish)
@@ -225,12 +347,18 @@ func (p *proxyRun) hit(n *sim.Machine, key string, r interface{ IntN(int) int },
 				p.serve(key, n, string(ans.Recorded))
 				finish()
 			default:
-				p.upstream(n, key, ans.Token, r, func(answer string, failed bool) {
+				p.upstream(n, key, ans.Token, r, func(i int, answer string, failed bool) {
 					if !alive() {
 						finish() // the node went down with the client's connection
 						return
 					}
 					n.Exec(func() {
+						if a.done {
+							// The client went away: give the claim up.
+							p.calls[i].Released = true
+							svc.Release(key, ans.Token)
+							return
+						}
 						if failed {
 							svc.Release(key, ans.Token)
 							p.n503++
@@ -262,7 +390,7 @@ func (p *proxyRun) serve(key string, n *sim.Machine, answer string) {
 // upstream is the real service: each call answers something no other call
 // answers, after a latency; some calls are slow (past a claim's lapse),
 // some fail.
-func (p *proxyRun) upstream(n *sim.Machine, key string, t proxyonce.Token, r interface{ IntN(int) int }, done func(answer string, failed bool)) {
+func (p *proxyRun) upstream(n *sim.Machine, key string, t proxyonce.Token, r interface{ IntN(int) int }, done func(i int, answer string, failed bool)) {
 	k := p.h.k
 	i := len(p.calls)
 	lat := time.Duration(1+r.IntN(200)) * time.Millisecond
@@ -276,7 +404,7 @@ func (p *proxyRun) upstream(n *sim.Machine, key string, t proxyonce.Token, r int
 		granted = k.Now() // granted on this node, as it answered
 	}
 	p.calls = append(p.calls, checker.UpstreamCall{Key: key, Node: n.Name(), Granted: granted, Start: k.Now(), End: k.Now() + lat, Failed: failed, Answer: answer})
-	k.After(lat, sim.EvClient, xxhash.Sum64String(answer), func() { done(answer, failed) })
+	k.After(lat, sim.EvClient, xxhash.Sum64String(answer), func() { done(i, answer, failed) })
 }
 
 // losses are, from the simulator's record, the instants each signature's
@@ -291,7 +419,7 @@ func (p *proxyRun) losses() []checker.OwnerLoss {
 			}
 			if i > 0 {
 				if prev, ok := ring.New(p.h.memberships[i-1].Voters).Owner(ring.ClassProxy, key); ok && prev != owner {
-					out = append(out, checker.OwnerLoss{Key: key, At: m.At, Why: "ownership moved"})
+					out = append(out, checker.OwnerLoss{Key: key, At: m.At, Why: "ownership moved", Moved: true})
 				}
 			}
 			end := p.h.k.Now()
