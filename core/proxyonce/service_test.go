@@ -337,3 +337,22 @@ func FuzzDecodeFrame(f *testing.F) {
 		require.Equal(t, fr, again, "what decodes re-encodes to itself")
 	})
 }
+
+// BenchmarkAcquireRecorded is replay after Recorded: an answer read from
+// the node's own KV, no frame sent, no claim.
+func BenchmarkAcquireRecorded(b *testing.B) {
+	w := newWorld(&testing.T{}, ServiceConfig{})
+	w.kv[KVKey(key)] = []byte("answer")
+	svc := w.nodes[w.ids[0]]
+	b.ReportAllocs()
+	for b.Loop() {
+		svc.Acquire(key, func(a Answer, err error) {
+			if err != nil || a.Recorded == nil {
+				b.Fatal("not answered from the recording")
+			}
+		})
+	}
+	if w.sent != 0 {
+		b.Fatalf("%d frames sent", w.sent)
+	}
+}
