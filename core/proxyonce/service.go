@@ -141,6 +141,9 @@ type ServiceConfig struct {
 	// MaxCalls bounds the calls in flight (claims, records and waits);
 	// past it a call is refused at once. Default 4096.
 	MaxCalls int
+	// MaxWaiters bounds the losers waiting on one signature's recording;
+	// past it a loser is refused at once. Default 1024.
+	MaxWaiters int
 	Bugs     bugs.Set
 }
 
@@ -157,10 +160,14 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 	if c.MaxCalls == 0 {
 		c.MaxCalls = 4096
 	}
+	if c.MaxWaiters == 0 {
+		c.MaxWaiters = 1024
+	}
 	return c
 }
 
-// ErrBusyCalls is a call refused because MaxCalls are in flight.
+// ErrBusyCalls is a call refused because MaxCalls are in flight, or
+// MaxWaiters wait on its signature.
 var ErrBusyCalls = errors.New("too many proxyOnce calls in flight")
 
 // Answer is Acquire's: exactly one of Recorded (the answer to serve, no
@@ -182,6 +189,8 @@ type Service struct {
 	nextID uint64
 	calls  map[uint64]*call
 	active int // calls in flight, including waits
+	// waiting counts, per signature, the losers waiting on its recording.
+	waiting map[string]int
 	// swept is when lapsed claims were last let go: serving a request
 	// sweeps at most once a Lapse, so no timer runs for it.
 	swept   time.Duration
@@ -204,7 +213,7 @@ type response struct {
 // NewService returns a node's claim service.
 func NewService(cfg ServiceConfig, env Env) *Service {
 	cfg = cfg.withDefaults()
-	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}}
+	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}, waiting: map[string]int{}}
 }
 
 // refresh rebuilds the ring at a new membership and forgets the claims
@@ -364,27 +373,32 @@ func (s *Service) toOwner(key string, kind uint8, t Token, value []byte, done fu
 
 // wait reads the KV until the winner's recording is there.
 func (s *Service) wait(key string, done func(Answer, error)) {
-	if s.active >= s.cfg.MaxCalls {
+	if s.active >= s.cfg.MaxCalls || s.waiting[key] >= s.cfg.MaxWaiters {
 		done(Answer{}, unavailable(ErrBusyCalls))
 		return
 	}
 	s.active++
+	s.waiting[key]++
+	end := func(a Answer, err error) {
+		s.active--
+		if s.waiting[key]--; s.waiting[key] <= 0 {
+			delete(s.waiting, key)
+		}
+		done(a, err)
+	}
 	deadline := s.env.Clock.Mono() + s.cfg.Wait
 	var poll func()
 	poll = func() {
 		if s.stopped {
-			s.active--
-			done(Answer{}, unavailable(ErrStopped))
+			end(Answer{}, unavailable(ErrStopped))
 			return
 		}
 		if v, ok := s.env.Ctl.Recorded(KVKey(key)); ok {
-			s.active--
-			done(Answer{Recorded: v}, nil)
+			end(Answer{Recorded: v}, nil)
 			return
 		}
 		if s.env.Clock.Mono() >= deadline {
-			s.active--
-			done(Answer{}, unavailable(ErrWaited))
+			end(Answer{}, unavailable(ErrWaited))
 			return
 		}
 		s.env.Clock.AfterFunc(s.cfg.Poll, poll)

@@ -278,6 +278,16 @@ func TestWaitsAndCallsAreBounded(t *testing.T) {
 	require.ErrorIs(t, lose.err, ErrWaited)
 	require.True(t, errors.Is(lose.err, ErrUnavailable))
 
+	// Losers waiting on one signature are bounded too.
+	w2 := newWorld(t, ServiceConfig{MaxWaiters: 1})
+	a2, b2 := w2.ids[0], w2.ids[1]
+	require.True(t, func() bool { g := w2.acquire(a2, key); w2.deliver(); return g.a.Won }())
+	first := w2.acquire(b2, key)
+	second := w2.acquire(b2, key)
+	w2.deliver()
+	require.False(t, first.done, "the first loser waits")
+	require.ErrorIs(t, second.err, ErrBusyCalls, "the second is past MaxWaiters")
+
 	w.drop = func(from, to dial.NodeID) bool { return true }
 	k2 := KeyOf(1, []byte("x"))
 	if w.owner(k2) == b {
