@@ -144,7 +144,7 @@ type ServiceConfig struct {
 	// MaxWaiters bounds the losers waiting on one signature's recording;
 	// past it a loser is refused at once. Default 1024.
 	MaxWaiters int
-	Bugs     bugs.Set
+	Bugs       bugs.Set
 }
 
 func (c ServiceConfig) withDefaults() ServiceConfig {
