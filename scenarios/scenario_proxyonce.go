@@ -287,6 +287,9 @@ func runProxyOnce(run *Run, crash bool) error {
 func (p *proxyRun) client(n *sim.Machine, id uint64, r interface {
 	IntN(int) int
 }, stop time.Duration) {
+	if p.h.run.ClientsOff {
+		return
+	}
 	k := p.h.k
 	var next func()
 	next = func() {
