@@ -147,21 +147,13 @@ func compileSelection(o *Object, kind string, src any) (*selection, error) {
 			return nil, badData(fmt.Sprintf("%s behavior: invalid regular expression %q: %v", kind, selector, err), src)
 		}
 	case "jsonpath":
-		if sel.jsonpath, err = CompileJSONPath(selector); err != nil {
-			return nil, badData(fmt.Sprintf("%s behavior: malformed jsonpath selector %q: %v", kind, selector, err), src)
+		if sel.jsonpath, err = compileJSONPathParam(selector, false, kind+" behavior's jsonpath", src); err != nil {
+			return nil, err
 		}
 	case "xpath":
-		ns := map[string]string{}
-		if x, ok := using.Get("ns"); ok {
-			if nso, ok := x.(*Object); ok {
-				for i := range nso.Len() {
-					k, v := nso.At(i)
-					ns[k] = ToString(v)
-				}
-			}
-		}
-		if sel.xpath, err = CompileXPath(selector, ns); err != nil {
-			return nil, badData(fmt.Sprintf("%s behavior: malformed xpath selector %q: %v", kind, selector, err), src)
+		ns, _ := using.Get("ns")
+		if sel.xpath, err = compileXPathParam(selector, ns, false, kind+" behavior's xpath", src); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, badData(kind+" behavior \"using.method\" field must be one of [regex, xpath, jsonpath]", src)
@@ -172,7 +164,8 @@ func compileSelection(o *Object, kind string, src any) (*selection, error) {
 // values picks the values out of the request: a regex gives its match
 // and groups, a selector its matches; nothing found gives none.
 func (s *selection) values(r *Request) []string {
-	v, ok := r.Value().Get(s.from[0])
+	// mountebank looks the field up ignoring case, as every key below it.
+	v, ok := r.field(strings.ToLower(s.from[0]))
 	for _, k := range s.from[1:] {
 		o, isObj := v.(*Object)
 		if !ok || !isObj {

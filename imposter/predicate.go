@@ -154,11 +154,8 @@ func compileParams(o *Object, op string) (params, error) {
 		if err != nil {
 			return pr, err
 		}
-		if !kcs {
-			sel = strings.ToLower(sel)
-		}
-		if pr.jsonpath, err = CompileJSONPath(sel); err != nil {
-			return pr, badData(fmt.Sprintf("malformed jsonpath predicate selector %q: %v", sel, err), o)
+		if pr.jsonpath, err = compileJSONPathParam(sel, !kcs, "jsonpath predicate", o); err != nil {
+			return pr, err
 		}
 	}
 	if v, ok := o.Get("xpath"); ok {
@@ -166,34 +163,59 @@ func compileParams(o *Object, op string) (params, error) {
 		if err != nil {
 			return pr, err
 		}
-		ns := map[string]string{}
-		if x, _ := v.(*Object).Get("ns"); x != nil {
-			nso, ok := x.(*Object)
-			if !ok {
-				return pr, badData("xpath.ns must be an object of prefix to namespace URI", o)
-			}
-			for i := range nso.Len() {
-				k, u := nso.At(i)
-				us, ok := u.(string)
-				if !ok {
-					return pr, badData("xpath.ns must be an object of prefix to namespace URI", o)
-				}
-				ns[k] = us
-			}
-		}
 		// The XML is lower-cased with everything else unless
 		// caseSensitive, so the selector and namespaces are too.
-		if !pr.caseSensitive {
-			sel = strings.ToLower(sel)
-			for k, u := range ns { //fenceline:unordered rewriting each value in place
-				ns[k] = strings.ToLower(u)
-			}
-		}
-		if pr.xpath, err = CompileXPath(sel, ns); err != nil {
-			return pr, badData(fmt.Sprintf("malformed xpath predicate selector %q: %v", sel, err), o)
+		ns, _ := v.(*Object).Get("ns")
+		if pr.xpath, err = compileXPathParam(sel, ns, !pr.caseSensitive, "xpath predicate", o); err != nil {
+			return pr, err
 		}
 	}
 	return pr, nil
+}
+
+// compileJSONPathParam compiles a jsonpath parameter's selector,
+// lower-cased when the document's keys are.
+func compileJSONPathParam(sel string, lower bool, what string, src any) (*JSONPath, error) {
+	if lower {
+		sel = strings.ToLower(sel)
+	}
+	p, err := CompileJSONPath(sel)
+	if err != nil {
+		return nil, badData(fmt.Sprintf("malformed %s selector %q: %v", what, sel, err), src)
+	}
+	return p, nil
+}
+
+// compileXPathParam compiles an xpath parameter's selector with its
+// namespaces (ns: an object of prefix to URI, or absent), both lower-cased
+// when the document is.
+func compileXPathParam(sel string, ns any, lower bool, what string, src any) (*XPath, error) {
+	uris := map[string]string{}
+	if ns != nil {
+		nso, ok := ns.(*Object)
+		if !ok {
+			return nil, badData(what+": ns must be an object of prefix to namespace URI", src)
+		}
+		for i := range nso.Len() {
+			k, u := nso.At(i)
+			us, ok := u.(string)
+			if !ok {
+				return nil, badData(what+": ns must be an object of prefix to namespace URI", src)
+			}
+			if lower {
+				us = strings.ToLower(us)
+			}
+			uris[k] = us
+		}
+	}
+	if lower {
+		sel = strings.ToLower(sel)
+	}
+	x, err := CompileXPath(sel, uris)
+	if err != nil {
+		return nil, badData(fmt.Sprintf("malformed %s selector %q: %v", what, sel, err), src)
+	}
+	return x, nil
 }
 
 func selectorOf(v any, name string, src any) (string, error) {
@@ -571,28 +593,16 @@ func (p *Predicate) test(expected, actual any, defined bool) bool {
 	return p.leaf(expected, actual)
 }
 
-// leaf compares one expected value with one actual value.
+// leaf compares one expected value with one actual value, as a string
+// (JavaScript's String(actual); equals keeps null apart from "null").
 func (p *Predicate) leaf(expected, actual any) bool {
-	switch p.op {
-	case "equals":
-		return jsString(expected) == jsString(actual)
-	case "contains":
-		return strings.Contains(ToString(actual), ToString(expected))
-	case "startsWith":
-		return strings.HasPrefix(ToString(actual), ToString(expected))
-	case "endsWith":
-		return strings.HasSuffix(ToString(actual), ToString(expected))
-	case "matches":
-		re, ok := expected.(*jsRegex)
-		return ok && re.match(ToString(actual))
-	case "exists":
-		present := actual != ""
-		if truthy(expected) {
-			return present
-		}
-		return !present
+	if s, ok := actual.(string); ok {
+		return p.leafString(expected, s)
 	}
-	return false
+	if p.op == "equals" {
+		return p.leafString(expected, jsString(actual))
+	}
+	return p.leafString(expected, ToString(actual))
 }
 
 // leafString is leaf for a string actual value, without boxing it.

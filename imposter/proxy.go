@@ -122,32 +122,23 @@ func compileGenerator(v any, r *Object) (generator, error) {
 			g.base.Set(k, Clone(val))
 		}
 	}
-	var err error
 	if jp, ok := o.Get("jsonpath"); ok {
-		sel, err2 := selectorOf(jp, "jsonpath", r)
-		if err2 != nil {
-			return generator{}, err2
+		sel, err := selectorOf(jp, "jsonpath", r)
+		if err != nil {
+			return generator{}, err
 		}
-		if g.jsonpath, err = CompileJSONPath(sel); err != nil {
-			return generator{}, badData(fmt.Sprintf("malformed jsonpath predicateGenerator selector %q: %v", sel, err), r)
+		if g.jsonpath, err = compileJSONPathParam(sel, false, "jsonpath predicateGenerator", r); err != nil {
+			return generator{}, err
 		}
 	}
 	if xp, ok := o.Get("xpath"); ok {
-		sel, err2 := selectorOf(xp, "xpath", r)
-		if err2 != nil {
-			return generator{}, err2
+		sel, err := selectorOf(xp, "xpath", r)
+		if err != nil {
+			return generator{}, err
 		}
-		ns := map[string]string{}
-		if x, _ := xp.(*Object).Get("ns"); x != nil {
-			if nso, ok := x.(*Object); ok {
-				for i := range nso.Len() {
-					k, u := nso.At(i)
-					ns[k] = ToString(u)
-				}
-			}
-		}
-		if g.xpath, err = CompileXPath(sel, ns); err != nil {
-			return generator{}, badData(fmt.Sprintf("malformed xpath predicateGenerator selector %q: %v", sel, err), r)
+		ns, _ := xp.(*Object).Get("ns")
+		if g.xpath, err = compileXPathParam(sel, ns, false, "xpath predicateGenerator", r); err != nil {
+			return generator{}, err
 		}
 	}
 	return g, nil

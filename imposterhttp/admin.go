@@ -330,25 +330,22 @@ func (s *Server) deleteOne(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resetRequests(w http.ResponseWriter, r *http.Request) {
-	sv, ok := s.find(w, r)
-	if !ok {
-		return
-	}
-	sv.mu.Lock()
-	sv.imp.ResetRequests()
-	val := sv.imp.Value(full(r))
-	sv.mu.Unlock()
-	negotiated(w)
-	writeJSON(w, http.StatusOK, val)
+	s.reset(w, r, (*imposter.Imposter).ResetRequests)
 }
 
 func (s *Server) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Request) {
+	s.reset(w, r, (*imposter.Imposter).DeleteSavedProxyResponses)
+}
+
+// reset runs one of the DELETE resets on the path's imposter and answers
+// its full view (content-negotiated, as mountebank's are).
+func (s *Server) reset(w http.ResponseWriter, r *http.Request, f func(*imposter.Imposter)) {
 	sv, ok := s.find(w, r)
 	if !ok {
 		return
 	}
 	sv.mu.Lock()
-	sv.imp.DeleteSavedProxyResponses()
+	f(sv.imp)
 	val := sv.imp.Value(full(r))
 	sv.mu.Unlock()
 	negotiated(w)
