@@ -626,6 +626,29 @@ func (imp *Imposter) DeleteSavedProxyResponses() {
 	imp.stubs = kept
 }
 
+// Inherit carries what serving old taught into imp, a newer definition
+// of the same imposter: the recorded requests and their count, and the
+// place in its response cycle of every stub whose definition did not
+// change (mountebank keeps those when another stub changes). Stubs a
+// proxy recorded into old are not carried: they were never part of its
+// definition.
+func (imp *Imposter) Inherit(old *Imposter) {
+	imp.NumberOfRequests, imp.requests = old.NumberOfRequests, old.requests
+	olds := make([]string, len(old.stubs))
+	for i, st := range old.stubs {
+		olds[i] = string(Marshal(st.config, 0))
+	}
+	for _, st := range imp.stubs {
+		b := string(Marshal(st.config, 0))
+		for i, o := range olds {
+			if o == b {
+				st.next, olds[i] = old.stubs[i].next, "" // each old stub once
+				break
+			}
+		}
+	}
+}
+
 // ResetRequests forgets the recorded requests and the count.
 func (imp *Imposter) ResetRequests() {
 	imp.requests = nil

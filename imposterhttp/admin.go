@@ -2,12 +2,15 @@ package imposterhttp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,7 +172,39 @@ func readJSON(w http.ResponseWriter, r *http.Request) (any, bool) {
 	return v, true
 }
 
+// configTimeout bounds an admin call's wait on the configuration.
+const configTimeout = 10 * time.Second
+
+// current waits until this node serves every change committed before
+// the call (a linearizable read of the configuration), answering 503
+// itself when it cannot tell.
+func (s *Server) current(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), configTimeout)
+	err := s.cfg.Sync(ctx)
+	if err == nil {
+		err = s.reconcile(ctx)
+	}
+	if err != nil {
+		cancel()
+		writeUnavailable(w, err)
+		return nil, nil, false
+	}
+	return ctx, cancel, true
+}
+
+// writeUnavailable answers a configuration that could not be read or
+// changed: 503, in mountebank's error shape. A change may have applied.
+func writeUnavailable(w http.ResponseWriter, err error) {
+	writeErrors(w, http.StatusServiceUnavailable, &imposter.Error{Code: "unavailable",
+		Message: "the cluster's configuration could not be reached: " + err.Error()})
+}
+
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	_, cancel, ok := s.current(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
 	opt := imposter.PrintOptions{Replayable: flag(r, "replayable"), RemoveProxies: flag(r, "removeProxies")}
 	opt.List = !opt.Replayable && !opt.RemoveProxies
 	opt.BaseURL = baseURL(r)
@@ -180,11 +215,80 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 func (s *Server) values(all []*served, opt imposter.PrintOptions) []any {
 	out := []any{}
 	for _, sv := range all {
-		sv.mu.Lock()
-		out = append(out, sv.imp.Value(opt))
-		sv.mu.Unlock()
+		out = append(out, sv.value(opt))
 	}
 	return out
+}
+
+// value is the imposter as GET prints it, with this node's bind error
+// if it could not listen.
+func (sv *served) value(opt imposter.PrintOptions) *imposter.Object {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	o := sv.imp.Value(opt)
+	if sv.bindErr != "" && !opt.Replayable {
+		o.Set("bindError", sv.bindErr)
+	}
+	return o
+}
+
+// propose applies a change built from the definitions this node serves,
+// after a linearizable read, again if another change raced it (a few
+// times), and reconciles. build answers the caller itself and returns
+// false when the call is refused.
+func (s *Server) propose(w http.ResponseWriter, r *http.Request, build func(defs []Definition) (Change, bool)) (context.Context, context.CancelFunc, bool) {
+	ctx, cancel, ok := s.current(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	for attempt := 0; ; attempt++ {
+		defs, err := s.cfg.List(ctx)
+		if err != nil {
+			cancel()
+			writeUnavailable(w, err)
+			return nil, nil, false
+		}
+		c, ok := build(defs)
+		if !ok {
+			cancel()
+			return nil, nil, false
+		}
+		err = s.cfg.Apply(ctx, c)
+		if errors.Is(err, ErrConflict) && attempt < maxAttempts {
+			continue
+		}
+		if err == nil {
+			err = s.reconcile(ctx)
+		}
+		if err != nil {
+			cancel()
+			if errors.Is(err, ErrConflict) {
+				writeErrors(w, http.StatusConflict, &imposter.Error{Code: imposter.CodeResourceConflict, Message: err.Error()})
+			} else if errors.Is(err, ErrTooLarge) {
+				writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData, Message: err.Error()})
+			} else {
+				writeUnavailable(w, err)
+			}
+			return nil, nil, false
+		}
+		return ctx, cancel, true
+	}
+}
+
+// maxAttempts bounds how often a change is retried after losing a race.
+const maxAttempts = 5
+
+// ErrTooLarge is a definition, or a change, over what the configuration
+// store holds.
+var ErrTooLarge = errors.New("too large for the cluster's configuration")
+
+func find(defs []Definition, port int) (Definition, bool) {
+	for _, d := range defs {
+		if d.Port == port {
+			return d, true
+		}
+	}
+	return Definition{}, false
 }
 
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
@@ -200,19 +304,38 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}
-	sv, err := s.create(creation)
+	port, _ := checkPort(creation)
+	port, err := s.reserve(port)
 	if err != nil {
 		writeErrors(w, http.StatusBadRequest, err)
 		return
 	}
+	defer s.unreserve(port)
+	creation = imposter.Clone(creation).(*imposter.Object)
+	if _, has := creation.Get("port"); has {
+		creation.Set("port", float64(port))
+	}
+	def := Definition{Port: port, JSON: encodeDefinition(newIncarnation(), creation)}
+	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+		if _, taken := find(defs, port); taken {
+			writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("Port %d is already in use", port)})
+			return Change{}, false
+		}
+		return Change{Guards: []Guard{{Port: port}}, Put: []Definition{def}}, true
+	})
+	if !ok {
+		return
+	}
+	defer cancel()
 	s.mu.Lock()
-	s.imposters[sv.imp.Port] = sv
+	sv := s.imposters[port]
 	s.mu.Unlock()
-	sv.mu.Lock()
-	val := sv.imp.Value(imposter.PrintOptions{BaseURL: baseURL(r)})
-	sv.mu.Unlock()
-	w.Header().Set("Location", baseURL(r)+"/imposters/"+strconv.Itoa(sv.imp.Port))
-	writeJSON(w, http.StatusCreated, val)
+	if sv == nil { // deleted again before it could be shown
+		writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeNoSuchResource, Message: "Try POSTing to /imposters first?"})
+		return
+	}
+	w.Header().Set("Location", baseURL(r)+"/imposters/"+strconv.Itoa(port))
+	writeJSON(w, http.StatusCreated, sv.value(imposter.PrintOptions{BaseURL: baseURL(r)}))
 }
 
 func (s *Server) putAll(w http.ResponseWriter, r *http.Request) {
@@ -227,52 +350,97 @@ func (s *Server) putAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	arr, _ := list.([]any)
-	// Validate every imposter before touching the running set: a bad one
-	// leaves the previous imposters in place.
+	// Validate every imposter before changing anything: a bad one leaves
+	// the previous imposters in place.
 	var errs []error
-	for _, x := range arr {
+	creations := make([]*imposter.Object, len(arr))
+	for i, x := range arr {
 		o, isObj := x.(*imposter.Object)
 		if !isObj {
 			o = imposter.NewObject()
 		}
+		creations[i] = o
 		errs = append(errs, validate(o)...)
 	}
 	if errs != nil {
 		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}
-	s.stopAll()
-	var created []*served
-	for _, x := range arr {
-		sv, err := s.create(x.(*imposter.Object))
+	var puts []Definition
+	seen := map[int]bool{}
+	for _, c := range creations {
+		port, _ := checkPort(c)
+		port, err := s.reserve(port)
+		if err == nil && seen[port] {
+			err = &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("Port %d is already in use", port)}
+		}
 		if err != nil {
+			for _, d := range puts {
+				s.unreserve(d.Port)
+			}
 			writeErrors(w, http.StatusBadRequest, err)
 			return
 		}
-		s.mu.Lock()
-		s.imposters[sv.imp.Port] = sv
-		s.mu.Unlock()
-		created = append(created, sv)
+		seen[port] = true
+		c = imposter.Clone(c).(*imposter.Object)
+		if _, has := c.Get("port"); has {
+			c.Set("port", float64(port))
+		}
+		puts = append(puts, Definition{Port: port, JSON: encodeDefinition(newIncarnation(), c)})
 	}
-	writeJSON(w, http.StatusOK, imposter.NewObject().Set("imposters", s.values(created, imposter.PrintOptions{List: true, BaseURL: baseURL(r)})))
-}
-
-func (s *Server) stopAll() []*served {
-	all := s.sorted()
+	defer func() {
+		for _, d := range puts {
+			s.unreserve(d.Port)
+		}
+	}()
+	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+		var c Change
+		for _, d := range defs {
+			c.Guards = append(c.Guards, Guard{Port: d.Port, Version: d.Version})
+			if !seen[d.Port] {
+				c.Delete = append(c.Delete, d.Port)
+			}
+		}
+		for _, d := range puts {
+			if _, had := find(defs, d.Port); !had {
+				c.Guards = append(c.Guards, Guard{Port: d.Port})
+			}
+		}
+		c.Put = puts
+		return c, true
+	})
+	if !ok {
+		return
+	}
+	defer cancel()
+	var created []*served
 	s.mu.Lock()
-	s.imposters = map[int]*served{}
-	s.mu.Unlock()
-	for _, sv := range all {
-		sv.stop()
+	for _, d := range puts {
+		if sv := s.imposters[d.Port]; sv != nil {
+			created = append(created, sv)
+		}
 	}
-	return all
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, imposter.NewObject().Set("imposters", s.values(created, imposter.PrintOptions{List: true, BaseURL: baseURL(r)})))
 }
 
 func (s *Server) deleteAll(w http.ResponseWriter, r *http.Request) {
 	// Replayable unless ?replayable=false, for backwards compatibility.
 	opt := imposter.PrintOptions{Replayable: !strings.EqualFold(r.URL.Query().Get("replayable"), "false"), RemoveProxies: flag(r, "removeProxies"), BaseURL: baseURL(r)}
-	json := s.values(s.sorted(), opt)
-	s.stopAll()
+	var json []any
+	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+		json = s.values(s.sorted(), opt) // what this node served, as the change removes it
+		var c Change
+		for _, d := range defs {
+			c.Guards = append(c.Guards, Guard{Port: d.Port, Version: d.Version})
+			c.Delete = append(c.Delete, d.Port)
+		}
+		return c, true
+	})
+	if !ok {
+		return
+	}
+	defer cancel()
 	writeJSON(w, http.StatusOK, imposter.NewObject().Set("imposters", json))
 }
 
@@ -284,13 +452,21 @@ func printOptions(r *http.Request) imposter.PrintOptions {
 // full is the full view, with absolute links.
 func full(r *http.Request) imposter.PrintOptions { return imposter.PrintOptions{BaseURL: baseURL(r)} }
 
-// find returns the imposter on the path's port, or answers 404.
-func (s *Server) find(w http.ResponseWriter, r *http.Request) (*served, bool) {
+// pathPort reads the path's port; -1 if it is not a number.
+func pathPort(r *http.Request) int {
 	port, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil {
+		return -1
+	}
+	return port
+}
+
+// lookup returns the imposter this node runs on port, or answers 404.
+func (s *Server) lookup(w http.ResponseWriter, port int) (*served, bool) {
 	s.mu.Lock()
 	sv := s.imposters[port]
 	s.mu.Unlock()
-	if err != nil || sv == nil {
+	if sv == nil {
 		writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeNoSuchResource,
 			Message: "Try POSTing to /imposters first?"})
 		return nil, false
@@ -298,34 +474,49 @@ func (s *Server) find(w http.ResponseWriter, r *http.Request) (*served, bool) {
 	return sv, true
 }
 
+// find returns the path's imposter as committed, or answers itself.
+func (s *Server) find(w http.ResponseWriter, r *http.Request) (*served, bool) {
+	_, cancel, ok := s.current(w, r)
+	if !ok {
+		return nil, false
+	}
+	cancel()
+	return s.lookup(w, pathPort(r))
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sv, ok := s.find(w, r)
 	if !ok {
 		return
 	}
-	sv.mu.Lock()
-	val := sv.imp.Value(printOptions(r))
-	sv.mu.Unlock()
 	negotiated(w)
-	writeJSON(w, http.StatusOK, val)
+	writeJSON(w, http.StatusOK, sv.value(printOptions(r)))
 }
 
 func (s *Server) deleteOne(w http.ResponseWriter, r *http.Request) {
-	port, err := strconv.Atoi(r.PathValue("port"))
-	s.mu.Lock()
-	sv := s.imposters[port]
-	if err == nil {
-		delete(s.imposters, port)
-	}
-	s.mu.Unlock()
-	if sv == nil {
-		writeJSON(w, http.StatusOK, imposter.NewObject()) // deleting nothing is no error
+	port := pathPort(r)
+	var val *imposter.Object
+	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+		d, had := find(defs, port)
+		if !had {
+			val = nil
+			return Change{}, true // deleting nothing is no error
+		}
+		s.mu.Lock()
+		sv := s.imposters[port]
+		s.mu.Unlock()
+		if sv != nil {
+			val = sv.value(printOptions(r))
+		}
+		return Change{Guards: []Guard{{Port: port, Version: d.Version}}, Delete: []int{port}}, true
+	})
+	if !ok {
 		return
 	}
-	sv.stop()
-	sv.mu.Lock()
-	val := sv.imp.Value(printOptions(r))
-	sv.mu.Unlock()
+	defer cancel()
+	if val == nil {
+		val = imposter.NewObject()
+	}
 	writeJSON(w, http.StatusOK, val)
 }
 
@@ -338,7 +529,9 @@ func (s *Server) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Reques
 }
 
 // reset runs one of the DELETE resets on the path's imposter and answers
-// its full view (content-negotiated, as mountebank's are).
+// its full view (content-negotiated, as mountebank's are). Both act on
+// this node's own records: the requests it recorded and the responses
+// its proxies recorded.
 func (s *Server) reset(w http.ResponseWriter, r *http.Request, f func(*imposter.Imposter)) {
 	sv, ok := s.find(w, r)
 	if !ok {
@@ -346,16 +539,63 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request, f func(*imposter.
 	}
 	sv.mu.Lock()
 	f(sv.imp)
-	val := sv.imp.Value(full(r))
 	sv.mu.Unlock()
 	negotiated(w)
-	writeJSON(w, http.StatusOK, val)
+	writeJSON(w, http.StatusOK, sv.value(full(r)))
+}
+
+// changeStubs changes the path's imposter's stubs through the
+// configuration: edit gets the stubs as committed and returns them
+// changed, or answers the caller itself (status and errors) and returns
+// false. The answer is the imposter's full view once this node runs the
+// change.
+func (s *Server) changeStubs(w http.ResponseWriter, r *http.Request, edit func(stubs []any) ([]any, int, []error)) {
+	port := pathPort(r)
+	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+		d, had := find(defs, port)
+		if !had {
+			writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeNoSuchResource, Message: "Try POSTing to /imposters first?"})
+			return Change{}, false
+		}
+		inc, creation, err := decodeDefinition(d.JSON)
+		if err != nil {
+			writeUnavailable(w, err)
+			return Change{}, false
+		}
+		list, _ := creation.Get("stubs")
+		stubs, _ := list.([]any)
+		stubs, status, errs := edit(slices.Clone(stubs))
+		if errs != nil {
+			writeErrors(w, status, errs...)
+			return Change{}, false
+		}
+		creation = imposter.Clone(creation).(*imposter.Object)
+		creation.Set("stubs", stubs)
+		return Change{Guards: []Guard{{Port: port, Version: d.Version}},
+			Put: []Definition{{Port: port, JSON: encodeDefinition(inc, creation)}}}, true
+	})
+	if !ok {
+		return
+	}
+	defer cancel()
+	if sv, ok := s.lookup(w, port); ok {
+		writeJSON(w, http.StatusOK, sv.value(full(r)))
+	}
+}
+
+// compileStubs checks stubs before they are proposed.
+func compileStubs(stubs ...any) []error {
+	for _, x := range stubs {
+		if _, err := imposter.NewStub(x); err != nil {
+			return []error{err}
+		}
+	}
+	return nil
 }
 
 func (s *Server) putStubs(w http.ResponseWriter, r *http.Request) {
-	sv, ok := s.find(w, r)
-	if !ok {
-		return
+	if _, ok := s.find(w, r); !ok {
+		return // mountebank looks for the imposter before reading the body
 	}
 	v, ok := readJSON(w, r)
 	if !ok {
@@ -372,70 +612,55 @@ func (s *Server) putStubs(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData, Message: "'stubs' must be an array"})
 		return
 	}
-	var stubs []*imposter.Stub
-	for _, x := range arr {
-		st, err := imposter.NewStub(x)
-		if err != nil {
-			writeErrors(w, http.StatusBadRequest, err)
-			return
-		}
-		stubs = append(stubs, st)
+	if errs := compileStubs(arr...); errs != nil {
+		writeErrors(w, http.StatusBadRequest, errs...)
+		return
 	}
-	sv.mu.Lock()
-	sv.imp.ReplaceStubs(stubs)
-	val := sv.imp.Value(full(r))
-	sv.mu.Unlock()
-	writeJSON(w, http.StatusOK, val)
+	s.changeStubs(w, r, func([]any) ([]any, int, []error) { return arr, 0, nil })
 }
 
 func (s *Server) postStub(w http.ResponseWriter, r *http.Request) {
-	sv, ok := s.find(w, r)
-	if !ok {
-		return
+	if _, ok := s.find(w, r); !ok {
+		return // mountebank looks for the imposter before reading the body
 	}
 	v, ok := readJSON(w, r)
 	if !ok {
 		return
 	}
 	body, _ := v.(*imposter.Object)
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	var errs []error
-	index := sv.imp.Stubs()
-	if iv, has := body.Get("index"); has {
-		f, isNum := iv.(float64)
-		if !isNum || f < 0 || f > float64(sv.imp.Stubs()) || f != float64(int(f)) {
-			errs = append(errs, &imposter.Error{Code: imposter.CodeBadData, Message: "'index' must be between 0 and the length of the stubs array"})
+	s.changeStubs(w, r, func(stubs []any) ([]any, int, []error) {
+		var errs []error
+		index := len(stubs)
+		if iv, has := body.Get("index"); has {
+			f, isNum := iv.(float64)
+			if !isNum || f < 0 || f > float64(len(stubs)) || f != float64(int(f)) {
+				errs = append(errs, &imposter.Error{Code: imposter.CodeBadData, Message: "'index' must be between 0 and the length of the stubs array"})
+			}
+			index = int(f)
 		}
-		index = int(f)
-	}
-	raw, has := body.Get("stub")
-	if !has {
-		errs = append(errs, &imposter.Error{Code: imposter.CodeBadData, Message: "must contain 'stub' field"})
-	}
-	if errs != nil {
-		writeErrors(w, http.StatusBadRequest, errs...)
-		return
-	}
-	st, err := imposter.NewStub(raw)
-	if err != nil {
-		writeErrors(w, http.StatusBadRequest, err)
-		return
-	}
-	sv.imp.InsertStub(st, index)
-	writeJSON(w, http.StatusOK, sv.imp.Value(full(r)))
+		raw, has := body.Get("stub")
+		if !has {
+			errs = append(errs, &imposter.Error{Code: imposter.CodeBadData, Message: "must contain 'stub' field"})
+		}
+		if errs == nil {
+			errs = compileStubs(raw)
+		}
+		if errs != nil {
+			return nil, http.StatusBadRequest, errs
+		}
+		return slices.Insert(stubs, index, raw), 0, nil
+	})
 }
 
-// stubIndex reads the path's stub index, answering 404 if there is none.
-func stubIndex(w http.ResponseWriter, r *http.Request, imp *imposter.Imposter) (int, bool) {
+// stubIndex reads the path's stub index among n stubs.
+func stubIndex(r *http.Request, n int) (int, []error) {
 	raw := r.PathValue("index")
 	i, err := strconv.Atoi(raw)
-	if err != nil || i < 0 || i >= imp.Stubs() || strconv.Itoa(i) != raw {
-		writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeBadData,
-			Message: "'stubIndex' must be a valid integer, representing the array index position of the stub to replace"})
-		return 0, false
+	if err != nil || i < 0 || i >= n || strconv.Itoa(i) != raw {
+		return 0, []error{&imposter.Error{Code: imposter.CodeBadData,
+			Message: "'stubIndex' must be a valid integer, representing the array index position of the stub to replace"}}
 	}
-	return i, true
+	return i, nil
 }
 
 func (s *Server) getStub(w http.ResponseWriter, r *http.Request) {
@@ -445,44 +670,44 @@ func (s *Server) getStub(w http.ResponseWriter, r *http.Request) {
 	}
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if i, ok := stubIndex(w, r, sv.imp); ok {
-		writeJSON(w, http.StatusOK, sv.imp.StubValue(i, baseURL(r)))
+	i, errs := stubIndex(r, sv.imp.Stubs())
+	if errs != nil {
+		writeErrors(w, http.StatusNotFound, errs...)
+		return
 	}
+	writeJSON(w, http.StatusOK, sv.imp.StubValue(i, baseURL(r)))
 }
 
 func (s *Server) putStub(w http.ResponseWriter, r *http.Request) {
-	sv, ok := s.find(w, r)
-	if !ok {
-		return
+	if _, ok := s.find(w, r); !ok {
+		return // mountebank looks for the imposter before reading the body
 	}
 	v, ok := readJSON(w, r)
 	if !ok {
 		return
 	}
-	st, err := imposter.NewStub(v)
-	if err != nil {
-		writeErrors(w, http.StatusBadRequest, err)
+	if errs := compileStubs(v); errs != nil {
+		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	if i, ok := stubIndex(w, r, sv.imp); ok {
-		sv.imp.ReplaceStub(st, i)
-		writeJSON(w, http.StatusOK, sv.imp.Value(full(r)))
-	}
+	s.changeStubs(w, r, func(stubs []any) ([]any, int, []error) {
+		i, errs := stubIndex(r, len(stubs))
+		if errs != nil {
+			return nil, http.StatusNotFound, errs
+		}
+		stubs[i] = v
+		return stubs, 0, nil
+	})
 }
 
 func (s *Server) deleteStub(w http.ResponseWriter, r *http.Request) {
-	sv, ok := s.find(w, r)
-	if !ok {
-		return
-	}
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	if i, ok := stubIndex(w, r, sv.imp); ok {
-		sv.imp.DeleteStub(i)
-		writeJSON(w, http.StatusOK, sv.imp.Value(full(r)))
-	}
+	s.changeStubs(w, r, func(stubs []any) ([]any, int, []error) {
+		i, errs := stubIndex(r, len(stubs))
+		if errs != nil {
+			return nil, http.StatusNotFound, errs
+		}
+		return slices.Delete(stubs, i, i+1), 0, nil
+	})
 }
 
 // --- logs

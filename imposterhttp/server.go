@@ -31,15 +31,28 @@ import (
 // API 400; nothing changes.
 const MaxBodyBytes = 16 << 20
 
-// Server holds the node's imposters.
+// Server holds the node's imposters: it serves what its Config holds,
+// reconciling its running imposters with the definitions after every
+// admin call it takes and whenever the configuration's revision moves.
 type Server struct {
 	host string // imposters listen on this host (the admin API's)
 	log  *slog.Logger
 	logs *logRing
+	cfg  Config
 
-	mu        sync.Mutex // guards imposters; never held while serving
+	// recMu serializes reconcile passes, so that a pass never undoes a
+	// newer one. Taken before mu, never while serving.
+	recMu sync.Mutex
+	// lastRev is the revision the last pass saw (under recMu).
+	lastRev uint64
+
+	mu        sync.Mutex // guards imposters and reserved; never held while serving
 	imposters map[int]*served
-	maxConns  int // per imposter; MaxConns
+	// reserved holds ports an admin call bound before proposing its
+	// change, so that the change never names a port this node cannot
+	// take; the pass that starts the imposter takes the listener over.
+	reserved map[int]net.Listener
+	maxConns int // per imposter; MaxConns
 
 	certOnce        sync.Once // the self-signed pair for https imposters
 	keyPEM, certPEM string
@@ -51,7 +64,15 @@ type Server struct {
 type served struct {
 	mu  sync.Mutex
 	imp *imposter.Imposter
-	ln  net.Listener
+	ln  net.Listener // nil while the port cannot be bound
+	// def is the definition it runs and incarnation its creation's name.
+	def         Definition
+	incarnation string
+	creation    *imposter.Object
+	// bindErr says why the port could not be bound (guarded by mu); the
+	// imposter exists in the cluster's configuration all the same.
+	bindErr   string
+	lastRetry time.Time // the last bind attempt, for backing off (under the server's recMu)
 
 	connMu  sync.Mutex // guards conns and stopped
 	conns   map[net.Conn]struct{}
@@ -81,9 +102,11 @@ const (
 // The real world reads lookup behaviors' CSV files from the OS.
 func init() { imposter.ReadFile = os.ReadFile }
 
-// New returns a server whose imposters listen on host.
-func New(host string, log *slog.Logger) *Server {
-	s := &Server{host: host, imposters: map[int]*served{}, logs: newLogRing(1000), maxConns: MaxConns}
+// New returns a server whose imposters listen on host and whose
+// definitions live in cfg.
+func New(host string, log *slog.Logger, cfg Config) *Server {
+	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns}
+	s.logs = newLogRing(1000)
 	s.log = slog.New(&ringHandler{ring: s.logs, next: log.Handler()})
 	return s
 }
@@ -122,40 +145,227 @@ func validate(creation *imposter.Object) []error {
 	if len(errs) == 0 {
 		if _, err := imposter.New(creation, port); err != nil {
 			errs = append(errs, err)
+		} else if err := checkTLS(creation); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errs
 }
 
-// create compiles and starts an imposter from a validated creation request.
-func (s *Server) create(creation *imposter.Object) (*served, error) {
-	port, err := checkPort(creation)
-	if err != nil {
-		return nil, err
+// start compiles a definition and binds its port (taking over a reserved
+// listener). A definition that compiled where it was proposed compiles
+// here; one that does not, or a port that will not bind, gives an
+// imposter that serves nothing and says why.
+func (s *Server) start(d Definition) *served {
+	sv := &served{def: d, claims: map[string]*claim{}, conns: map[net.Conn]struct{}{}}
+	inc, creation, err := decodeDefinition(d.JSON)
+	if err == nil {
+		sv.imp, err = imposter.New(creation, d.Port)
 	}
-	// Compile first, so that bad stubs never bind a port.
-	imp, err := imposter.New(creation, port)
 	if err != nil {
-		return nil, err
+		// Not ours to have written: keep the port taken in the listing.
+		sv.imp, _ = imposter.New(imposter.NewObject().Set("protocol", "http"), d.Port)
+		sv.bindErr = "the definition does not compile on this node: " + err.Error()
+		s.log.Error(fmt.Sprintf("[imposter:%d] %s", d.Port, sv.bindErr))
+		return sv
 	}
+	sv.incarnation, sv.creation = inc, creation
+	s.bind(sv)
+	return sv
+}
+
+// bind listens on the imposter's port, or notes why it cannot.
+func (s *Server) bind(sv *served) {
+	port := sv.def.Port
 	var tlsCfg *tls.Config
-	if imp.Protocol == "https" {
-		if tlsCfg, err = s.tlsConfig(imp, creation); err != nil {
-			return nil, err
+	var err error
+	if sv.imp.Protocol == "https" {
+		if tlsCfg, err = s.tlsConfig(sv.imp, sv.creation); err != nil {
+			sv.bindErr = err.Error()
+			return
 		}
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(s.host, strconv.Itoa(port)))
-	if err != nil {
-		return nil, &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("Port %d is already in use", port)}
+	s.mu.Lock()
+	ln := s.reserved[port]
+	delete(s.reserved, port)
+	s.mu.Unlock()
+	if ln == nil {
+		if ln, err = net.Listen("tcp", net.JoinHostPort(s.host, strconv.Itoa(port))); err != nil {
+			if sv.bindErr == "" {
+				s.log.Error(fmt.Sprintf("[%s:%d] cannot listen: %v", sv.imp.Protocol, port, err))
+			}
+			sv.mu.Lock()
+			sv.bindErr = err.Error()
+			sv.mu.Unlock()
+			return
+		}
 	}
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}
-	imp.Port = ln.Addr().(*net.TCPAddr).Port
-	sv := &served{imp: imp, ln: ln, claims: map[string]*claim{}, conns: map[net.Conn]struct{}{}}
-	go s.accept(sv)
-	s.log.Info(fmt.Sprintf("[%s:%d] Open for business...", imp.Protocol, imp.Port))
-	return sv, nil
+	sv.mu.Lock()
+	sv.ln, sv.bindErr = ln, ""
+	sv.mu.Unlock()
+	go s.accept(sv, ln)
+	s.log.Info(fmt.Sprintf("[%s:%d] Open for business...", sv.imp.Protocol, port))
+}
+
+// reserve binds port for an admin call about to propose it (any free
+// port if 0), unless this node already serves it. It returns the port.
+func (s *Server) reserve(port int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if port != 0 && (s.imposters[port] != nil || s.reserved[port] != nil) {
+		return port, nil // ours already: a replacement rebinds it
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.host, strconv.Itoa(port)))
+	if err != nil {
+		return port, &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("Port %d is already in use", port)}
+	}
+	port = ln.Addr().(*net.TCPAddr).Port
+	s.reserved[port] = ln
+	return port, nil
+}
+
+// unreserve gives up a reservation no pass took (the change failed).
+func (s *Server) unreserve(port int) {
+	s.mu.Lock()
+	ln := s.reserved[port]
+	delete(s.reserved, port)
+	s.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+}
+
+// reconcile makes the running imposters what the configuration this node
+// applied says: new definitions start, changed ones take the new stubs
+// in place (keeping the listener, the recorded requests and unchanged
+// stubs' response cycles), deleted ones stop.
+func (s *Server) reconcile(ctx context.Context) error {
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	rev, err := s.cfg.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	defs, err := s.cfg.List(ctx)
+	if err != nil {
+		return err
+	}
+	s.lastRev = rev
+	want := make(map[int]bool, len(defs))
+	for _, d := range defs {
+		want[d.Port] = true
+		s.mu.Lock()
+		cur := s.imposters[d.Port]
+		s.mu.Unlock()
+		switch {
+		case cur != nil && cur.def.Version == d.Version:
+			if cur.ln == nil && cur.creation != nil && time.Since(cur.lastRetry) >= bindRetry {
+				cur.lastRetry = time.Now()
+				s.bind(cur) // the port may be free now
+			}
+			continue
+		case cur != nil && s.changeInPlace(cur, d):
+			continue
+		case cur != nil:
+			cur.stop()
+		}
+		sv := s.start(d)
+		sv.lastRetry = time.Now()
+		s.mu.Lock()
+		s.imposters[d.Port] = sv
+		s.mu.Unlock()
+	}
+	for _, sv := range s.sorted() {
+		if !want[sv.def.Port] {
+			s.mu.Lock()
+			delete(s.imposters, sv.def.Port)
+			s.mu.Unlock()
+			sv.stop()
+		}
+	}
+	return nil
+}
+
+// bindRetry is how often a pass tries again to bind a port it could not.
+const bindRetry = time.Second
+
+// changeInPlace swaps a changed definition of the same creation into a
+// running imposter, if its listener can stay as it is.
+func (s *Server) changeInPlace(cur *served, d Definition) bool {
+	inc, creation, err := decodeDefinition(d.JSON)
+	if err != nil || inc != cur.incarnation || cur.ln == nil || !sameListener(cur.creation, creation) {
+		return false
+	}
+	imp, err := imposter.New(creation, d.Port)
+	if err != nil {
+		return false
+	}
+	cur.mu.Lock()
+	imp.Inherit(cur.imp)
+	imp.KeyPEM, imp.CertPEM = cur.imp.KeyPEM, cur.imp.CertPEM
+	cur.imp, cur.def, cur.creation = imp, d, creation
+	cur.mu.Unlock()
+	return true
+}
+
+// sameListener reports whether two creations listen alike.
+func sameListener(a, b *imposter.Object) bool {
+	for _, k := range []string{"protocol", "key", "cert", "mutualAuth", "ca", "rejectUnauthorized"} {
+		va, _ := a.Get(k)
+		vb, _ := b.Get(k)
+		if string(imposter.Marshal(va, 0)) != string(imposter.Marshal(vb, 0)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Watch reconciles whenever the configuration's revision moves, and
+// retries ports that would not bind, until ctx ends.
+func (s *Server) Watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rev, err := s.cfg.Revision(ctx)
+		if err != nil {
+			continue
+		}
+		s.recMu.Lock()
+		moved := rev != s.lastRev
+		s.recMu.Unlock()
+		if moved || s.unbound() > 0 {
+			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+				s.log.Debug("reconcile", "err", err)
+			}
+		}
+	}
+}
+
+// unbound counts imposters whose port is not bound.
+func (s *Server) unbound() int {
+	n := 0
+	for _, sv := range s.sorted() {
+		sv.mu.Lock()
+		if sv.ln == nil {
+			n++
+		}
+		sv.mu.Unlock()
+	}
+	return n
+}
+
+// Stats counts the imposters this node serves and those it cannot.
+func (s *Server) Stats() (serving, unbound int) {
+	u := s.unbound()
+	return len(s.sorted()) - u, u
 }
 
 // Close stops every imposter.
@@ -163,9 +373,14 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	all := s.imposters
 	s.imposters = map[int]*served{}
+	reserved := s.reserved
+	s.reserved = map[int]net.Listener{}
 	s.mu.Unlock()
 	for _, sv := range all { //fenceline:unordered stopping each
 		sv.stop()
+	}
+	for _, ln := range reserved { //fenceline:unordered closing each
+		_ = ln.Close()
 	}
 }
 

@@ -27,7 +27,7 @@ import (
 // base URL; imposters get ports the OS assigns.
 func admin(t *testing.T) (string, *Server) {
 	t.Helper()
-	s := New("127.0.0.1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New("127.0.0.1", slog.New(slog.NewTextHandler(io.Discard, nil)), NewMemoryConfig())
 	mux := http.NewServeMux()
 	s.Register(mux)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

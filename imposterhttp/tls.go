@@ -21,12 +21,9 @@ import (
 // certificate without checking it (as mountebank does unless
 // rejectUnauthorized and ca say otherwise).
 func (s *Server) tlsConfig(imp *imposter.Imposter, creation *imposter.Object) (*tls.Config, error) {
-	key, _ := creation.Get("key")
-	cert, _ := creation.Get("cert")
-	keyPEM, _ := key.(string)
-	certPEM, _ := cert.(string)
-	if (keyPEM == "") != (certPEM == "") {
-		return nil, &imposter.Error{Code: imposter.CodeBadData, Message: "an https imposter needs both key and cert, or neither"}
+	keyPEM, certPEM := pemPair(creation)
+	if err := checkTLS(creation); err != nil {
+		return nil, err
 	}
 	if keyPEM == "" {
 		var err error
@@ -44,6 +41,33 @@ func (s *Server) tlsConfig(imp *imposter.Imposter, creation *imposter.Object) (*
 		cfg.ClientAuth = tls.RequestClientCert
 	}
 	return cfg, nil
+}
+
+func pemPair(creation *imposter.Object) (keyPEM, certPEM string) {
+	key, _ := creation.Get("key")
+	cert, _ := creation.Get("cert")
+	keyPEM, _ = key.(string)
+	certPEM, _ = cert.(string)
+	return keyPEM, certPEM
+}
+
+// checkTLS reports an https creation's key and cert that will not load,
+// before the change is proposed: every node would fail to bind it.
+func checkTLS(creation *imposter.Object) error {
+	if proto, _ := creation.Get("protocol"); proto != "https" {
+		return nil
+	}
+	keyPEM, certPEM := pemPair(creation)
+	if (keyPEM == "") != (certPEM == "") {
+		return &imposter.Error{Code: imposter.CodeBadData, Message: "an https imposter needs both key and cert, or neither"}
+	}
+	if keyPEM == "" {
+		return nil
+	}
+	if _, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM)); err != nil {
+		return &imposter.Error{Code: imposter.CodeBadData, Message: "the https imposter's key and cert do not load: " + err.Error()}
+	}
+	return nil
 }
 
 // selfSigned returns the server's self-signed key and certificate for

@@ -198,9 +198,9 @@ func readChunked(br *bufio.Reader) ([]byte, error) {
 }
 
 // accept serves an imposter's listener until it is closed.
-func (s *Server) accept(sv *served) {
+func (s *Server) accept(sv *served, ln net.Listener) {
 	for {
-		c, err := sv.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -237,7 +237,12 @@ func (sv *served) stop() {
 	conns := sv.conns
 	sv.conns = map[net.Conn]struct{}{}
 	sv.connMu.Unlock()
-	_ = sv.ln.Close()
+	sv.mu.Lock()
+	ln := sv.ln
+	sv.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
 	for c := range conns { //fenceline:unordered closing each
 		_ = c.Close()
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/imposterhttp"
 	"github.com/fenceline/fenceline/realnet"
 )
 
@@ -46,6 +47,8 @@ type api struct {
 	flowOp *prometheus.CounterVec
 	// watchers counts open watch streams (bounded by maxWatchers).
 	watchers atomic.Int64
+	// imposters is mountebank's API and the imposters this node serves.
+	imposters *imposterhttp.Server
 }
 
 func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *slog.Logger) *api {
@@ -53,7 +56,7 @@ func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *s
 		flowOp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fenceline_flow_ops_total",
 			Help: "Flow-state operations through this node's API, by operation and result."}, []string{"op", "result"})}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.flowOp, &collector{nd: nd})
+	reg.MustRegister(a.flowOp, &collector{nd: nd, a: a})
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /_cluster/status", a.status)
 	a.mux.HandleFunc("POST /_cluster/members", a.join)

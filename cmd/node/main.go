@@ -42,6 +42,9 @@ const (
 	defaultPeer    = "127.0.0.1:25525"
 	defaultDataDir = "fenceline-data"
 	defaultName    = "n1"
+	// imposterWatch is how often the node looks for configuration
+	// changes made through other nodes.
+	imposterWatch = 100 * time.Millisecond
 )
 
 // config is what the flags say.
@@ -148,9 +151,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	api := newAPI(nd, keys, c.name, ln.Addr().String(), log)
 	// mountebank's API on the same address; imposters listen on its host.
 	httpHost, _, _ := net.SplitHostPort(ln.Addr().String())
-	imposters := imposterhttp.New(httpHost, log)
+	// Imposter definitions are cluster configuration: this node serves
+	// what it applied from the log, following every change (its own
+	// admin calls reconcile at once; the watch catches the others').
+	imposters := imposterhttp.New(httpHost, log, raftConfig{nd})
 	defer imposters.Close()
 	imposters.Register(api.mux)
+	api.imposters = imposters
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go imposters.Watch(watchCtx, imposterWatch)
 	if c.pprof {
 		api.servePprof()
 	}

@@ -14,7 +14,10 @@ import (
 // collector reads the node's counters on each scrape, through its loop
 // (bounded: a node too busy to answer within a second is scraped without
 // its core metrics, and says so in fenceline_scrape_core_ok).
-type collector struct{ nd *realnet.Node }
+type collector struct {
+	nd *realnet.Node
+	a  *api
+}
 
 var (
 	descScrapeOK    = prometheus.NewDesc("fenceline_scrape_core_ok", "1 if the node's loop answered this scrape in time.", nil, nil)
@@ -36,11 +39,12 @@ var (
 	descEnvDropped  = prometheus.NewDesc("fenceline_transport_frames_rejected_total", "Frames the envelope dropped, by cause.", []string{"cause"}, nil)
 	descTCPRejected = prometheus.NewDesc("fenceline_tcp_rejected_total", "Peer connections and frames refused, by cause.", []string{"cause"}, nil)
 	descFrames      = prometheus.NewDesc("fenceline_tcp_frames_total", "Frames over TCP, by direction.", []string{"direction"}, nil)
+	descImposters   = prometheus.NewDesc("fenceline_imposters", "Imposters in the cluster's configuration, by whether this node serves them or cannot bind their port.", []string{"state"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descScrapeOK, descTerm, descCommit, descApplied, descIsLeader, descIsolated, descIsolatedSec, descTerms, descMIdx,
-		descPermits, descShed, descServed, descFsyncs, descBatches, descPuts, descLive, descEnvDropped, descTCPRejected, descFrames} {
+		descPermits, descShed, descServed, descFsyncs, descBatches, descPuts, descLive, descEnvDropped, descTCPRejected, descFrames, descImposters} {
 		ch <- d
 	}
 }
@@ -99,6 +103,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		"oversize": t.Oversize, "queue_full": t.QueueFull, "backoff": t.InBackoff, "unknown_peer": t.UnknownPeer,
 		"misaddressed": t.Misaddressed, "mailbox_full": t.DeliverRefused} {
 		ct(descTCPRejected, v, cause)
+	}
+	if c.a.imposters != nil {
+		serving, unbound := c.a.imposters.Stats()
+		g(descImposters, float64(serving), "serving")
+		g(descImposters, float64(unbound), "unbound")
 	}
 	ct(descFrames, t.FramesIn, "in")
 	ct(descFrames, t.FramesOut, "out")

@@ -140,6 +140,9 @@ func (n *Node) Barrier(done func(err error)) {
 // stale. Named differently from Read on purpose.
 func (n *Node) LocalGet(key string) (kv.Entry, bool) { return n.kv.Get(key) }
 
+// LocalKeys lists this node's applied data keys under prefix, sorted.
+func (n *Node) LocalKeys(prefix string) []string { return n.kv.Keys(prefix) }
+
 // LocalLease reads a lease from this node's applied state.
 func (n *Node) LocalLease(name string) (kv.Lease, bool) { return n.kv.Lease(name) }
 

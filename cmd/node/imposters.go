@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/imposterhttp"
+	"github.com/fenceline/fenceline/realnet"
+)
+
+// imposterPrefix is where imposter definitions live in the replicated
+// KV, one key per port.
+const imposterPrefix = "imposter/"
+
+func imposterKey(port int) string { return imposterPrefix + strconv.Itoa(port) }
+
+// raftConfig keeps imposter definitions in the cluster's replicated KV:
+// every change is one raft entry (a transaction guarded by the versions
+// it read), so every node applies the same changes in the same order and
+// the definitions survive any restart with the log.
+type raftConfig struct{ nd *realnet.Node }
+
+var _ imposterhttp.Config = raftConfig{}
+
+func (c raftConfig) Sync(ctx context.Context) error {
+	_, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(struct{}, error)) {
+		n.Consensus.Barrier(func(err error) { done(struct{}{}, err) })
+	})
+	return err
+}
+
+func (c raftConfig) List(ctx context.Context) ([]imposterhttp.Definition, error) {
+	var defs []imposterhttp.Definition
+	err := c.nd.Do(ctx, func(n *node.Node) {
+		for _, k := range n.Consensus.LocalKeys(imposterPrefix) {
+			port, err := strconv.Atoi(strings.TrimPrefix(k, imposterPrefix))
+			e, ok := n.Consensus.LocalGet(k)
+			if err != nil || !ok {
+				continue // not written by this code
+			}
+			// The value is shared with the state: copied before it
+			// leaves the loop.
+			defs = append(defs, imposterhttp.Definition{Port: port, JSON: slices.Clone(e.Value), Version: e.Version})
+		}
+	})
+	slices.SortFunc(defs, func(a, b imposterhttp.Definition) int { return a.Port - b.Port })
+	return defs, err
+}
+
+func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) error {
+	var guards []kv.Guard
+	for _, g := range ch.Guards {
+		guards = append(guards, kv.VersionIs(imposterKey(g.Port), g.Version))
+	}
+	var ops []kv.Op
+	for _, p := range ch.Delete {
+		ops = append(ops, kv.Delete(imposterKey(p)))
+	}
+	for _, d := range ch.Put {
+		ops = append(ops, kv.Put(imposterKey(d.Port), d.JSON))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	op := kv.Txn(guards, ops, nil)
+	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) { n.Consensus.Propose(op, done) })
+	if err == nil {
+		err = res.Err
+	}
+	switch {
+	case errors.Is(err, kv.ErrInvalid):
+		return fmt.Errorf("%w (at most 1 MiB per imposter and 128 imposters per change): %v", imposterhttp.ErrTooLarge, err)
+	case err != nil:
+		return err
+	case !res.Succeeded:
+		return imposterhttp.ErrConflict
+	}
+	return nil
+}
+
+func (c raftConfig) Revision(ctx context.Context) (uint64, error) {
+	var rev uint64
+	err := c.nd.Do(ctx, func(n *node.Node) { rev = n.Consensus.Revision() })
+	return rev, err
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// call sends a request with an optional JSON body and returns the status
+// and body; a transport error is status 0 with the error as the body.
+func call(method, url, body string) (int, string) {
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// imposterView is the part of GET /imposters/{port} these tests read.
+type imposterView struct {
+	Port             int    `json:"port"`
+	NumberOfRequests int    `json:"numberOfRequests"`
+	BindError        string `json:"bindError"`
+	Stubs            []any  `json:"stubs"`
+}
+
+func getImposter(t *testing.T, node string, port int) (int, imposterView) {
+	t.Helper()
+	code, body := call("GET", fmt.Sprintf("http://%s/imposters/%d", node, port), "")
+	var v imposterView
+	if code == http.StatusOK {
+		require.NoError(t, json.Unmarshal([]byte(body), &v), body)
+	}
+	return code, v
+}
+
+// host is a node's HTTP host: its imposters listen there.
+func host(p *proc) string { h, _, _ := net.SplitHostPort(p.http); return h }
+
+// TestImpostersAreClusterConfiguration: an imposter created, changed and
+// deleted through any node is served by every node, on each node's own
+// host; a GET through any node shows the committed configuration; the
+// whole cluster's restart keeps it; a node that cannot bind the port says
+// so while the others serve.
+func TestImpostersAreClusterConfiguration(t *testing.T) {
+	ps := cluster(t)
+	code, body := call("POST", "http://"+ps[0].http+"/imposters",
+		`{"protocol":"http","port":4545,"recordRequests":true,"stubs":[{"predicates":[{"equals":{"path":"/hello"}}],"responses":[{"is":{"body":"world"}}]}]}`)
+	require.Equal(t, http.StatusCreated, code, body)
+
+	hello := func(p *proc) string {
+		_, b := call("GET", "http://"+host(p)+":4545/hello", "")
+		return b
+	}
+	for _, p := range ps {
+		code, v := getImposter(t, p.http, 4545)
+		require.Equal(t, http.StatusOK, code, "%s knows the imposter", p.name)
+		require.Len(t, v.Stubs, 1)
+		require.Equal(t, "world", hello(p), "%s serves it", p.name)
+	}
+	_, v := getImposter(t, ps[0].http, 4545)
+	require.Equal(t, 1, v.NumberOfRequests, "recorded requests are per node")
+
+	// A stub change through n2 reaches every node; n1 keeps what it
+	// recorded (the change is in place).
+	code, body = call("PUT", "http://"+ps[1].http+"/imposters/4545/stubs",
+		`{"stubs":[{"responses":[{"is":{"body":"changed"}}]}]}`)
+	require.Equal(t, http.StatusOK, code, body)
+	for _, p := range ps {
+		_, _ = getImposter(t, p.http, 4545) // a linearizable read: the change is in force here after it
+		require.Equal(t, "changed", hello(p), "%s serves the change", p.name)
+	}
+	_, v = getImposter(t, ps[0].http, 4545)
+	require.Equal(t, 2, v.NumberOfRequests, "n1 kept its count across the change")
+
+	// The whole cluster restarts: the configuration is in the log.
+	for _, p := range ps {
+		p.kill()
+	}
+	for _, p := range ps {
+		p.start()
+	}
+	require.Eventually(t, func() bool {
+		code, v := getImposter(t, ps[2].http, 4545)
+		return code == http.StatusOK && len(v.Stubs) == 1
+	}, 15*time.Second, 100*time.Millisecond, "the imposter survives the cluster's restart")
+	for _, p := range ps {
+		require.Eventually(t, func() bool { return hello(p) == "changed" }, 5*time.Second, 50*time.Millisecond, "%s serves it again", p.name)
+	}
+
+	// n2 cannot bind 4646 (something else holds it there): the creation
+	// through n1 succeeds, n2 reports why it does not serve, the others
+	// serve, and n2 takes the port once it is free.
+	squatter, err := net.Listen("tcp", host(ps[1])+":4646")
+	require.NoError(t, err)
+	code, body = call("POST", "http://"+ps[0].http+"/imposters", `{"protocol":"http","port":4646,"stubs":[{"responses":[{"is":{"body":"ok"}}]}]}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	_, v = getImposter(t, ps[1].http, 4646)
+	require.Contains(t, v.BindError, "address already in use")
+	_, metrics := call("GET", "http://"+ps[1].http+"/metrics", "")
+	require.Contains(t, metrics, `fenceline_imposters{state="unbound"} 1`)
+	for _, p := range []*proc{ps[0], ps[2]} {
+		_, v = getImposter(t, p.http, 4646)
+		require.Empty(t, v.BindError, p.name)
+		_, b := call("GET", "http://"+host(p)+":4646/", "")
+		require.Equal(t, "ok", b, p.name)
+	}
+	require.NoError(t, squatter.Close())
+	require.Eventually(t, func() bool {
+		_, b := call("GET", "http://"+host(ps[1])+":4646/", "")
+		return b == "ok"
+	}, 5*time.Second, 50*time.Millisecond, "n2 binds the port once it is free")
+
+	// Creating a port the configuration holds is mountebank's conflict.
+	code, body = call("POST", "http://"+ps[2].http+"/imposters", `{"protocol":"http","port":4545}`)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, "Port 4545 is already in use")
+
+	// A deletion through n3 stops the imposter everywhere.
+	code, body = call("DELETE", "http://"+ps[2].http+"/imposters/4545", "")
+	require.Equal(t, http.StatusOK, code, body)
+	for _, p := range ps {
+		code, _ := getImposter(t, p.http, 4545)
+		require.Equal(t, http.StatusNotFound, code, p.name)
+		c, _ := call("GET", "http://"+host(p)+":4545/hello", "")
+		require.Equal(t, 0, c, "%s closed the port", p.name)
+	}
+}

@@ -1,0 +1,144 @@
+package imposterhttp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/fenceline/fenceline/imposter"
+)
+
+// Config is where imposter definitions live. In the node it is the
+// cluster's replicated KV: a change is one raft entry that every node
+// applies, in the same order, and a node's running imposters follow what
+// it applied. The server changes its running imposters only by
+// reconciling them with Config, never directly, so the node that took an
+// admin call and every other node go through the same code.
+type Config interface {
+	// Sync returns once List reflects every change committed before the
+	// call (a linearizable read); an error means it could not tell.
+	Sync(ctx context.Context) error
+	// List returns the definitions this node has applied, by port.
+	List(ctx context.Context) ([]Definition, error)
+	// Apply makes a change atomically if every guard holds, and returns
+	// once this node has applied it; ErrConflict if a guard failed.
+	// Any other error may leave the change applied or not.
+	Apply(ctx context.Context, c Change) error
+	// Revision changes whenever what List returns may have changed.
+	Revision(ctx context.Context) (uint64, error)
+}
+
+// Definition is one imposter's configuration as stored.
+type Definition struct {
+	Port int
+	// JSON is the definition's bytes (encodeDefinition's).
+	JSON []byte
+	// Version is the store's version of the change that wrote it; a
+	// guard names it. Never 0 for a stored definition.
+	Version uint64
+}
+
+// Guard holds if the port's definition has Version (0: none).
+type Guard struct {
+	Port    int
+	Version uint64
+}
+
+// Change is what one admin call does to the configuration.
+type Change struct {
+	Guards []Guard
+	Put    []Definition // Port and JSON
+	Delete []int
+}
+
+// ErrConflict is a change whose guards failed: the configuration changed
+// since it was read.
+var ErrConflict = errors.New("imposter configuration changed concurrently")
+
+// Definition encoding: the creation request as given (port filled in),
+// under an incarnation that a stub change keeps and a new creation
+// replaces, so a node can tell "changed" (keep the recorded requests and
+// the listener) from "deleted and created again" (start afresh).
+func encodeDefinition(incarnation string, creation *imposter.Object) []byte {
+	return imposter.Marshal(imposter.NewObject().Set("incarnation", incarnation).Set("imposter", creation), 0)
+}
+
+func decodeDefinition(b []byte) (incarnation string, creation *imposter.Object, err error) {
+	v, err := imposter.Parse(string(b))
+	if err != nil {
+		return "", nil, err
+	}
+	o, _ := v.(*imposter.Object)
+	inc, _ := o.Get("incarnation")
+	imp, _ := o.Get("imposter")
+	incarnation, _ = inc.(string)
+	creation, _ = imp.(*imposter.Object)
+	if incarnation == "" || creation == nil {
+		return "", nil, fmt.Errorf("not an imposter definition")
+	}
+	return incarnation, creation, nil
+}
+
+// newIncarnation names one creation.
+func newIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// MemoryConfig is a Config in memory, for a server alone (this package's
+// tests): every call applies at once.
+type MemoryConfig struct {
+	mu      sync.Mutex
+	defs    map[int]Definition
+	version uint64
+}
+
+// NewMemoryConfig returns an empty configuration.
+func NewMemoryConfig() *MemoryConfig { return &MemoryConfig{defs: map[int]Definition{}} }
+
+// Sync implements Config.
+func (m *MemoryConfig) Sync(context.Context) error { return nil }
+
+// List implements Config.
+func (m *MemoryConfig) List(context.Context) ([]Definition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Definition, 0, len(m.defs))
+	for _, d := range m.defs { //fenceline:unordered sorted below
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Definition) int { return a.Port - b.Port })
+	return out, nil
+}
+
+// Apply implements Config.
+func (m *MemoryConfig) Apply(_ context.Context, c Change) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range c.Guards {
+		if m.defs[g.Port].Version != g.Version {
+			return ErrConflict
+		}
+	}
+	for _, p := range c.Delete {
+		delete(m.defs, p)
+		m.version++
+	}
+	for _, d := range c.Put {
+		m.version++
+		m.defs[d.Port] = Definition{Port: d.Port, JSON: slices.Clone(d.JSON), Version: m.version}
+	}
+	return nil
+}
+
+// Revision implements Config.
+func (m *MemoryConfig) Revision(context.Context) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.version, nil
+}
