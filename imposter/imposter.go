@@ -36,6 +36,8 @@ type Imposter struct {
 
 	NumberOfRequests int
 	requests         []*Object
+
+	flow FlowState // _rift.flowState
 }
 
 // Stub is one compiled stub.
@@ -46,6 +48,11 @@ type Stub struct {
 	cycle      []int // response indexes, each repeated `repeat` times
 	next       int
 	empty      *response
+	// scenario, when set, names the scenario the stub gates on (gated:
+	// it matches only when the scenario is in state required) or moves
+	// (moves: to state to).
+	scenario, required, to string
+	gated, moves           bool
 }
 
 type response struct {
@@ -102,6 +109,10 @@ func New(creation *Object, port int) (*Imposter, error) {
 		}
 		imp.defaultResponse = o
 	}
+	var err error
+	if imp.flow, err = parseFlowState(creation); err != nil {
+		return nil, err
+	}
 	if v, ok := creation.Get("endOfRequestResolver"); ok && v != nil {
 		return nil, errInjection("endOfRequestResolver", v)
 	}
@@ -155,6 +166,9 @@ func newStub(v any) (*Stub, error) {
 	}
 	o = Clone(o).(*Object)
 	st := &Stub{config: o}
+	if err := st.compileScenario(o); err != nil {
+		return nil, err
+	}
 	if ps, ok := o.Get("predicates"); ok && ps != nil {
 		list, ok := ps.([]any)
 		if !ok {
@@ -370,10 +384,13 @@ type Header struct {
 
 // Respond matches the request against the stubs, in order, and produces
 // the first match's next response (the default response if none
-// matches). It records the request first, if the imposter records.
+// matches). It records the request first, if the imposter records. A
+// stateful imposter's requests go through RespondIn instead: here every
+// scenario reads as Started.
 func (imp *Imposter) Respond(r *Request) (Outcome, error) {
 	imp.count(r)
-	return imp.Rematch(r)
+	_, out, err := imp.match(r, nil)
+	return out, err
 }
 
 func (imp *Imposter) count(r *Request) {
@@ -389,9 +406,21 @@ func (imp *Imposter) count(r *Request) {
 // Rematch answers a request already counted and recorded: a proxyOnce
 // caller that waited for another's recording matches again.
 func (imp *Imposter) Rematch(r *Request) (Outcome, error) {
+	_, out, err := imp.match(r, nil)
+	return out, err
+}
+
+// match finds the first stub whose predicates match and whose scenario
+// gate the flow's states pass, and produces its next response.
+func (imp *Imposter) match(r *Request, states States) (*Stub, Outcome, error) {
 	var resp *response
 	var matched *Stub
 	for _, st := range imp.stubs {
+		if st.gated {
+			if cur, _ := states.state(st.scenario); cur != st.required {
+				continue
+			}
+		}
 		if st.matches(r) {
 			matched, resp = st, st.nextResponse()
 			break
@@ -404,10 +433,10 @@ func (imp *Imposter) Rematch(r *Request) (Outcome, error) {
 		resp = imp.noMatch // the default response
 	}
 	if resp.fault != "" {
-		return Outcome{Fault: resp.fault}, nil
+		return matched, Outcome{Fault: resp.fault}, nil
 	}
 	if resp.proxy != nil {
-		return Outcome{Proxy: imp.proxyCall(r, matched, resp)}, nil
+		return matched, Outcome{Proxy: imp.proxyCall(r, matched, resp)}, nil
 	}
 	preflight := imp.AllowCORS && r.Method == "OPTIONS"
 	if len(resp.behaviors) == 0 && !preflight {
@@ -416,20 +445,20 @@ func (imp *Imposter) Rematch(r *Request) (Outcome, error) {
 			out := imp.postProcess(Clone(resp.is).(*Object), r)
 			resp.answer = &out
 		}
-		return *resp.answer, nil
+		return matched, *resp.answer, nil
 	}
 	is := Clone(resp.is).(*Object)
 	var wait time.Duration
 	for _, b := range resp.behaviors {
 		d, err := b.apply(r, is)
 		if err != nil {
-			return Outcome{}, err
+			return matched, Outcome{}, err
 		}
 		wait += d
 	}
 	out := imp.postProcess(is, r)
 	out.Wait = wait
-	return out, nil
+	return matched, out, nil
 }
 
 func (st *Stub) matches(r *Request) bool {
@@ -700,6 +729,17 @@ func (imp *Imposter) Value(opt PrintOptions) *Object {
 	}
 	if v, ok := imp.header.Get("allowCORS"); ok && truthy(v) {
 		o.Set("allowCORS", Clone(v))
+	}
+	if raw, given := imp.header.Get("_rift"); !opt.List && (given || imp.Stateful()) {
+		// The flow knobs: as given in the replayable view, so that it
+		// replays; resolved, each marked set or default, otherwise.
+		if opt.Replayable {
+			if given {
+				o.Set("_rift", Clone(raw))
+			}
+		} else {
+			o.Set("_rift", NewObject().Set("flowState", imp.flow.Value()))
+		}
 	}
 	base := fmt.Sprintf("%s/imposters/%d", opt.BaseURL, imp.Port)
 	links := func() *Object {

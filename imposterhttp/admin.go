@@ -57,6 +57,10 @@ func (s *Server) register(mux *http.ServeMux) {
 		{"GET /imposters/{port}/stubs/{index}", s.getStub},
 		{"PUT /imposters/{port}/stubs/{index}", s.putStub},
 		{"DELETE /imposters/{port}/stubs/{index}", s.deleteStub},
+		// fenceline's: scenario states in a flow (flows.go).
+		{"GET /imposters/{port}/scenarios", s.getScenarios},
+		{"PUT /imposters/{port}/scenarios/{name}/state", s.putScenarioState},
+		{"POST /imposters/{port}/scenarios/reset", s.resetScenarios},
 	} {
 		// mountebank's routes take a trailing slash too (express routes
 		// are not strict).

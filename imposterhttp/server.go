@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenceline/fenceline/imposter"
@@ -53,6 +54,14 @@ type Server struct {
 	// take; the pass that starts the imposter takes the listener over.
 	reserved map[int]net.Listener
 	maxConns int // per imposter; MaxConns
+
+	// flows keeps stateful imposters' flow state, routed by route
+	// (UseFlows).
+	flows Flows
+	route RouteMode
+	// lostRaces counts scenario moves dropped because another request
+	// moved the state first.
+	lostRaces atomic.Uint64
 
 	certOnce        sync.Once // the self-signed pair for https imposters
 	keyPEM, certPEM string
@@ -105,7 +114,8 @@ func init() { imposter.ReadFile = os.ReadFile }
 // New returns a server whose imposters listen on host and whose
 // definitions live in cfg.
 func New(host string, log *slog.Logger, cfg Config) *Server {
-	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns}
+	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns,
+		flows: NewMemoryFlows()}
 	s.logs = newLogRing(1000)
 	s.log = slog.New(&ringHandler{ring: s.logs, next: log.Handler()})
 	return s

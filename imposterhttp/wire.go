@@ -308,8 +308,19 @@ func refuse(bw *bufio.Writer, code int) {
 // fault took the connection.
 func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) (imposter.Outcome, bool) {
 	sv.mu.Lock()
-	out, err := sv.imp.Respond(req)
+	stateful := sv.imp.Stateful()
+	var out imposter.Outcome
+	var err error
+	if !stateful {
+		out, err = sv.imp.Respond(req)
+	}
 	sv.mu.Unlock()
+	if stateful {
+		var final bool
+		if out, final, err = s.respondStateful(sv, wr, req); final {
+			return out, false
+		}
+	}
 	h := &imposterHandler{s: s, sv: sv}
 	for err == nil && out.Proxy != nil {
 		var retry bool
@@ -373,11 +384,17 @@ func toEngineRequest(wr *wireRequest, remote string) *imposter.Request {
 		Headers:     imposter.NewObjectCap(len(wr.headers)),
 		Arrived:     time.Now(),
 	}
-	if host, _, err := net.SplitHostPort(remote); err == nil {
+	if from, ok := wr.header(ForwardedHeader); ok {
+		// Forwarded by another node: the client is the one it names.
+		req.RequestFrom = from
+	}
+	if host, _, err := net.SplitHostPort(req.RequestFrom); err == nil {
 		req.IP = host
 	}
 	for _, h := range wr.headers {
-		imposter.AddHeader(req.Headers, h[0], h[1])
+		if !strings.EqualFold(h[0], ForwardedHeader) { // the cluster's, not the client's
+			imposter.AddHeader(req.Headers, h[0], h[1])
+		}
 	}
 	req.Body = decodeBody(wr)
 	if ct, _ := wr.header("Content-Type"); req.Body != "" && imposter.IsForm(ct) {

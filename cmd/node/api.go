@@ -328,11 +328,7 @@ func (a *api) call(w http.ResponseWriter, r *http.Request, op string, req flow.R
 	req.Flow = f
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	var owner dial.NodeID // read only once the answer came: written on the loop before it
-	resp, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(flow.Response, error)) {
-		owner, _ = c.Flow.Owner(f)
-		c.Flow.Do(req, done)
-	})
+	resp, owner, err := doFlow(ctx, a.nd, req)
 	if err == nil && owner != 0 {
 		// Who owns the flow at this node's membership, for clients that
 		// measure or route: a hint, not a promise (ownership moves).

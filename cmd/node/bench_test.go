@@ -2,12 +2,18 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/routing"
+	"github.com/fenceline/fenceline/dial"
 )
 
 // BenchmarkLeaderKillPause kills -9 the leader of a three-process
@@ -85,4 +91,89 @@ func BenchmarkLeaderKillPause(b *testing.B) {
 	b.ReportMetric(float64(pauses[len(pauses)/2].Milliseconds()), "ms-flow-pause-median")
 	b.ReportMetric(float64(pauses[len(pauses)-1].Milliseconds()), "ms-flow-pause-max")
 	b.Logf("elections %v; flow pauses %v", elections, pauses)
+}
+
+// BenchmarkScenarioRoute measures the two ways a stateful request
+// reaches its flow's owner, side by side, on a three-process loopback
+// cluster: a scenario stub with a gate and a transition (a read of the
+// flow and a compare-and-set: two store operations per request), every
+// request sent to n1 for flows another node owns. per-op serves the
+// request on n1 with each operation one RPC to the owner; forward sends
+// the whole request to the owner's imposter once. It reports requests
+// per second and latency percentiles.
+//
+//	go test -run XXX -bench ScenarioRoute -benchtime 3000x ./cmd/node
+func BenchmarkScenarioRoute(b *testing.B) {
+	for _, route := range []string{"per-op", "forward"} {
+		b.Run(route, func(b *testing.B) {
+			ps := clusterWith(b, nil, "-route", route)
+			code, body := call("POST", "http://"+ps[0].http+"/imposters", `{"protocol":"http","port":4545,
+				"_rift":{"flowState":{"flowIdSource":"header:X-Flow"}},
+				"stubs":[{"scenarioName":"s","requiredScenarioState":"Started","newScenarioState":"Started",
+				          "responses":[{"is":{"body":"ok"}}]}]}`)
+			require.Equal(b, http.StatusCreated, code, body)
+			for _, p := range ps {
+				code, _ := call("GET", "http://"+p.http+"/imposters/4545", "")
+				require.Equal(b, http.StatusOK, code)
+			}
+			// Flows owned by n2 or n3, each adopted by a first request.
+			ids := make([]dial.NodeID, 3)
+			for i, p := range ps {
+				ids[i] = dial.IDFromName(p.name)
+			}
+			dir := routing.NewRingDirectory(ids[0], 1, []routing.Member{{ID: ids[0]}, {ID: ids[1]}, {ID: ids[2]}})
+			var flows []string
+			for i := 0; len(flows) < 64; i++ {
+				if f := fmt.Sprintf("f%d", i); dir.OwnerOf("i4545:"+f).View == routing.Remote {
+					flows = append(flows, f)
+				}
+			}
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			get := func(f string) (time.Duration, error) {
+				req, _ := http.NewRequest("GET", "http://"+host(ps[0])+":4545/", nil)
+				req.Header.Set("X-Flow", f)
+				start := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return 0, fmt.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get("X-Fenceline-Unavailable"))
+				}
+				return time.Since(start), nil
+			}
+			for _, f := range flows {
+				_, err := get(f)
+				require.NoError(b, err, "first request of %s", f)
+			}
+			var mu sync.Mutex
+			var lat []time.Duration
+			var failed atomic.Int64
+			var next atomic.Int64
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				for pb.Next() {
+					d, err := get(flows[next.Add(1)%int64(len(flows))])
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					mine = append(mine, d)
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+			b.StopTimer()
+			require.Zero(b, failed.Load(), "every request answered 200")
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
+		})
+	}
 }

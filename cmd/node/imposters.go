@@ -7,9 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/routing"
+	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/imposterhttp"
 	"github.com/fenceline/fenceline/realnet"
 )
@@ -88,4 +92,73 @@ func (c raftConfig) Revision(ctx context.Context) (uint64, error) {
 	var rev uint64
 	err := c.nd.Do(ctx, func(n *node.Node) { rev = n.Consensus.Revision() })
 	return rev, err
+}
+
+// clusterFlows is the flow store and directory stateful imposters use:
+// each call goes through the node's loop, into the bounded bridge.
+type clusterFlows struct {
+	nd *realnet.Node
+	// dir is the directory at the membership shape it was built for;
+	// touched only on the node's loop.
+	dir   *routing.RingDirectory
+	shape [3]uint64
+}
+
+var _ imposterhttp.Flows = (*clusterFlows)(nil)
+
+func (f *clusterFlows) Do(ctx context.Context, req flow.Request) (flow.Response, error) {
+	resp, _, err := doFlow(ctx, f.nd, req)
+	return resp, err
+}
+
+// doFlow runs one flow operation through the node's loop and returns the
+// answer and the flow's owner at this node's membership. A flow its owner
+// has not adopted yet is refused before anything applies; the owner
+// adopts it as it refuses (one round trip to the copies, in a cluster
+// whose membership has not just changed), so the call is made again,
+// with a growing pause, until ctx ends: the first request of a new flow
+// is answered, not refused.
+func doFlow(ctx context.Context, nd *realnet.Node, req flow.Request) (flow.Response, dial.NodeID, error) {
+	pause := 2 * time.Millisecond
+	for {
+		var owner dial.NodeID // written on the loop before the answer
+		resp, err := realnet.Await(ctx, nd, func(c *node.Node, done func(flow.Response, error)) {
+			owner, _ = c.Flow.Owner(req.Flow)
+			c.Flow.Do(req, done)
+		})
+		switch {
+		case errors.Is(err, realnet.ErrBusy):
+			err = fmt.Errorf("%w: %w (%w)", flow.ErrUnavailable, flow.ErrShed, err) // never reached the store
+		case errors.Is(err, flow.ErrNotAdopted):
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return resp, owner, err
+			case <-t.C:
+			}
+			pause = min(2*pause, 100*time.Millisecond)
+			continue
+		}
+		return resp, owner, err
+	}
+}
+
+func (f *clusterFlows) OwnerOf(ctx context.Context, key string) (routing.Owner, error) {
+	var o routing.Owner
+	err := f.nd.Do(ctx, func(c *node.Node) {
+		if shape := c.Consensus.MembershipShape(); f.dir == nil || shape != f.shape {
+			ms := c.Consensus.Membership()
+			voters := make([]routing.Member, len(ms.Voters))
+			for i, m := range ms.Voters {
+				voters[i] = routing.Member{ID: m.ID, HTTP: m.HTTP}
+			}
+			f.dir, f.shape = routing.NewRingDirectory(c.Consensus.ID(), ms.Index, voters), shape
+		}
+		o = f.dir.OwnerOf(key)
+	})
+	if errors.Is(err, realnet.ErrBusy) {
+		err = fmt.Errorf("%w: %w (%w)", flow.ErrUnavailable, flow.ErrShed, err)
+	}
+	return o, err
 }

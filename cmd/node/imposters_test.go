@@ -139,3 +139,101 @@ func TestImpostersAreClusterConfiguration(t *testing.T) {
 		require.Equal(t, 0, c, "%s closed the port", p.name)
 	}
 }
+
+// scenarioImposter is an order's life: pay, then ship, with a status
+// that depends on the state, one flow per X-Order header.
+const scenarioImposter = `{"protocol":"http","port":4545,
+ "_rift":{"flowState":{"flowIdSource":"header:X-Order","durability":"sync"}},
+ "stubs":[
+  {"scenarioName":"order","requiredScenarioState":"Started","newScenarioState":"Paid",
+   "predicates":[{"equals":{"path":"/pay"}}],"responses":[{"is":{"body":"paid"}}]},
+  {"scenarioName":"order","requiredScenarioState":"Paid","newScenarioState":"Shipped",
+   "predicates":[{"equals":{"path":"/ship"}}],"responses":[{"is":{"body":"shipped"}}]},
+  {"scenarioName":"order","requiredScenarioState":"Paid",
+   "predicates":[{"equals":{"path":"/status"}}],"responses":[{"is":{"body":"paid, not shipped"}}]},
+  {"scenarioName":"order","requiredScenarioState":"Shipped",
+   "predicates":[{"equals":{"path":"/status"}}],"responses":[{"is":{"body":"shipped"}}]},
+  {"predicates":[{"equals":{"path":"/status"}}],"responses":[{"is":{"body":"new"}}]}]}`
+
+// order calls the scenario imposter through a node, for an order.
+func order(p *proc, id, path string) (int, string, string) {
+	req, _ := http.NewRequest("GET", "http://"+host(p)+":4545"+path, nil)
+	req.Header.Set("X-Order", id)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, err.Error(), ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header.Get("X-Fenceline-Unavailable")
+}
+
+// TestScenariosAcrossTheCluster: a scenario's state lives in its flow,
+// owned by one node, so every node serves the same state, whichever way
+// requests reach the owner; the admin routes read, set and reset it.
+func TestScenariosAcrossTheCluster(t *testing.T) {
+	for _, route := range []string{"per-op", "forward"} {
+		t.Run(route, func(t *testing.T) {
+			ps := clusterWith(t, nil, "-route", route)
+			code, body := call("POST", "http://"+ps[0].http+"/imposters", scenarioImposter)
+			require.Equal(t, http.StatusCreated, code, body)
+			for _, p := range ps {
+				getImposter(t, p.http, 4545) // in force on every node
+			}
+			// Each order's steps go through a different node each time.
+			for i, id := range []string{"a", "b", "c", "d"} {
+				at := func(k int) *proc { return ps[(i+k)%3] }
+				steps := []struct{ path, want string }{
+					{"/status", "new"}, {"/ship", ""}, {"/pay", "paid"}, {"/pay", ""},
+					{"/status", "paid, not shipped"}, {"/ship", "shipped"}, {"/status", "shipped"},
+				}
+				for k, st := range steps {
+					code, body, why := order(at(k), id, st.path)
+					require.Equal(t, http.StatusOK, code, "order %s step %d %s through %s: %s %s", id, k, st.path, at(k).name, body, why)
+					require.Equal(t, st.want, body, "order %s step %d %s through %s", id, k, st.path, at(k).name)
+				}
+			}
+			code, body = call("GET", "http://"+ps[1].http+"/imposters/4545/scenarios?flowId=a", "")
+			require.Equal(t, http.StatusOK, code, body)
+			require.JSONEq(t, `{"flowId":"i4545:a","scenarios":[{"name":"order","state":"Shipped"}]}`, body)
+			code, body = call("GET", "http://"+ps[2].http+"/imposters/4545/scenarios?flowId=zz", "")
+			require.Equal(t, http.StatusOK, code, body)
+			require.JSONEq(t, `{"flowId":"i4545:zz","scenarios":[{"name":"order","state":"Started"}]}`, body)
+
+			code, body = call("PUT", "http://"+ps[2].http+"/imposters/4545/scenarios/order/state", `{"state":"Paid","flowId":"a"}`)
+			require.Equal(t, http.StatusOK, code, body)
+			_, body, _ = order(ps[0], "a", "/status")
+			require.Equal(t, "paid, not shipped", body, "the state set through n3 is what n1 serves")
+			code, body = call("POST", "http://"+ps[1].http+"/imposters/4545/scenarios/reset", `{"flowId":"a"}`)
+			require.Equal(t, http.StatusOK, code, body)
+			_, body, _ = order(ps[2], "a", "/status")
+			require.Equal(t, "new", body)
+
+			code, body = call("PUT", "http://"+ps[0].http+"/imposters/4545/scenarios/nope/state", `{"state":"X"}`)
+			require.Equal(t, http.StatusNotFound, code, body)
+			code, body = call("PUT", "http://"+ps[0].http+"/imposters/4545/scenarios/order/state", `{"state":3}`)
+			require.Equal(t, http.StatusBadRequest, code, body)
+
+			// The knobs, resolved, in the imposter's view.
+			_, body = call("GET", "http://"+ps[1].http+"/imposters/4545", "")
+			require.Contains(t, body, `"flowIdSource": {`)
+			var v struct {
+				Rift struct {
+					FlowState map[string]struct {
+						Value any    `json:"value"`
+						From  string `json:"from"`
+					} `json:"flowState"`
+				} `json:"_rift"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(body), &v))
+			require.Equal(t, "header:X-Order", v.Rift.FlowState["flowIdSource"].Value)
+			require.Equal(t, "set", v.Rift.FlowState["durability"].From)
+			require.Equal(t, "default", v.Rift.FlowState["ttlSeconds"].From)
+
+			// A bad knob is a 400 naming the field, and nothing is created.
+			code, body = call("POST", "http://"+ps[0].http+"/imposters", `{"protocol":"http","port":4546,"_rift":{"flowState":{"durability":"fsync"}}}`)
+			require.Equal(t, http.StatusBadRequest, code)
+			require.Contains(t, body, `'_rift.flowState.durability' must be one of \"sync\", \"async\", \"none\"`)
+		})
+	}
+}

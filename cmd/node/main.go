@@ -52,6 +52,7 @@ type config struct {
 	name, dataDir, peer, advertise, http, join string
 	controlKeyFile, dataKeyFile                string
 	logFormat                                  string
+	route                                      imposterhttp.RouteMode
 	pprof                                      bool
 	shutdownGrace                              time.Duration
 }
@@ -74,6 +75,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.controlKeyFile, "control-key-file", "", "the control key (32 bytes, raw or 64 hex digits); default: <data-dir>/control.key, generated if absent")
 	fs.StringVar(&c.dataKeyFile, "data-key-file", "", "the data key; default: <data-dir>/data.key, generated if absent")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.Func("route", "how a stateful request reaches its flow's owner: per-op (each state read and write is one call to the owner) or forward (the whole request, once) (default per-op)", func(v string) (err error) {
+		c.route, err = imposterhttp.ParseRouteMode(v)
+		return err
+	})
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the HTTP address (for measuring; off by default)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 5*time.Second, "how long SIGTERM waits for calls in flight")
 	if err := fs.Parse(args); err != nil {
@@ -156,6 +161,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// admin calls reconcile at once; the watch catches the others').
 	imposters := imposterhttp.New(httpHost, log, raftConfig{nd})
 	defer imposters.Close()
+	imposters.UseFlows(&clusterFlows{nd: nd}, c.route)
 	imposters.Register(api.mux)
 	api.imposters = imposters
 	watchCtx, stopWatch := context.WithCancel(context.Background())

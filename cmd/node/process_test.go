@@ -137,7 +137,10 @@ func cluster(t testing.TB) []*proc { return clusterVia(t, nil) }
 // clusterVia is cluster with every node's peer traffic through px, if
 // given: node i listens on 127.0.0.i:25525 and advertises its proxy on
 // 127.0.0.i:26525.
-func clusterVia(t testing.TB, px *proxies) []*proc {
+func clusterVia(t testing.TB, px *proxies) []*proc { return clusterWith(t, px) }
+
+// clusterWith is clusterVia with extra flags for every node.
+func clusterWith(t testing.TB, px *proxies, extra ...string) []*proc {
 	nodeBinary(t)
 	root := t.TempDir()
 	keyFile := func(name string) string {
@@ -158,6 +161,7 @@ func clusterVia(t testing.TB, px *proxies) []*proc {
 		if i > 0 {
 			args = append(args, "-join", "127.0.0.1:2525")
 		}
+		args = append(args, extra...)
 		p := &proc{t: t, name: name, args: args, dir: root, http: ip + ":2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{}}
 		p.start()
 		ps = append(ps, p)

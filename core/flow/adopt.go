@@ -38,6 +38,8 @@ type adoption struct {
 	waited     bool                   // AdoptWait has passed
 	committing bool                   // complete; waiting for the fsync that makes it so
 	deadline   clock.Timer            // AdoptWait
+	spentAt    time.Duration          // when AdoptWait since the membership came into force ends (monotonic)
+	spent      clock.Timer            // fires then, if that is before deadline; nil otherwise
 	retry      clock.Timer            // asks the sources that have not answered again
 	asked      int                    // rounds of asking so far
 }
@@ -80,8 +82,33 @@ func (s *Store) startAdoption(flow string, mode shard.Mode) {
 			s.tryFinishAdoption(a)
 		}
 	})
+	// The wait outlasts the isolation window of a node that may still
+	// serve the flow under an older membership. That window began before
+	// this store first saw the membership now in force, so once that is
+	// AdoptWait ago the window is spent for every flow: an adoption that
+	// has heard every copy it asked for need not wait any longer (every
+	// new flow of a stateful imposter, in a cluster that has not changed
+	// lately). Without every answer it still waits out AdoptWait.
+	a.spentAt = s.mIdxSince + wait
+	if left := a.spentAt - s.env.Clock.Mono(); left > 0 && left < wait {
+		a.spent = s.env.Clock.AfterFunc(left, func() {
+			if s.adopting[a.flow] == a {
+				s.tryFinishAdoption(a)
+			}
+		})
+	}
 	s.askSources(a, wait/4)
 	s.tryFinishAdoption(a)
+}
+
+func (a *adoption) stopTimers() {
+	a.deadline.Stop()
+	if a.retry != nil {
+		a.retry.Stop()
+	}
+	if a.spent != nil {
+		a.spent.Stop()
+	}
 }
 
 // askSources asks every source that has not answered, and again every
@@ -100,7 +127,7 @@ func (s *Store) askSources(a *adoption, every time.Duration) {
 		if a.asked++; a.asked >= maxAsks {
 			// Nobody has answered for ten AdoptWaits: stop asking. The
 			// next request for the flow starts over.
-			a.deadline.Stop()
+			a.stopTimers()
 			delete(s.adopting, a.flow)
 			return
 		}
@@ -136,11 +163,11 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 	// neither placement), and it may still be serving its side of a
 	// partition: wait out AdoptWait, past its isolation window, even if
 	// every copy asked has answered.
-	if !fromPrev && !(a.waited && (len(a.answered) > 0 || len(a.sources) == 0)) {
+	everyCopy := len(a.answered) == len(a.sources) && s.env.Clock.Mono() >= a.spentAt
+	if !fromPrev && !everyCopy && !(a.waited && (len(a.answered) > 0 || len(a.sources) == 0)) {
 		return false
 	}
-	a.deadline.Stop()
-	a.retry.Stop()
+	a.stopTimers()
 	if a.m != s.mIdx {
 		delete(s.adopting, a.flow)
 		return true // the membership moved on while we gathered: start over on the next request
@@ -168,12 +195,11 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 			return
 		}
 		delete(s.adopting, a.flow)
-		if err != nil || a.m != s.mIdx {
-			return // the next request starts over
+		if err == nil && a.m == s.mIdx {
+			s.adopted[a.flow] = a.m
+			s.reconciled[a.flow] = true
+			s.Adoptions++
 		}
-		s.adopted[a.flow] = a.m
-		s.reconciled[a.flow] = true
-		s.Adoptions++
 	}
 	if len(s.sh.Peek(a.flow)) == 0 {
 		// Nothing to keep: a flow nobody has written. Its note is written
@@ -223,8 +249,7 @@ func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 		// The answerer has applied a newer membership than ours: we may
 		// be a deposed owner (a restart lost our fence). Abandon; the
 		// next request starts over once we have caught up.
-		a.deadline.Stop()
-		a.retry.Stop()
+		a.stopTimers()
 		delete(s.adopting, a.flow)
 		return
 	}

@@ -21,10 +21,16 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		reply(Response{}, unavailable(fmt.Errorf("%w: caller at %d, owner at %d", ErrFenced, callerM, s.mIdx)))
 		return
 	}
-	if err := s.mayServe(req.Flow); err != nil {
-		if errors.Is(err, ErrNotAdopted) {
-			s.startAdoption(req.Flow, req.Mode)
-		}
+	err := s.mayServe(req.Flow)
+	if errors.Is(err, ErrNotAdopted) {
+		// Refused, known not applied; the caller may ask again once the
+		// adoption is done. A flow nobody holds, in a cluster whose
+		// membership has not changed lately, is adopted at once when
+		// there is nobody to ask.
+		s.startAdoption(req.Flow, req.Mode)
+		err = s.mayServe(req.Flow)
+	}
+	if err != nil {
 		reply(Response{}, unavailable(err))
 		return
 	}

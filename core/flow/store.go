@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/ring"
@@ -91,10 +92,13 @@ type Store struct {
 	servedAt map[string]uint64 // flow -> the latest m_idx at which this node served it (never forgotten)
 	prevMIdx uint64            // the membership index before mIdx, as this node saw it
 	adopting map[string]*adoption
-	fencedAt map[string]uint64 // flow -> m_idx a newer owner announced while adopting it
-	aeTimer  clock.Timer
-	aeCursor int // where the next anti-entropy answer starts in its list
-	stopped  bool
+	// mIdxSince is when this store first saw mIdx in force (its
+	// monotonic clock): an adoption's wait counts from there.
+	mIdxSince time.Duration
+	fencedAt  map[string]uint64 // flow -> m_idx a newer owner announced while adopting it
+	aeTimer   clock.Timer
+	aeCursor  int // where the next anti-entropy answer starts in its list
+	stopped   bool
 
 	// Counters, for scenarios and benchmarks.
 	Shed, Served, Pushed, Merged, Pruned, Adoptions, AERounds, BadFrames, Evicted uint64
@@ -199,6 +203,7 @@ func (s *Store) refresh() {
 	old, oldM := s.ring, s.mIdx
 	s.prevMIdx, s.prevRing, s.havePrev = ms.PrevIndex, ring.New(ms.PrevVoters), ms.PrevIndex > 0
 	s.mIdx, s.voters, s.ring = m, ms.Voters, ring.New(ms.Voters)
+	s.mIdxSince = s.env.Clock.Mono()
 	// Carry an adoption over only from the membership just before this
 	// one, and only if this store saw it: a store that skipped a step may
 	// have missed an owner in between.

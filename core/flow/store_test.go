@@ -3,6 +3,7 @@ package flow
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -123,6 +124,57 @@ func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
 	_, err, _ = do(s, Request{Flow: f, Op: OpIncr, Key: "w", Delta: 1})
 	require.ErrorIs(t, err, ErrNotInteger)
 	require.False(t, errors.Is(err, ErrUnavailable), "a bad incr is the caller's error, not a 503")
+}
+
+// A flow first asked for once the membership has been in force for
+// AdoptWait (every new flow of a stateful imposter, in a cluster that
+// has not changed lately) is adopted as soon as every copy it asks for
+// has answered: the isolation window it waits out is spent. One copy is
+// not enough: the other may hold a newer write; without every answer,
+// it waits out AdoptWait as before.
+func TestAdoptionAfterTheWaitIsSpentNeedsEveryCopy(t *testing.T) {
+	s, clk, net, _ := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	_, _, _ = do(s, Request{Flow: f, Op: OpGet, Key: "k"}) // the membership comes into force
+	clk.Advance(time.Second)
+	net.frames = nil
+	var g string
+	for i := 0; g == ""; i++ {
+		if c := ring.ImposterKey(8080, fmt.Sprintf("later-%d", i)); c != f {
+			if o, _ := ring.New([]dial.NodeID{idA, idB, idC}).Owner(ring.ClassFlow, c); o == idA {
+				g = c
+			}
+		}
+	}
+	_, err, _ := do(s, Request{Flow: g, Op: OpGet, Key: "k"})
+	require.ErrorIs(t, err, ErrNotAdopted, "the first call asks the copies")
+	answered := 0
+	for _, fr := range net.frames {
+		if fr.m.Kind == FrameAdopt && fr.m.Flow == g {
+			s.HandleFrame(fr.to, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: g}))
+			if answered++; answered == 1 {
+				require.False(t, s.Adopted(g), "one copy of two is not enough")
+			}
+		}
+	}
+	require.Equal(t, 2, answered)
+	require.True(t, s.Adopted(g), "every copy answered and the window is spent: adopted without waiting")
+	_, err, _ = do(s, Request{Flow: g, Op: OpGet, Key: "k"})
+	require.NoError(t, err)
+
+	// Right after a membership change, every copy answering is not
+	// enough: a node the ring no longer names may still serve the flow.
+	fresh, clk2, net2, _ := newTestStore(t, idA, Config{})
+	_, err, _ = do(fresh, Request{Flow: g, Op: OpGet, Key: "k"})
+	require.ErrorIs(t, err, ErrNotAdopted)
+	for _, fr := range net2.frames {
+		if fr.m.Kind == FrameAdopt && fr.m.Flow == g {
+			fresh.HandleFrame(fr.to, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: g}))
+		}
+	}
+	require.False(t, fresh.Adopted(g), "the membership is new: the window is not spent")
+	clk2.Advance(time.Second)
+	require.True(t, fresh.Adopted(g))
 }
 
 func frame(m msg) []byte {

@@ -184,3 +184,22 @@ func Known(err error) bool {
 }
 
 func unavailable(cause error) error { return fmt.Errorf("%w: %w", ErrUnavailable, cause) }
+
+// Reason names, in one word for a header or a metric label, why an
+// operation got err: what a 503 says instead of a guess. "timeout" is
+// every outcome that may have applied.
+func Reason(err error) string {
+	for _, r := range []struct {
+		err    error
+		reason string
+	}{
+		{ErrShed, "shed"}, {ErrBusy, "shed"}, {ErrNoOwner, "no_owner"}, {ErrFenced, "fenced"},
+		{ErrNotOwner, "not_owner"}, {ErrIsolated, "isolated"}, {ErrNotAdopted, "not_adopted"},
+		{ErrSend, "unreachable"}, {ErrBadRequest, "bad_request"}, {ErrNotInteger, "bad_request"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return "timeout"
+}

@@ -1,0 +1,385 @@
+package imposterhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/routing"
+	"github.com/fenceline/fenceline/imposter"
+)
+
+// This file: stateful imposters. A request to an imposter whose stubs
+// use scenarios reads its flow's scenario states from the flow store,
+// lets the engine match with them, and applies the matched stub's
+// transition before answering. Where the request is served is the
+// routing decision (core/routing): here, each store call going to the
+// flow's owner by itself (RoutePerOp), or the whole request forwarded
+// once to the owner (RouteForward), which then runs every read and
+// transition locally. Any store failure is a 503 naming why, never an
+// answer from a state the flow was not in.
+
+// Flows is the flow store as imposters use it, and the directory that
+// names a flow's owner.
+type Flows interface {
+	Do(ctx context.Context, req flow.Request) (flow.Response, error)
+	OwnerOf(ctx context.Context, flow string) (routing.Owner, error)
+}
+
+// RouteMode is how a request for a flow owned elsewhere reaches the
+// owner's state.
+type RouteMode uint8
+
+const (
+	// RoutePerOp serves the request here; each store call is one RPC to
+	// the owner (the flow store's own routing, fenced at the owner).
+	RoutePerOp RouteMode = iota
+	// RouteForward forwards the whole request to the owner once.
+	RouteForward
+)
+
+// ParseRouteMode reads a -route flag.
+func ParseRouteMode(s string) (RouteMode, error) {
+	switch s {
+	case "per-op":
+		return RoutePerOp, nil
+	case "forward":
+		return RouteForward, nil
+	}
+	return 0, errors.New(`want "per-op" or "forward"`)
+}
+
+func (m RouteMode) String() string {
+	if m == RouteForward {
+		return "forward"
+	}
+	return "per-op"
+}
+
+// Headers of the cluster's own.
+const (
+	// ForwardedHeader is the loop guard a forwarded request carries,
+	// naming the client it came from ("ip:port", which the owner records
+	// as requestFrom): it is never forwarded again, and the imposter's
+	// stubs never see it.
+	ForwardedHeader = "X-Fenceline-Forwarded"
+	// UnavailableHeader is on every 503 the flow state caused: why.
+	UnavailableHeader = "X-Fenceline-Unavailable"
+)
+
+// Bounds on a stateful request: its store calls together (each has the
+// store's own deadline too), and a forward's whole round trip.
+const (
+	stateTimeout   = 5 * time.Second
+	forwardTimeout = 30 * time.Second
+)
+
+// UseFlows makes the server's stateful imposters keep their state in f,
+// routed by mode.
+func (s *Server) UseFlows(f Flows, mode RouteMode) { s.flows, s.route = f, mode }
+
+// unavailable is the 503 a stateful request gets when its flow's state
+// cannot be read or changed.
+func unavailable(reason string) imposter.Outcome {
+	body := imposter.Marshal(imposter.NewObject().Set("errors", []any{(&imposter.Error{Code: "unavailable",
+		Message: "flow state unavailable: " + reason}).Value()}), 0)
+	return imposter.Outcome{StatusCode: http.StatusServiceUnavailable, Body: body,
+		Headers: []imposter.Header{{Name: "content-type", Values: []string{"application/json"}}, {Name: UnavailableHeader, Values: []string{reason}}}}
+}
+
+// respondStateful is the engine's answer to a request for a stateful
+// imposter, or the owner's when forwarded. done means the outcome is
+// final (a 503 or a forwarded answer): no proxying follows.
+func (s *Server) respondStateful(sv *served, wr *wireRequest, req *imposter.Request) (out imposter.Outcome, done bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	sv.mu.Lock()
+	key := sv.imp.FlowOf(req)
+	sv.mu.Unlock()
+	_, forwarded := wr.header(ForwardedHeader)
+	in := routing.Input{Active: s.route == RouteForward, Forwarded: forwarded, HasFlow: true}
+	if in.Active {
+		if in.Owner, err = s.flows.OwnerOf(ctx, key); err != nil {
+			return unavailable(flow.Reason(err)), true, nil
+		}
+	}
+	switch d := routing.Decide(in); d.Action {
+	case routing.Refuse:
+		return unavailable(d.Reason), true, nil
+	case routing.Forward:
+		return s.forward(sv, wr, req.RequestFrom, in.Owner), true, nil
+	}
+	sv.mu.Lock()
+	read := sv.imp.StateRead(key)
+	sv.mu.Unlock()
+	resp, err := s.flows.Do(ctx, read)
+	if err != nil {
+		return unavailable(flow.Reason(err)), true, nil
+	}
+	sv.mu.Lock()
+	out, tr, err := sv.imp.RespondIn(req, key, sv.imp.StatesOf(resp))
+	var write flow.Request
+	if tr != nil {
+		write = sv.imp.Apply(tr)
+	}
+	sv.mu.Unlock()
+	if err != nil || tr == nil {
+		return out, false, err
+	}
+	wresp, err := s.flows.Do(ctx, write)
+	if err != nil {
+		// The move may have applied or not: the caller cannot know which
+		// state it answered from, so it gets no answer.
+		return unavailable(flow.Reason(err)), true, nil
+	}
+	if tr.Gated && !wresp.Succeeded {
+		s.lostRaces.Add(1) // another request moved the state first: this move is dropped
+	}
+	return out, false, nil
+}
+
+// forwardClient carries forwarded requests to owners: bounded, no
+// redirects followed, no transparent gzip, certificates not checked (an
+// https imposter's own certificate is self-signed).
+var forwardClient = &http.Client{
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test doubles
+		DisableCompression: true, MaxIdleConnsPerHost: 256, ResponseHeaderTimeout: forwardTimeout},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Timeout:       forwardTimeout,
+}
+
+// forward sends the request to the owner's imposter (the owner's host,
+// the same port) with the loop guard, and answers what the owner
+// answered. Any failure is a 503: the request is never served here
+// instead.
+func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing.Owner) imposter.Outcome {
+	host, _, err := net.SplitHostPort(owner.Addr)
+	if err != nil {
+		return unavailable(routing.ReasonNoAddress)
+	}
+	sv.mu.Lock()
+	scheme, port := sv.imp.Protocol, sv.def.Port
+	sv.mu.Unlock()
+	target := wr.target
+	if !strings.HasPrefix(target, "/") {
+		target = "/" // absent or absolute-form: the path is all that is routed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, wr.method, scheme+"://"+net.JoinHostPort(host, strconv.Itoa(port))+target, bytes.NewReader(wr.body))
+	if err != nil {
+		return unavailable("forward_failed")
+	}
+	for _, h := range wr.headers {
+		switch http.CanonicalHeaderKey(h[0]) {
+		case "Host":
+			req.Host = h[1]
+		case "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Expect", ForwardedHeader:
+		default:
+			req.Header[h[0]] = append(req.Header[h[0]], h[1]) // as sent, case kept
+		}
+	}
+	req.Header[ForwardedHeader] = []string{from}
+	resp, err := forwardClient.Do(req)
+	if err != nil {
+		return unavailable("forward_failed")
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil || len(body) > MaxBodyBytes {
+		return unavailable("forward_failed")
+	}
+	out := imposter.Outcome{StatusCode: resp.StatusCode, Body: body}
+	for _, name := range slices.Sorted(maps.Keys(resp.Header)) {
+		switch name {
+		case "Content-Length", "Transfer-Encoding", "Keep-Alive":
+			continue // framed again here
+		}
+		out.Headers = append(out.Headers, imposter.Header{Name: name, Values: resp.Header[name]})
+	}
+	if resp.Close && resp.Header.Get("Connection") == "" {
+		out.Headers = append(out.Headers, imposter.Header{Name: "Connection", Values: []string{"close"}})
+	}
+	return out
+}
+
+// MemoryFlows is a flow store in memory, for a server alone (this
+// package's tests): one owner, itself, and no expiry.
+type MemoryFlows struct {
+	mu    sync.Mutex
+	flows map[string]map[string][]byte
+}
+
+// NewMemoryFlows returns an empty store.
+func NewMemoryFlows() *MemoryFlows { return &MemoryFlows{flows: map[string]map[string][]byte{}} }
+
+// OwnerOf implements Flows: every flow is this server's.
+func (m *MemoryFlows) OwnerOf(context.Context, string) (routing.Owner, error) {
+	return routing.Owner{View: routing.Local, MIdx: 1}, nil
+}
+
+// Do implements Flows for the operations imposters use.
+func (m *MemoryFlows) Do(_ context.Context, req flow.Request) (flow.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.flows[req.Flow]
+	if f == nil {
+		f = map[string][]byte{}
+		m.flows[req.Flow] = f
+	}
+	switch req.Op {
+	case flow.OpGetAll:
+		return flow.Response{All: maps.Clone(f)}, nil
+	case flow.OpSet:
+		f[req.Key] = slices.Clone(req.Value)
+		return flow.Response{}, nil
+	case flow.OpDelete:
+		delete(f, req.Key)
+		return flow.Response{}, nil
+	case flow.OpCas:
+		cur, ok := f[req.Key]
+		if (req.ExpectAbsent && ok) || (!req.ExpectAbsent && (!ok || !bytes.Equal(cur, req.Expect))) {
+			return flow.Response{}, nil
+		}
+		f[req.Key] = slices.Clone(req.Value)
+		return flow.Response{Succeeded: true}, nil
+	}
+	return flow.Response{}, flow.ErrBadRequest
+}
+
+// --- the scenario admin routes
+
+// scenarioFlow reads the flow a scenario admin call is about: the raw
+// flowId given (the query's or the body's), or the port, under the
+// imposter's scope.
+func scenarioFlow(sv *served, raw string) (key string, imp *imposter.Imposter, names []string) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if raw == "" {
+		raw = strconv.Itoa(sv.def.Port)
+	}
+	// imp's flow knobs never change; its stubs may (under sv.mu), so the
+	// names are read here.
+	return sv.imp.ScopedFlow(raw), sv.imp, sv.imp.Scenarios()
+}
+
+// writeFlowError answers a flow store error: 503 naming why.
+func writeFlowError(w http.ResponseWriter, err error) {
+	reason := flow.Reason(err)
+	w.Header().Set(UnavailableHeader, reason)
+	writeErrors(w, http.StatusServiceUnavailable, &imposter.Error{Code: "unavailable", Message: "flow state unavailable: " + reason})
+}
+
+// getScenarios answers every scenario's state in a flow (?flowId=).
+func (s *Server) getScenarios(w http.ResponseWriter, r *http.Request) {
+	sv, ok := s.find(w, r)
+	if !ok {
+		return
+	}
+	key, imp, names := scenarioFlow(sv, r.URL.Query().Get("flowId"))
+	ctx, cancel := context.WithTimeout(r.Context(), stateTimeout)
+	defer cancel()
+	resp, err := s.flows.Do(ctx, imp.StateRead(key))
+	if err != nil {
+		writeFlowError(w, err)
+		return
+	}
+	list := []any{}
+	for _, n := range names {
+		st := imposter.StateStarted
+		if v, set := resp.All[imposter.ScenarioKey(n)]; set {
+			st = string(v)
+		}
+		list = append(list, imposter.NewObject().Set("name", n).Set("state", st))
+	}
+	writeJSON(w, http.StatusOK, imposter.NewObject().Set("flowId", key).Set("scenarios", list))
+}
+
+// putScenarioState sets a scenario's state in a flow:
+// {"state": "...", "flowId": "..."}.
+func (s *Server) putScenarioState(w http.ResponseWriter, r *http.Request) {
+	sv, ok := s.find(w, r)
+	if !ok {
+		return
+	}
+	v, ok := readJSON(w, r)
+	if !ok {
+		return
+	}
+	body, _ := v.(*imposter.Object)
+	st, _ := body.Get("state")
+	state, isStr := st.(string)
+	fv, _ := body.Get("flowId")
+	flowID, idOK := fv.(string)
+	if fv == nil {
+		idOK = true
+	}
+	if !isStr || state == "" || !idOK {
+		writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData,
+			Message: "the body must be {\"state\": \"<a non-empty string>\", \"flowId\": \"<optional string>\"}"})
+		return
+	}
+	key, imp, names := scenarioFlow(sv, flowID)
+	name := r.PathValue("name")
+	if !slices.Contains(names, name) {
+		writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeNoSuchResource,
+			Message: "no stub of this imposter names the scenario " + strconv.Quote(name)})
+		return
+	}
+	req := imp.Write(key, flow.OpSet)
+	req.Key, req.Value = imposter.ScenarioKey(name), []byte(state)
+	ctx, cancel := context.WithTimeout(r.Context(), stateTimeout)
+	defer cancel()
+	if _, err := s.flows.Do(ctx, req); err != nil {
+		writeFlowError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, imposter.NewObject().Set("flowId", key).Set("name", name).Set("state", state))
+}
+
+// resetScenarios puts every scenario of a flow back to Started (its key
+// deleted): {"flowId": "..."}, or the port's flow with no body.
+func (s *Server) resetScenarios(w http.ResponseWriter, r *http.Request) {
+	sv, ok := s.find(w, r)
+	if !ok {
+		return
+	}
+	v, ok := readJSON(w, r)
+	if !ok {
+		return
+	}
+	body, _ := v.(*imposter.Object)
+	fv, _ := body.Get("flowId")
+	flowID, idOK := fv.(string)
+	if fv != nil && !idOK {
+		writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData, Message: "'flowId' must be a string"})
+		return
+	}
+	key, imp, names := scenarioFlow(sv, flowID)
+	ctx, cancel := context.WithTimeout(r.Context(), stateTimeout)
+	defer cancel()
+	for _, n := range names {
+		req := imp.Write(key, flow.OpDelete)
+		req.Key = imposter.ScenarioKey(n)
+		if _, err := s.flows.Do(ctx, req); err != nil {
+			writeFlowError(w, err)
+			return
+		}
+	}
+	list := []any{}
+	for _, n := range names {
+		list = append(list, imposter.NewObject().Set("name", n).Set("state", imposter.StateStarted))
+	}
+	writeJSON(w, http.StatusOK, imposter.NewObject().Set("flowId", key).Set("scenarios", list))
+}
