@@ -14,14 +14,32 @@ import (
 // undecided, never passed. Neither verdict reaches a trace hash: the
 // timeout is wall-clock.
 func FlowLinearizable(rep Reporter, h *linearizability.History, cuts map[string][]time.Duration, timeout time.Duration) {
-	for _, res := range linearizability.CheckFlowsSplit(h, timeout, cuts) {
+	flowLinearizable(rep, "flow-linearizability", h, cuts, timeout)
+}
+
+// ScenarioLinearizable holds what clients of stateful imposters saw to a
+// register with compare-and-set per scenario, flow by flow: each answer
+// names the state its gate read, and a transition it asked for is a
+// compare-and-set from that state whose outcome the client does not see
+// (so it may or may not have moved the state). A 503 or a timeout is a
+// transition that may have happened. Cuts as FlowLinearizable's.
+func ScenarioLinearizable(rep Reporter, h *linearizability.History, cuts map[string][]time.Duration, timeout time.Duration) {
+	flowLinearizable(rep, "scenario-linearizability", h, cuts, timeout)
+}
+
+// flowLinearizable reports the first flow that is not linearizable (one
+// is enough to fail the run) and every flow whose check ran out of time.
+func flowLinearizable(rep Reporter, name string, h *linearizability.History, cuts map[string][]time.Duration, timeout time.Duration) {
+	linearizability.CheckFlowsEach(h, timeout, cuts, func(res linearizability.FlowResult) bool {
 		switch res.Verdict {
 		case porcupine.Illegal:
-			rep.Fail("flow-linearizability", "flow %s: %d operations are not linearizable:%s", res.Flow, res.Ops, res.Describe)
+			rep.Fail(name, "flow %s: %d operations are not linearizable:%s", res.Flow, res.Ops, res.Describe)
+			return false
 		case porcupine.Unknown:
-			rep.Undecided("flow-linearizability", "flow %s: the check ran out of its %v (%d ops)", res.Flow, timeout, res.Ops)
+			rep.Undecided(name, "flow %s: the check ran out of its %v (%d ops)", res.Flow, timeout, res.Ops)
 		}
-	}
+		return true
+	})
 }
 
 // KVLinearizable runs porcupine over every key of a KV history; verdicts

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -75,7 +76,7 @@ const (
 	// stubs never see it.
 	ForwardedHeader = "X-Fenceline-Forwarded"
 	// UnavailableHeader is on every 503 the flow state caused: why.
-	UnavailableHeader = "X-Fenceline-Unavailable"
+	UnavailableHeader = imposter.UnavailableHeader
 )
 
 // Bounds on a stateful request: its store calls together (each has the
@@ -89,64 +90,50 @@ const (
 // routed by mode.
 func (s *Server) UseFlows(f Flows, mode RouteMode) { s.flows, s.route = f, mode }
 
-// unavailable is the 503 a stateful request gets when its flow's state
-// cannot be read or changed.
-func unavailable(reason string) imposter.Outcome {
-	body := imposter.Marshal(imposter.NewObject().Set("errors", []any{(&imposter.Error{Code: "unavailable",
-		Message: "flow state unavailable: " + reason}).Value()}), 0)
-	return imposter.Outcome{StatusCode: http.StatusServiceUnavailable, Body: body,
-		Headers: []imposter.Header{{Name: "content-type", Values: []string{"application/json"}}, {Name: UnavailableHeader, Values: []string{reason}}}}
+// httpWorld is a stateful request's world on real TCP: every call
+// blocks, so ServeStateful runs straight through on the connection's
+// goroutine.
+type httpWorld struct {
+	ctx  context.Context
+	s    *Server
+	sv   *served
+	wr   *wireRequest
+	from string // the client, for the loop guard
 }
 
-// respondStateful is the engine's answer to a request for a stateful
-// imposter, or the owner's when forwarded. done means the outcome is
-// final (a 503 or a forwarded answer): no proxying follows.
+func (w httpWorld) Store(req flow.Request, done func(flow.Response, error)) {
+	done(w.s.flows.Do(w.ctx, req))
+}
+
+func (w httpWorld) OwnerOf(key string, done func(routing.Owner, error)) {
+	done(w.s.flows.OwnerOf(w.ctx, key))
+}
+
+func (w httpWorld) Forward(owner routing.Owner, done func(imposter.Outcome, error)) {
+	done(w.s.forward(w.sv, w.wr, w.from, owner))
+}
+
+func (w httpWorld) Engine(f func(imp *imposter.Imposter)) {
+	w.sv.mu.Lock()
+	defer w.sv.mu.Unlock()
+	f(w.sv.imp)
+}
+
+// respondStateful is the answer to a request for a stateful imposter, or
+// the owner's when forwarded. done means the outcome is final (a 503 or a
+// forwarded answer): no proxying follows.
 func (s *Server) respondStateful(sv *served, wr *wireRequest, req *imposter.Request) (out imposter.Outcome, done bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
-	sv.mu.Lock()
-	key := sv.imp.FlowOf(req)
-	sv.mu.Unlock()
 	_, forwarded := wr.header(ForwardedHeader)
-	in := routing.Input{Active: s.route == RouteForward, Forwarded: forwarded, HasFlow: true}
-	if in.Active {
-		if in.Owner, err = s.flows.OwnerOf(ctx, key); err != nil {
-			return unavailable(flow.Reason(err)), true, nil
-		}
+	var res imposter.Served
+	imposter.ServeStateful(httpWorld{ctx: ctx, s: s, sv: sv, wr: wr, from: req.RequestFrom},
+		imposter.Route{Forward: s.route == RouteForward, Forwarded: forwarded},
+		req, func(r imposter.Served, e error) { res, err = r, e })
+	if res.Transition != nil && !res.Moved {
+		s.lostRaces.Add(1) // another request moved the state first: this move was dropped
 	}
-	switch d := routing.Decide(in); d.Action {
-	case routing.Refuse:
-		return unavailable(d.Reason), true, nil
-	case routing.Forward:
-		return s.forward(sv, wr, req.RequestFrom, in.Owner), true, nil
-	}
-	sv.mu.Lock()
-	read := sv.imp.StateRead(key)
-	sv.mu.Unlock()
-	resp, err := s.flows.Do(ctx, read)
-	if err != nil {
-		return unavailable(flow.Reason(err)), true, nil
-	}
-	sv.mu.Lock()
-	out, tr, err := sv.imp.RespondIn(req, key, sv.imp.StatesOf(resp))
-	var write flow.Request
-	if tr != nil {
-		write = sv.imp.Apply(tr)
-	}
-	sv.mu.Unlock()
-	if err != nil || tr == nil {
-		return out, false, err
-	}
-	wresp, err := s.flows.Do(ctx, write)
-	if err != nil {
-		// The move may have applied or not: the caller cannot know which
-		// state it answered from, so it gets no answer.
-		return unavailable(flow.Reason(err)), true, nil
-	}
-	if tr.Gated && !wresp.Succeeded {
-		s.lostRaces.Add(1) // another request moved the state first: this move is dropped
-	}
-	return out, false, nil
+	return res.Outcome, res.Final, err
 }
 
 // forwardClient carries forwarded requests to owners: bounded, no
@@ -163,10 +150,10 @@ var forwardClient = &http.Client{
 // the same port) with the loop guard, and answers what the owner
 // answered. Any failure is a 503: the request is never served here
 // instead.
-func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing.Owner) imposter.Outcome {
+func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing.Owner) (imposter.Outcome, error) {
 	host, _, err := net.SplitHostPort(owner.Addr)
 	if err != nil {
-		return unavailable(routing.ReasonNoAddress)
+		return imposter.Outcome{}, fmt.Errorf("%w: owner address %q: %v", imposter.ErrForward, owner.Addr, err)
 	}
 	sv.mu.Lock()
 	scheme, port := sv.imp.Protocol, sv.def.Port
@@ -179,7 +166,7 @@ func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, wr.method, scheme+"://"+net.JoinHostPort(host, strconv.Itoa(port))+target, bytes.NewReader(wr.body))
 	if err != nil {
-		return unavailable("forward_failed")
+		return imposter.Outcome{}, fmt.Errorf("%w: %v", imposter.ErrForward, err)
 	}
 	for _, h := range wr.headers {
 		switch http.CanonicalHeaderKey(h[0]) {
@@ -193,12 +180,12 @@ func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing
 	req.Header[ForwardedHeader] = []string{from}
 	resp, err := forwardClient.Do(req)
 	if err != nil {
-		return unavailable("forward_failed")
+		return imposter.Outcome{}, fmt.Errorf("%w: %v", imposter.ErrForward, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
 	if err != nil || len(body) > MaxBodyBytes {
-		return unavailable("forward_failed")
+		return imposter.Outcome{}, fmt.Errorf("%w: the answer did not arrive whole", imposter.ErrForward)
 	}
 	out := imposter.Outcome{StatusCode: resp.StatusCode, Body: body}
 	for _, name := range slices.Sorted(maps.Keys(resp.Header)) {
@@ -211,7 +198,7 @@ func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing
 	if resp.Close && resp.Header.Get("Connection") == "" {
 		out.Headers = append(out.Headers, imposter.Header{Name: "Connection", Values: []string{"close"}})
 	}
-	return out
+	return out, nil
 }
 
 // MemoryFlows is a flow store in memory, for a server alone (this

@@ -84,7 +84,6 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 			h.flowStep(client, n, r, hot, all, stopAt)
 		})
 	}
-	var until time.Duration // the latest instant the call can take effect
 	f := all[r.IntN(len(all))]
 	if r.IntN(10) < 7 {
 		f = hot[r.IntN(len(hot))]
@@ -129,7 +128,17 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 	if req.Op != flow.OpGetAll && req.Op != flow.OpClear && req.Op != flow.OpSetAll {
 		req.Key, in.Key = key, key
 	}
-	op := h.flowHist.Call(client, f, in, h.k.Now())
+	h.flowCall(client, n, req, in, func(flow.Response, error) { next() })
+}
+
+// flowCall runs req on n as client's call: recorded in the flow history
+// (with in, the model's view of it) and, when served, in the record of
+// where and when each flow was served, which the loss cuts read. done
+// gets the store's answer; flowCall returns the call's history op.
+func (h *flowHarness) flowCall(client int, n *sim.Machine, req flow.Request, in linearizability.FlowInput, done func(flow.Response, error)) (op int) {
+	var until time.Duration // the latest instant the call can take effect
+	f := req.Flow
+	op = h.flowHist.Call(client, f, in, h.k.Now())
 	defer func() { h.flowHist.Bound(op, until) }()
 	var forwarded bool
 	var taken time.Duration
@@ -169,6 +178,7 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 		default:
 			h.flowHist.GiveUp(op, err.Error(), now)
 		}
-		next()
+		done(resp, err)
 	})
+	return op
 }

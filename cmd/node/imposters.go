@@ -112,15 +112,11 @@ func (f *clusterFlows) Do(ctx context.Context, req flow.Request) (flow.Response,
 }
 
 // doFlow runs one flow operation through the node's loop and returns the
-// answer and the flow's owner at this node's membership. A flow its owner
-// has not adopted yet is refused before anything applies; the owner
-// adopts it as it refuses (one round trip to the copies, in a cluster
-// whose membership has not just changed), so the call is made again,
-// with a growing pause, until ctx ends: the first request of a new flow
-// is answered, not refused.
+// answer and the flow's owner at this node's membership. A call refused
+// because the owner has not adopted the flow yet is made again after
+// flow.RetryPause's pause, until ctx ends.
 func doFlow(ctx context.Context, nd *realnet.Node, req flow.Request) (flow.Response, dial.NodeID, error) {
-	pause := 2 * time.Millisecond
-	for {
+	for attempt := 0; ; attempt++ {
 		var owner dial.NodeID // written on the loop before the answer
 		resp, err := realnet.Await(ctx, nd, func(c *node.Node, done func(flow.Response, error)) {
 			owner, _ = c.Flow.Owner(req.Flow)
@@ -129,7 +125,8 @@ func doFlow(ctx context.Context, nd *realnet.Node, req flow.Request) (flow.Respo
 		switch {
 		case errors.Is(err, realnet.ErrBusy):
 			err = fmt.Errorf("%w: %w (%w)", flow.ErrUnavailable, flow.ErrShed, err) // never reached the store
-		case errors.Is(err, flow.ErrNotAdopted):
+		}
+		if pause, again := flow.RetryPause(err, attempt); again {
 			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
@@ -137,7 +134,6 @@ func doFlow(ctx context.Context, nd *realnet.Node, req flow.Request) (flow.Respo
 				return resp, owner, err
 			case <-t.C:
 			}
-			pause = min(2*pause, 100*time.Millisecond)
 			continue
 		}
 		return resp, owner, err

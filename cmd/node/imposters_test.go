@@ -237,3 +237,40 @@ func TestScenariosAcrossTheCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovingTheLeader: the leader removed from the voters steps down
+// and the two left elect one of themselves, which leads with a quorum
+// and takes writes. (Left to itself, etcd raft's leader goes on leading a
+// group it is no voter of: a cluster that answers nothing.)
+func TestRemovingTheLeader(t *testing.T) {
+	ps := cluster(t)
+	var leader *proc
+	require.Eventually(t, func() bool {
+		for _, p := range ps {
+			if st := p.status(); st != nil && st.IsLeader {
+				leader = p
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
+	var other *proc
+	for _, p := range ps {
+		if p != leader {
+			other = p
+			break
+		}
+	}
+	code, body := call("DELETE", "http://"+other.http+"/_cluster/members/"+leader.name, "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Eventually(t, func() bool {
+		for _, p := range ps {
+			if st := p.status(); p != leader && st != nil && st.IsLeader && len(st.Voters) == 2 {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "a remaining node leads the two voters with a quorum")
+	code, body = call("PUT", "http://"+other.http+"/_cluster/kv/after-removal", `{"value":"x"}`)
+	require.Equal(t, http.StatusOK, code, body)
+}

@@ -166,6 +166,17 @@ type Set struct {
 	// StaleToken lets any token record, a lapsed or older one included,
 	// and the recording overwrite what is there.
 	StaleToken bool
+
+	// --- imposter: stateful stubs over the flow store.
+
+	// GateLocalRead has a scenario gate read this node's copy of the flow
+	// instead of asking its owner: a replica one push behind, or a node
+	// cut off from the owner, answers from a state the flow has left.
+	GateLocalRead bool
+	// ForwardFallback answers a request whose forward to the flow's owner
+	// failed here, from this node's copy, instead of refusing it (503):
+	// the fallback that forks a flow on a transient fault.
+	ForwardFallback bool
 }
 
 // Bug is one line of the table: the bug's name, what it breaks in a few
@@ -209,6 +220,8 @@ var Table = []Bug{
 	{"no-claim", "proxyOnce calls upstream without a claim: every node that misses the recording calls it", func(s *Set) *bool { return &s.NoClaim }},
 	{"record-before-commit", "the owner answers a recording, and ends its claim, before the raft entry commits", func(s *Set) *bool { return &s.RecordBeforeCommit }},
 	{"stale-token", "a lapsed or older claim token may still record, over what is recorded", func(s *Set) *bool { return &s.StaleToken }},
+	{"gate-local-read", "a scenario gate reads this node's copy of the flow, not the owner's", func(s *Set) *bool { return &s.GateLocalRead }},
+	{"forward-fallback", "a request whose forward to the owner failed is answered here from the local copy", func(s *Set) *bool { return &s.ForwardFallback }},
 }
 
 // Lookup returns the bug called name.

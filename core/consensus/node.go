@@ -162,7 +162,11 @@ func Open(cfg Config, env Env) (*Node, error) {
 		MaxUncommittedEntriesSize: 8 << 20,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		Logger:                    discardLogger{},
+		// A leader that applies its own removal steps down: left to
+		// itself it would go on leading a group it is not a voter of,
+		// its followers content, and nobody leading with a quorum.
+		StepDownOnRemoval: true,
+		Logger:            discardLogger{},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consensus: raft: %w", err)

@@ -37,6 +37,7 @@ package flow
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
@@ -202,4 +203,18 @@ func Reason(err error) string {
 		}
 	}
 	return "timeout"
+}
+
+// RetryPause says whether a call refused with err may be made again, and
+// after what pause (its attempt-th retry, from 0). Only a flow not yet
+// adopted qualifies: it is known not applied, and the refusal itself set
+// its owner adopting (one round trip to the copies, in a cluster whose
+// membership has not just changed), so the first request of a new flow
+// is answered after a pause instead of refused. Callers stop at their own
+// deadline.
+func RetryPause(err error, attempt int) (time.Duration, bool) {
+	if !errors.Is(err, ErrNotAdopted) {
+		return 0, false
+	}
+	return min(2*time.Millisecond<<min(attempt, 6), 100*time.Millisecond), true
 }
