@@ -53,6 +53,10 @@ type Stub struct {
 	// (moves: to state to).
 	scenario, required, to string
 	gated, moves           bool
+	// defIndex is the stub's place in its imposter's definition; -1 for
+	// a stub that is not in it (a proxy's recording, one added through
+	// the engine's API).
+	defIndex int
 }
 
 type response struct {
@@ -121,11 +125,12 @@ func New(creation *Object, port int) (*Imposter, error) {
 		if !ok {
 			return nil, badData("'stubs' must be an array", v)
 		}
-		for _, s := range list {
+		for i, s := range list {
 			st, err := NewStub(s)
 			if err != nil {
 				return nil, err
 			}
+			st.defIndex = i
 			imp.stubs = append(imp.stubs, st)
 		}
 	}
@@ -165,7 +170,7 @@ func newStub(v any) (*Stub, error) {
 		return nil, badData("each stub must be an object", v)
 	}
 	o = Clone(o).(*Object)
-	st := &Stub{config: o}
+	st := &Stub{config: o, defIndex: -1}
 	if err := st.compileScenario(o); err != nil {
 		return nil, err
 	}

@@ -264,7 +264,19 @@ type ProxyCall struct {
 	stub *Stub
 	resp *response
 	pc   *proxyConfig
+	// recording is the stub a proxyOnce call recorded (Proxied sets it).
+	recording *Object
 }
+
+// Recording is the stub a proxyOnce call recorded, as the imposter
+// placed it: the cluster stores it so that every node replays it. Nil
+// before Proxied, and for the other modes.
+func (c *ProxyCall) Recording() *Object { return c.recording }
+
+// ProxyStub is the place, in the imposter's definition, of the proxy
+// stub that made the call (-1 if it is not in the definition): where a
+// recording goes, on every node, as mountebank places it.
+func (c *ProxyCall) ProxyStub() int { return c.stub.defIndex }
 
 func (imp *Imposter) proxyCall(r *Request, st *Stub, resp *response) *ProxyCall {
 	pc := resp.proxy
@@ -380,18 +392,24 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 		newResp.Set("behaviors", []any{NewObject().Set("wait", ms)})
 	}
 	preds := c.pc.predicates(c.req)
+	if c.pc.mode == ProxyOnce {
+		// The recording is what the cluster stores and every node
+		// places, this one included, even if the stubs changed here
+		// meanwhile.
+		c.recording = NewObject().Set("predicates", preds).Set("responses", []any{newResp})
+	}
 	at := -1
 	for i, st := range imp.stubs {
-		if st == c.stub {
-			at = i
+		if st == c.stub || (st.defIndex >= 0 && st.defIndex == c.stub.defIndex && sameConfig(st, c.stub)) {
+			at = i // the proxy stub, or its twin in an imposter rebuilt since
 		}
 	}
 	if at < 0 {
-		return // the proxy stub was replaced or removed meanwhile: record nothing
+		return // the proxy stub was removed meanwhile: nothing to place here
 	}
 	switch c.pc.mode {
 	case ProxyOnce:
-		st, err := NewStub(NewObject().Set("predicates", preds).Set("responses", []any{newResp}))
+		st, err := NewStub(c.recording)
 		if err == nil {
 			imp.InsertStub(st, at)
 		}
@@ -412,6 +430,37 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 		}
 	}
 }
+
+// AddRecording places a proxyOnce recording, made on any node, as the
+// recording node placed it: just before the proxy stub at place
+// proxyStub of the definition, after the recordings already there. A
+// recording already in place is not added again; one whose proxy stub
+// is gone (the stubs changed since) is dropped.
+func (imp *Imposter) AddRecording(proxyStub int, stub *Object) error {
+	at := -1
+	for i, st := range imp.stubs {
+		if st.defIndex == proxyStub && proxyStub >= 0 {
+			at = i
+		}
+	}
+	if at < 0 {
+		return fmt.Errorf("no stub %d in the definition", proxyStub)
+	}
+	want := string(Marshal(stub, 0))
+	for i := at - 1; i >= 0 && imp.stubs[i].defIndex < 0; i-- {
+		if string(Marshal(imp.stubs[i].config, 0)) == want {
+			return nil
+		}
+	}
+	st, err := NewStub(stub)
+	if err != nil {
+		return err
+	}
+	imp.InsertStub(st, at)
+	return nil
+}
+
+func sameConfig(a, b *Stub) bool { return string(Marshal(a.config, 0)) == string(Marshal(b.config, 0)) }
 
 // addResponse appends a recorded response to the stub and its cycle.
 func (st *Stub) addResponse(r *Object) {

@@ -401,6 +401,7 @@ func (s *Server) putAll(w http.ResponseWriter, r *http.Request) {
 		var c Change
 		for _, d := range defs {
 			c.Guards = append(c.Guards, Guard{Port: d.Port, Version: d.Version})
+			c.DeleteRecordings = append(c.DeleteRecordings, d.Port)
 			if !seen[d.Port] {
 				c.Delete = append(c.Delete, d.Port)
 			}
@@ -438,6 +439,7 @@ func (s *Server) deleteAll(w http.ResponseWriter, r *http.Request) {
 		for _, d := range defs {
 			c.Guards = append(c.Guards, Guard{Port: d.Port, Version: d.Version})
 			c.Delete = append(c.Delete, d.Port)
+			c.DeleteRecordings = append(c.DeleteRecordings, d.Port)
 		}
 		return c, true
 	})
@@ -512,7 +514,7 @@ func (s *Server) deleteOne(w http.ResponseWriter, r *http.Request) {
 		if sv != nil {
 			val = sv.value(printOptions(r))
 		}
-		return Change{Guards: []Guard{{Port: port, Version: d.Version}}, Delete: []int{port}}, true
+		return Change{Guards: []Guard{{Port: port, Version: d.Version}}, Delete: []int{port}, DeleteRecordings: []int{port}}, true
 	})
 	if !ok {
 		return
@@ -528,7 +530,22 @@ func (s *Server) resetRequests(w http.ResponseWriter, r *http.Request) {
 	s.reset(w, r, (*imposter.Imposter).ResetRequests)
 }
 
+// deleteSavedProxyResponses removes what proxies recorded: the proxyOnce
+// recordings the cluster keeps (every node stops replaying them), and
+// what this node's own proxies recorded.
 func (s *Server) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Request) {
+	port := pathPort(r)
+	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+		if _, had := find(defs, port); !had {
+			writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeNoSuchResource, Message: "Try POSTing to /imposters first?"})
+			return Change{}, false
+		}
+		return Change{DeleteRecordings: []int{port}}, true
+	})
+	if !ok {
+		return
+	}
+	cancel()
 	s.reset(w, r, (*imposter.Imposter).DeleteSavedProxyResponses)
 }
 

@@ -40,6 +40,52 @@ type Definition struct {
 	// Version is the store's version of the change that wrote it; a
 	// guard names it. Never 0 for a stored definition.
 	Version uint64
+	// Recordings are the proxyOnce recordings made for the port, in the
+	// order they were made (List fills them in; a change never does).
+	Recordings []Recording
+}
+
+// Recording is one proxyOnce recording: the claim's key, the bytes
+// encodeRecording wrote, and the store's version of it.
+type Recording struct {
+	Key     string
+	JSON    []byte
+	Version uint64
+}
+
+// recVersion names a definition's recordings: it changes when one is
+// added or they are deleted.
+func (d Definition) recVersion() (v uint64) {
+	for _, r := range d.Recordings {
+		v = max(v, r.Version)
+	}
+	return v + uint64(len(d.Recordings))<<48
+}
+
+// encodeRecording is what a proxyOnce recording stores: the stub, where
+// the definition's proxy stub that made it is, and the creation it was
+// made for (a recording of an imposter since deleted and created again
+// is not replayed).
+func encodeRecording(incarnation string, proxyStub int, stub *imposter.Object) []byte {
+	return imposter.Marshal(imposter.NewObject().Set("incarnation", incarnation).Set("proxyStub", float64(proxyStub)).Set("stub", stub), 0)
+}
+
+func decodeRecording(b []byte) (incarnation string, proxyStub int, stub *imposter.Object, err error) {
+	v, err := imposter.Parse(string(b))
+	if err != nil {
+		return "", 0, nil, err
+	}
+	o, _ := v.(*imposter.Object)
+	inc, _ := o.Get("incarnation")
+	at, _ := o.Get("proxyStub")
+	st, _ := o.Get("stub")
+	incarnation, _ = inc.(string)
+	f, _ := at.(float64)
+	stub, _ = st.(*imposter.Object)
+	if incarnation == "" || stub == nil {
+		return "", 0, nil, fmt.Errorf("not a proxyOnce recording")
+	}
+	return incarnation, int(f), stub, nil
 }
 
 // Guard holds if the port's definition has Version (0: none).
@@ -53,6 +99,8 @@ type Change struct {
 	Guards []Guard
 	Put    []Definition // Port and JSON
 	Delete []int
+	// DeleteRecordings names ports whose proxyOnce recordings go.
+	DeleteRecordings []int
 }
 
 // ErrConflict is a change whose guards failed: the configuration changed
@@ -95,11 +143,40 @@ func newIncarnation() string {
 type MemoryConfig struct {
 	mu      sync.Mutex
 	defs    map[int]Definition
+	recs    map[int][]Recording
 	version uint64
 }
 
 // NewMemoryConfig returns an empty configuration.
-func NewMemoryConfig() *MemoryConfig { return &MemoryConfig{defs: map[int]Definition{}} }
+func NewMemoryConfig() *MemoryConfig {
+	return &MemoryConfig{defs: map[int]Definition{}, recs: map[int][]Recording{}}
+}
+
+// record stores a recording for port unless key has one.
+func (m *MemoryConfig) record(port int, key string, b []byte) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.recs[port] {
+		if r.Key == key {
+			return false
+		}
+	}
+	m.version++
+	m.recs[port] = append(m.recs[port], Recording{Key: key, JSON: slices.Clone(b), Version: m.version})
+	return true
+}
+
+// recorded returns key's recording on port.
+func (m *MemoryConfig) recorded(port int, key string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.recs[port] {
+		if r.Key == key {
+			return r.JSON, true
+		}
+	}
+	return nil, false
+}
 
 // Sync implements Config.
 func (m *MemoryConfig) Sync(context.Context) error { return nil }
@@ -110,6 +187,7 @@ func (m *MemoryConfig) List(context.Context) ([]Definition, error) {
 	defer m.mu.Unlock()
 	out := make([]Definition, 0, len(m.defs))
 	for _, d := range m.defs { //fenceline:unordered sorted below
+		d.Recordings = slices.Clone(m.recs[d.Port])
 		out = append(out, d)
 	}
 	slices.SortFunc(out, func(a, b Definition) int { return a.Port - b.Port })
@@ -127,6 +205,10 @@ func (m *MemoryConfig) Apply(_ context.Context, c Change) error {
 	}
 	for _, p := range c.Delete {
 		delete(m.defs, p)
+		m.version++
+	}
+	for _, p := range c.DeleteRecordings {
+		delete(m.recs, p)
 		m.version++
 	}
 	for _, d := range c.Put {

@@ -59,6 +59,8 @@ type Server struct {
 	// (UseFlows).
 	flows Flows
 	route RouteMode
+	// claims serializes proxyOnce's first calls (UseClaims).
+	claims Claims
 	// lostRaces counts scenario moves dropped because another request
 	// moved the state first.
 	lostRaces atomic.Uint64
@@ -86,36 +88,21 @@ type served struct {
 	connMu  sync.Mutex // guards conns and stopped
 	conns   map[net.Conn]struct{}
 	stopped bool
-
-	// claims are the proxyOnce recordings in flight, by signature: the
-	// first request calls upstream, the rest wait for its recording.
-	// Guarded by mu.
-	claims map[string]*claim
 }
-
-// claim is one proxyOnce upstream call in flight.
-type claim struct {
-	done    chan struct{}
-	waiters int
-}
-
-// Bounds on proxyOnce claims: signatures in flight per imposter, requests
-// waiting on one, and how long they wait. Past the first two, and after
-// the wait, a request gets 503 and calls nobody.
-const (
-	MaxClaims      = 10000
-	MaxClaimWaiter = 1024
-	ClaimWait      = 30 * time.Second
-)
 
 // The real world reads lookup behaviors' CSV files from the OS.
 func init() { imposter.ReadFile = os.ReadFile }
 
 // New returns a server whose imposters listen on host and whose
 // definitions live in cfg.
+// A server alone claims proxyOnce calls in memory, recording into cfg if
+// it is a MemoryConfig; the node hands in the cluster's with UseClaims.
 func New(host string, log *slog.Logger, cfg Config) *Server {
 	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns,
 		flows: NewMemoryFlows()}
+	if mc, ok := cfg.(*MemoryConfig); ok {
+		s.claims = NewMemoryClaims(mc)
+	}
 	s.logs = newLogRing(1000)
 	s.log = slog.New(&ringHandler{ring: s.logs, next: log.Handler()})
 	return s
@@ -167,11 +154,9 @@ func validate(creation *imposter.Object) []error {
 // here; one that does not, or a port that will not bind, gives an
 // imposter that serves nothing and says why.
 func (s *Server) start(d Definition) *served {
-	sv := &served{def: d, claims: map[string]*claim{}, conns: map[net.Conn]struct{}{}}
-	inc, creation, err := decodeDefinition(d.JSON)
-	if err == nil {
-		sv.imp, err = imposter.New(creation, d.Port)
-	}
+	sv := &served{def: d, conns: map[net.Conn]struct{}{}}
+	inc, creation, imp, err := s.build(d)
+	sv.imp = imp
 	if err != nil {
 		// Not ours to have written: keep the port taken in the listing.
 		sv.imp, _ = imposter.New(imposter.NewObject().Set("protocol", "http"), d.Port)
@@ -182,6 +167,27 @@ func (s *Server) start(d Definition) *served {
 	sv.incarnation, sv.creation = inc, creation
 	s.bind(sv)
 	return sv
+}
+
+// build compiles a definition and places its proxyOnce recordings, those
+// made for this creation, in the order they were made.
+func (s *Server) build(d Definition) (inc string, creation *imposter.Object, imp *imposter.Imposter, err error) {
+	if inc, creation, err = decodeDefinition(d.JSON); err != nil {
+		return "", nil, nil, err
+	}
+	if imp, err = imposter.New(creation, d.Port); err != nil {
+		return "", nil, nil, err
+	}
+	for _, r := range d.Recordings {
+		rinc, at, stub, err := decodeRecording(r.JSON)
+		if err != nil || rinc != inc {
+			continue // not this creation's
+		}
+		if err := imp.AddRecording(at, stub); err != nil {
+			s.log.Debug("recording not replayed", "port", d.Port, "key", r.Key, "err", err)
+		}
+	}
+	return inc, creation, imp, nil
 }
 
 // bind listens on the imposter's port, or notes why it cannot.
@@ -271,7 +277,7 @@ func (s *Server) reconcile(ctx context.Context) error {
 		cur := s.imposters[d.Port]
 		s.mu.Unlock()
 		switch {
-		case cur != nil && cur.def.Version == d.Version:
+		case cur != nil && cur.def.Version == d.Version && cur.def.recVersion() == d.recVersion():
 			if cur.ln == nil && cur.creation != nil && time.Since(cur.lastRetry) >= bindRetry {
 				cur.lastRetry = time.Now()
 				s.bind(cur) // the port may be free now
@@ -305,12 +311,8 @@ const bindRetry = time.Second
 // changeInPlace swaps a changed definition of the same creation into a
 // running imposter, if its listener can stay as it is.
 func (s *Server) changeInPlace(cur *served, d Definition) bool {
-	inc, creation, err := decodeDefinition(d.JSON)
+	inc, creation, imp, err := s.build(d)
 	if err != nil || inc != cur.incarnation || cur.ln == nil || !sameListener(cur.creation, creation) {
-		return false
-	}
-	imp, err := imposter.New(creation, d.Port)
-	if err != nil {
 		return false
 	}
 	cur.mu.Lock()
@@ -422,46 +424,6 @@ type errBusy struct{ e *imposter.Error }
 
 func (b errBusy) Error() string { return b.e.Error() }
 func (b errBusy) Unwrap() error { return b.e }
-
-// proxy makes a proxy call. A proxyOnce call whose signature another
-// request is already recording waits for that (bounded) and asks to
-// match again instead of calling upstream.
-func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
-	if c.Signature == "" {
-		return h.call(wr, c)
-	}
-	h.sv.mu.Lock()
-	cl := h.sv.claims[c.Signature]
-	switch {
-	case cl != nil && cl.waiters >= MaxClaimWaiter:
-		h.sv.mu.Unlock()
-		return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "too many requests are waiting for this proxyOnce recording"}}
-	case cl != nil:
-		cl.waiters++
-		h.sv.mu.Unlock()
-		t := time.NewTimer(ClaimWait)
-		defer t.Stop()
-		select {
-		case <-cl.done:
-			return imposter.Outcome{}, true, nil
-		case <-t.C:
-			return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "the proxyOnce recording this request waits for took too long"}}
-		}
-	case len(h.sv.claims) >= MaxClaims:
-		h.sv.mu.Unlock()
-		return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: fmt.Sprintf("%d proxyOnce recordings are in flight on this imposter", MaxClaims)}}
-	}
-	cl = &claim{done: make(chan struct{})}
-	h.sv.claims[c.Signature] = cl
-	h.sv.mu.Unlock()
-	defer func() {
-		h.sv.mu.Lock()
-		delete(h.sv.claims, c.Signature)
-		h.sv.mu.Unlock()
-		close(cl.done)
-	}()
-	return h.call(wr, c)
-}
 
 // call sends the request upstream and hands the answer to the engine.
 func (h *imposterHandler) call(wr *wireRequest, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {

@@ -326,14 +326,15 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) (imp
 		var retry bool
 		out, retry, err = h.proxy(wr, out.Proxy)
 		if retry {
-			// Another request recorded this signature: match again.
+			// A recording of this signature was placed: match again.
 			sv.mu.Lock()
 			out, err = sv.imp.Rematch(req)
 			sv.mu.Unlock()
-			if out.Proxy != nil && out.Proxy.Signature != "" {
-				// Still no recording (the proxy stub was replaced, or the
-				// call failed): proxy ourselves, once.
-				out, _, err = h.call(wr, out.Proxy)
+			if err == nil && out.Proxy != nil && out.Proxy.Signature != "" {
+				// The recording does not answer it (the stubs changed
+				// meanwhile): calling upstream unclaimed could call it
+				// twice, so the request is refused.
+				err = errBusy{e: &imposter.Error{Code: "busy", Message: "proxyOnce: the recording does not match this request"}}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/routing"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/imposterhttp"
@@ -41,6 +43,7 @@ func (c raftConfig) Sync(ctx context.Context) error {
 
 func (c raftConfig) List(ctx context.Context) ([]imposterhttp.Definition, error) {
 	var defs []imposterhttp.Definition
+	recs := map[int][]imposterhttp.Recording{}
 	err := c.nd.Do(ctx, func(n *node.Node) {
 		for _, k := range n.Consensus.LocalKeys(imposterPrefix) {
 			port, err := strconv.Atoi(strings.TrimPrefix(k, imposterPrefix))
@@ -52,9 +55,37 @@ func (c raftConfig) List(ctx context.Context) ([]imposterhttp.Definition, error)
 			// leaves the loop.
 			defs = append(defs, imposterhttp.Definition{Port: port, JSON: slices.Clone(e.Value), Version: e.Version})
 		}
+		for port, keys := range recordingKeys(n) { //fenceline:unordered collected into a map
+			for _, k := range keys {
+				if e, ok := n.Consensus.LocalGet(proxyonce.KVKey(k)); ok {
+					recs[port] = append(recs[port], imposterhttp.Recording{Key: k, JSON: slices.Clone(e.Value), Version: e.Version})
+				}
+			}
+		}
 	})
 	slices.SortFunc(defs, func(a, b imposterhttp.Definition) int { return a.Port - b.Port })
+	for i := range defs {
+		rs := recs[defs[i].Port]
+		// In the order they were made: every node places them alike.
+		slices.SortFunc(rs, func(a, b imposterhttp.Recording) int { return cmp.Compare(a.Version, b.Version) })
+		defs[i].Recordings = rs
+	}
 	return defs, err
+}
+
+// recordingKeys lists the proxyOnce recordings' claim keys, by port (a
+// key is "<port>:<signature hash>"). It runs on the loop.
+func recordingKeys(n *node.Node) map[int][]string {
+	out := map[int][]string{}
+	prefix := proxyonce.KVKey("")
+	for _, k := range n.Consensus.LocalKeys(prefix) {
+		key := strings.TrimPrefix(k, prefix)
+		p, _, _ := strings.Cut(key, ":")
+		if port, err := strconv.Atoi(p); err == nil {
+			out[port] = append(out[port], key)
+		}
+	}
+	return out
 }
 
 func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) error {
@@ -69,11 +100,22 @@ func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) error {
 	for _, d := range ch.Put {
 		ops = append(ops, kv.Put(imposterKey(d.Port), d.JSON))
 	}
-	if len(ops) == 0 {
-		return nil
-	}
-	op := kv.Txn(guards, ops, nil)
-	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) { n.Consensus.Propose(op, done) })
+	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) {
+		// The recordings to delete are those applied here when the change
+		// is proposed; one committed in between stays, recorded for a
+		// creation no longer in force, and is never replayed.
+		all := recordingKeys(n)
+		for _, port := range ch.DeleteRecordings {
+			for _, k := range all[port] {
+				ops = append(ops, kv.Delete(proxyonce.KVKey(k)))
+			}
+		}
+		if len(ops) == 0 {
+			done(kv.Result{Succeeded: true}, nil)
+			return
+		}
+		n.Consensus.Propose(kv.Txn(guards, ops, nil), done)
+	})
 	if err == nil {
 		err = res.Err
 	}
@@ -157,4 +199,29 @@ func (f *clusterFlows) OwnerOf(ctx context.Context, key string) (routing.Owner, 
 		err = fmt.Errorf("%w: %w (%w)", flow.ErrUnavailable, flow.ErrShed, err)
 	}
 	return o, err
+}
+
+// raftClaims is proxyOnce's claim protocol across the cluster
+// (core/proxyonce): the signature's owner on the ring serializes its
+// claims, and a recording is a raft entry, put only if absent, next to the
+// imposter's definition.
+type raftClaims struct{ nd *realnet.Node }
+
+var _ imposterhttp.Claims = raftClaims{}
+
+func (c raftClaims) Acquire(ctx context.Context, key string) (proxyonce.Answer, error) {
+	return realnet.Await(ctx, c.nd, func(n *node.Node, done func(proxyonce.Answer, error)) { n.ProxyOnce.Acquire(key, done) })
+}
+
+func (c raftClaims) Record(ctx context.Context, key string, t proxyonce.Token, recording []byte) error {
+	_, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(struct{}, error)) {
+		n.ProxyOnce.Record(key, t, recording, func(err error) { done(struct{}{}, err) })
+	})
+	return err
+}
+
+func (c raftClaims) Release(key string, t proxyonce.Token) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.nd.Do(ctx, func(n *node.Node) { n.ProxyOnce.Release(key, t) }) // a lost release lapses
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,4 +274,109 @@ func TestRemovingTheLeader(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "a remaining node leads the two voters with a quorum")
 	code, body = call("PUT", "http://"+other.http+"/_cluster/kv/after-removal", `{"value":"x"}`)
 	require.Equal(t, http.StatusOK, code, body)
+}
+
+// TestProxyOnceAcrossTheCluster: many concurrent first requests for the
+// same new signatures, through all three nodes, against an origin that
+// counts its calls. The origin is called exactly once per signature; every
+// caller gets the recorded answer or a 503; afterwards every node replays
+// every recording from the configuration, and the origin hears nothing.
+func TestProxyOnceAcrossTheCluster(t *testing.T) {
+	ps := cluster(t)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	origin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls[r.URL.Path]++
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond) // slow enough that the first calls overlap
+		fmt.Fprintf(w, "origin says %s", r.URL.Path)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = origin.Serve(ln) }()
+	t.Cleanup(func() { _ = origin.Close() })
+
+	code, body := call("POST", "http://"+ps[0].http+"/imposters", fmt.Sprintf(`{"protocol":"http","port":4747,"stubs":[{"responses":[{"proxy":{
+		"to":"http://%s","mode":"proxyOnce","predicateGenerators":[{"matches":{"path":true}}]}}]}]}`, ln.Addr()))
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, p := range ps {
+		code, _ := getImposter(t, p.http, 4747)
+		require.Equal(t, http.StatusOK, code)
+	}
+	const signatures, perNode = 8, 6
+	type result struct {
+		path string
+		code int
+		body string
+		took time.Duration
+	}
+	results := make(chan result, signatures*perNode*3)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for s := range signatures {
+		for _, p := range ps {
+			for range perNode {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					path := fmt.Sprintf("/sig-%d", s)
+					began := time.Now()
+					c, b := call("GET", "http://"+host(p)+":4747"+path, "")
+					results <- result{path, c, b, time.Since(began)}
+				}()
+			}
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	served := map[string]int{}
+	var slowest time.Duration
+	for r := range results {
+		slowest = max(slowest, r.took)
+		switch r.code {
+		case http.StatusOK:
+			require.Equal(t, "origin says "+r.path, r.body)
+			served[r.path]++
+		case http.StatusServiceUnavailable:
+		default:
+			t.Fatalf("%s answered %d: %s", r.path, r.code, r.body)
+		}
+	}
+	for _, p := range ps {
+		for _, line := range strings.Split(p.log(), "\n") {
+			if strings.Contains(line, "proxyOnce") {
+				t.Logf("%s: %s", p.name, line)
+			}
+		}
+	}
+	mu.Lock()
+	for s := range signatures {
+		path := fmt.Sprintf("/sig-%d", s)
+		require.Equal(t, 1, calls[path], "the origin heard %s once", path)
+		require.NotZero(t, served[path], "someone got %s's answer", path)
+	}
+	mu.Unlock()
+	t.Logf("first requests: %d signatures × %d callers; answered per signature: %v; slowest %v", signatures, 3*perNode, served, slowest)
+
+	// Every node replays every recording; the origin hears nothing more.
+	for _, p := range ps {
+		require.Eventually(t, func() bool {
+			_, v := getImposter(t, p.http, 4747)
+			return len(v.Stubs) == signatures+1
+		}, 5*time.Second, 50*time.Millisecond, "%s holds every recording", p.name)
+		for s := range signatures {
+			path := fmt.Sprintf("/sig-%d", s)
+			c, b := call("GET", "http://"+host(p)+":4747"+path, "")
+			require.Equal(t, http.StatusOK, c, b)
+			require.Equal(t, "origin says "+path, b)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for s := range signatures {
+		require.Equal(t, 1, calls[fmt.Sprintf("/sig-%d", s)])
+	}
 }

@@ -162,6 +162,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	imposters := imposterhttp.New(httpHost, log, raftConfig{nd})
 	defer imposters.Close()
 	imposters.UseFlows(&clusterFlows{nd: nd}, c.route)
+	imposters.UseClaims(raftClaims{nd})
 	imposters.Register(api.mux)
 	api.imposters = imposters
 	watchCtx, stopWatch := context.WithCancel(context.Background())

@@ -1,0 +1,176 @@
+package imposterhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenceline/fenceline/core/proxyonce"
+	"github.com/fenceline/fenceline/imposter"
+)
+
+// Claims is proxyOnce's claim protocol as imposters use it (core/
+// proxyonce in the node): the first request for a new signature, on any
+// node, wins the claim and calls upstream; its recording is stored with
+// the imposter's configuration, where every node replays it; the others
+// wait for it (bounded) and get 503 if it does not come.
+type Claims interface {
+	// Acquire answers with the recording, a won claim, or an error (a
+	// 503: upstream is not called).
+	Acquire(ctx context.Context, key string) (proxyonce.Answer, error)
+	// Record stores a won claim's recording; an error means it may not
+	// be stored.
+	Record(ctx context.Context, key string, t proxyonce.Token, recording []byte) error
+	// Release gives a won claim up (the upstream call failed).
+	Release(key string, t proxyonce.Token)
+}
+
+// UseClaims makes proxyOnce calls claim through c.
+func (s *Server) UseClaims(c Claims) { s.claims = c }
+
+// proxy makes a proxy call. A proxyOnce call claims its signature first:
+// a recording made anywhere is placed here and matched; a won claim
+// calls upstream and records; anything else is a 503 and calls nobody.
+// retry asks the caller to match the request again.
+func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imposter.Outcome, retry bool, err error) {
+	if c.Signature == "" {
+		return h.call(wr, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ClaimWait)
+	defer cancel()
+	ans, err := h.s.claims.Acquire(ctx, c.Signature)
+	switch {
+	case err != nil:
+		return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "proxyOnce: " + err.Error()}}
+	case ans.Recorded != nil:
+		if err := h.place(ans.Recorded); err != nil {
+			return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "proxyOnce: the recording cannot be replayed here: " + err.Error()}}
+		}
+		return imposter.Outcome{}, true, nil
+	}
+	out, _, err = h.call(wr, c)
+	rec := c.Recording()
+	if err != nil || rec == nil {
+		h.s.claims.Release(c.Signature, ans.Token)
+		return out, false, err
+	}
+	h.sv.mu.Lock()
+	b := encodeRecording(h.sv.incarnation, c.ProxyStub(), rec)
+	h.sv.mu.Unlock()
+	if err := h.s.claims.Record(ctx, c.Signature, ans.Token, b); err != nil {
+		// The answer came from upstream and is served; the cluster may
+		// not replay it (another node may call upstream once more).
+		h.s.log.Warn("proxyOnce recording not stored", "signature", c.Signature, "err", err)
+		if !errors.Is(err, proxyonce.ErrAlreadyRecorded) {
+			h.s.claims.Release(c.Signature, ans.Token)
+		}
+	}
+	return out, false, nil
+}
+
+// place puts a recording made anywhere into this node's imposter.
+func (h *imposterHandler) place(b []byte) error {
+	inc, at, stub, err := decodeRecording(b)
+	if err != nil {
+		return err
+	}
+	h.sv.mu.Lock()
+	defer h.sv.mu.Unlock()
+	if inc != h.sv.incarnation {
+		return fmt.Errorf("it was made for an earlier imposter on this port")
+	}
+	return h.sv.imp.AddRecording(at, stub)
+}
+
+// Bounds on proxyOnce claims in a server alone (MemoryClaims): signatures
+// in flight, requests waiting on one, and how long a request waits for a
+// claim's answer (in the node too). Past them a request gets 503 and
+// calls nobody.
+const (
+	MaxClaims      = 10000
+	MaxClaimWaiter = 1024
+	ClaimWait      = 30 * time.Second
+)
+
+// MemoryClaims is the claim protocol within one process, for a server
+// alone (this package's tests): recordings go to its MemoryConfig.
+type MemoryClaims struct {
+	cfg     *MemoryConfig
+	mu      sync.Mutex
+	pending map[string]*memClaim
+	seq     uint64
+}
+
+type memClaim struct {
+	token   proxyonce.Token
+	done    chan struct{}
+	waiters int
+}
+
+// NewMemoryClaims returns claims recording into cfg.
+func NewMemoryClaims(cfg *MemoryConfig) *MemoryClaims {
+	return &MemoryClaims{cfg: cfg, pending: map[string]*memClaim{}}
+}
+
+func keyPort(key string) int {
+	p, _, _ := strings.Cut(key, ":")
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Acquire implements Claims.
+func (m *MemoryClaims) Acquire(ctx context.Context, key string) (proxyonce.Answer, error) {
+	if b, ok := m.cfg.recorded(keyPort(key), key); ok {
+		return proxyonce.Answer{Recorded: b}, nil
+	}
+	m.mu.Lock()
+	cl := m.pending[key]
+	switch {
+	case cl != nil && cl.waiters >= MaxClaimWaiter:
+		m.mu.Unlock()
+		return proxyonce.Answer{}, errors.New("too many requests are waiting for this recording")
+	case cl != nil:
+		cl.waiters++
+		m.mu.Unlock()
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return proxyonce.Answer{}, errors.New("the recording this request waits for took too long")
+		}
+		if b, ok := m.cfg.recorded(keyPort(key), key); ok {
+			return proxyonce.Answer{Recorded: b}, nil
+		}
+		return proxyonce.Answer{}, errors.New("the call this request waited for recorded nothing")
+	case len(m.pending) >= MaxClaims:
+		m.mu.Unlock()
+		return proxyonce.Answer{}, fmt.Errorf("%d recordings are in flight", MaxClaims)
+	}
+	m.seq++
+	cl = &memClaim{token: proxyonce.Token{Seq: m.seq}, done: make(chan struct{})}
+	m.pending[key] = cl
+	m.mu.Unlock()
+	return proxyonce.Answer{Won: true, Token: cl.token}, nil
+}
+
+// Record implements Claims.
+func (m *MemoryClaims) Record(_ context.Context, key string, t proxyonce.Token, recording []byte) error {
+	defer m.Release(key, t)
+	if !m.cfg.record(keyPort(key), key, recording) {
+		return proxyonce.ErrAlreadyRecorded
+	}
+	return nil
+}
+
+// Release implements Claims.
+func (m *MemoryClaims) Release(key string, t proxyonce.Token) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cl := m.pending[key]; cl != nil && cl.token == t {
+		delete(m.pending, key)
+		close(cl.done)
+	}
+}
