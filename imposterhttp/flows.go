@@ -261,6 +261,40 @@ func scenarioFlow(sv *served, raw string) (key string, imp *imposter.Imposter, n
 	return sv.imp.ScopedFlow(raw), sv.imp, sv.imp.Scenarios()
 }
 
+// ScopedFlow is the flow key of flow id on the imposter at port, under
+// its contextScope; false if this node runs no imposter there.
+func (s *Server) ScopedFlow(port int, id string) (string, bool) {
+	s.mu.Lock()
+	sv := s.imposters[port]
+	s.mu.Unlock()
+	if sv == nil {
+		return "", false
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.imp.ScopedFlow(id), true
+}
+
+// scenarioBody reads a scenario admin call's body and its optional
+// flowId, answering 400 itself.
+func scenarioBody(w http.ResponseWriter, r *http.Request) (*imposter.Object, string, bool) {
+	v, ok := readJSON(w, r)
+	if !ok {
+		return nil, "", false
+	}
+	body, _ := v.(*imposter.Object)
+	if body == nil {
+		body = imposter.NewObject()
+	}
+	fv, _ := body.Get("flowId")
+	flowID, isStr := fv.(string)
+	if fv != nil && !isStr {
+		writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData, Message: "'flowId' must be a string"})
+		return nil, "", false
+	}
+	return body, flowID, true
+}
+
 // writeFlowError answers a flow store error: 503 naming why.
 func writeFlowError(w http.ResponseWriter, err error) {
 	reason := flow.Reason(err)
@@ -300,19 +334,13 @@ func (s *Server) putScenarioState(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, ok := readJSON(w, r)
+	body, flowID, ok := scenarioBody(w, r)
 	if !ok {
 		return
 	}
-	body, _ := v.(*imposter.Object)
 	st, _ := body.Get("state")
 	state, isStr := st.(string)
-	fv, _ := body.Get("flowId")
-	flowID, idOK := fv.(string)
-	if fv == nil {
-		idOK = true
-	}
-	if !isStr || state == "" || !idOK {
+	if !isStr || state == "" {
 		writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData,
 			Message: "the body must be {\"state\": \"<a non-empty string>\", \"flowId\": \"<optional string>\"}"})
 		return
@@ -342,15 +370,8 @@ func (s *Server) resetScenarios(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v, ok := readJSON(w, r)
+	_, flowID, ok := scenarioBody(w, r)
 	if !ok {
-		return
-	}
-	body, _ := v.(*imposter.Object)
-	fv, _ := body.Get("flowId")
-	flowID, idOK := fv.(string)
-	if fv != nil && !idOK {
-		writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData, Message: "'flowId' must be a string"})
 		return
 	}
 	key, imp, names := scenarioFlow(sv, flowID)

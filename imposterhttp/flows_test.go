@@ -96,3 +96,15 @@ func TestStatefulRequestFailsClosed(t *testing.T) {
 	a = do(t, "GET", at(port, "/status"), "", "X-Order", "a", ForwardedHeader, "127.0.0.1:9")
 	require.Equal(t, "isolated", a.header.Get(UnavailableHeader), "never forwarded twice")
 }
+
+// ScopedFlow names a flow as its imposter scopes it, for the node's
+// flow-state routes.
+func TestScopedFlowFollowsTheImposter(t *testing.T) {
+	base, s := admin(t)
+	port := create(t, base, `{"protocol":"http","_rift":{"flowState":{"contextScope":"fleet"}}}`)
+	key, ok := s.ScopedFlow(port, "x")
+	require.True(t, ok)
+	require.Equal(t, "f:x", key)
+	_, ok = s.ScopedFlow(port+1, "x")
+	require.False(t, ok, "no imposter there")
+}

@@ -499,6 +499,14 @@ func (h *flowHarness) ownerOf(f string) *sim.Machine {
 // heals and every member that is down starts again; the members are then
 // held to liveness and every hot flow served, and judged at the end.
 func (h *flowHarness) settleMembers(calm time.Duration, member func(*sim.Machine) bool, hot []string) error {
+	return h.settleMembersThen(calm, member, hot, nil, nil)
+}
+
+// settleMembersThen is settleMembers for a scenario that checks more: at
+// calm, after the flow checks start, atCalm gets the members; the run is
+// judged with chaos's counts, if any.
+func (h *flowHarness) settleMembersThen(calm time.Duration, member func(*sim.Machine) bool, hot []string,
+	chaos *Chaos, atCalm func(members []*sim.Machine)) error {
 	var members []*sim.Machine
 	h.k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
 		h.nw.Heal()
@@ -512,10 +520,13 @@ func (h *flowHarness) settleMembers(calm time.Duration, member func(*sim.Machine
 		}
 		h.checkLiveness(members, 5*time.Second, nil)
 		h.checkFlowsServed(members, hot, 3*time.Second)
+		if atCalm != nil {
+			atCalm(members)
+		}
 	})
 	if err := h.k.RunUntil(h.run.Duration); err != nil {
 		return err
 	}
-	h.finishFlows(members, nil)
+	h.finishFlows(members, chaos)
 	return nil
 }

@@ -164,25 +164,11 @@ func runImposterScenarios(run *Run) error {
 	x.changeMembership(founderNodes, h.nodes[founders], calm)
 
 	member := func(n *sim.Machine) bool { return h.isMember(n.ID()) }
-	var members []*sim.Machine
-	k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
-		h.nw.Heal()
-		for _, n := range h.nodes {
-			if member(n) {
-				if !n.Up() {
-					n.Start()
-				}
-				members = append(members, n)
-			}
-		}
-		h.checkLiveness(members, 5*time.Second, nil)
-		h.checkFlowsServed(members, x.flowKeys(), 3*time.Second)
+	if err := h.settleMembersThen(calm, member, x.flowKeys(), chaos, func(members []*sim.Machine) {
 		x.checkServed(members, 3*time.Second)
-	})
-	if err := k.RunUntil(run.Duration); err != nil {
+	}); err != nil {
 		return err
 	}
-	h.finishFlows(members, chaos)
 	h.run.TimeCheck("scenario-linearizability", func() {
 		checker.ScenarioLinearizable(h.run, x.hist, checker.CutTimes(h.cuts), h.run.CheckTimeout)
 	})

@@ -308,18 +308,23 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 
 // --- flow state
 
-// flowID scopes a flow to its imposter (contextScope imposter: the only
-// scope until imposters exist as configuration).
-func flowID(r *http.Request) (string, bool) {
+// flowID scopes a flow as its imposter does (its contextScope), or to
+// the port (scope imposter) when no imposter runs there.
+func (a *api) flowID(r *http.Request) (string, bool) {
 	port, err := strconv.Atoi(r.PathValue("port"))
 	if err != nil || port < 1 || port > 65535 {
 		return "", false
+	}
+	if a.imposters != nil {
+		if key, ok := a.imposters.ScopedFlow(port, r.PathValue("flow")); ok {
+			return key, true
+		}
 	}
 	return fmt.Sprintf("i%d:%s", port, r.PathValue("flow")), true
 }
 
 func (a *api) call(w http.ResponseWriter, r *http.Request, op string, req flow.Request) (flow.Response, bool) {
-	f, ok := flowID(r)
+	f, ok := a.flowID(r)
 	if !ok {
 		a.flowOp.WithLabelValues(op, "bad_request").Inc()
 		fail(w, http.StatusBadRequest, "bad_request", "imposter port %q is not a port", r.PathValue("port"))

@@ -44,7 +44,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-scenario", "nonsense"}, "valid scenarios: bridge-saturation, durability-restart, election-crash, flow-ops, isolated-owner, journal-crash, kernel-selftest"},
+		{[]string{"-scenario", "nonsense"}, "valid scenarios: bridge-saturation, durability-restart, election-crash, flow-ops, imposter-scenarios, isolated-owner, journal-crash, kernel-selftest"},
 		{[]string{"-seed", "x"}, `-seed "x": want an unsigned integer`},
 		{[]string{"-seeds", "5..1"}, "B is less than A"},
 		{[]string{"-seeds", "1-5"}, "want A..B"},
