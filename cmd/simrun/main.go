@@ -48,6 +48,14 @@ type config struct {
 	scenarioSet bool   // -scenario was given
 	// checkTimeout bounds each porcupine check (0: the default).
 	checkTimeout time.Duration
+	// shardI of shardN (1/1 by default) slices -seeds or -random.
+	shardI, shardN int
+	// random runs random seeds for runFor; randomBase (if set) fixes
+	// the stream.
+	random        bool
+	runFor        time.Duration
+	randomBase    uint64
+	randomBaseSet bool
 }
 
 // Exit codes.
@@ -80,8 +88,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "print a line per event (one seed only)")
 	fs.BoolVar(&c.quiet, "quiet", false, "print only the summary line and undecided checks (used by worker processes)")
 	fs.DurationVar(&c.checkTimeout, "check-timeout", 0, "wall time each porcupine check may take before it is undecided (0: the default, 20s)")
+	shard := fs.String("shard", "", "i/n: run the i-th of n disjoint slices of -seeds, or of the -random stream (for a CI matrix)")
+	fs.BoolVar(&c.random, "random", false, "run random 64-bit seeds over every scenario (or -scenario) until -for has passed")
+	fs.DurationVar(&c.runFor, "for", 0, "with -random: how long to run")
+	randomBase := fs.String("random-base", "", "with -random: the stream's base (default: drawn, and printed); machines running shards of one stream share it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: simrun [-scenario NAME] [-seed N | -seeds A..B [-j K]] [-check-determinism] [-bug B] [-duration D] [-v] | -list")
+		fmt.Fprintln(stderr, "usage: simrun [-scenario NAME] [-seed N | -seeds A..B [-j K] [-shard i/n]] [-check-determinism] [-bug B] [-duration D] [-v] | -random -for D [-shard i/n] | -list")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +116,36 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		if c.seedsFrom, c.seedsTo, err = parseRange(*seeds); err != nil {
 			return c, usageError{err.Error()}
 		}
+	}
+	c.shardI, c.shardN = 1, 1
+	if *shard != "" {
+		if c.shardI, c.shardN, err = parseShard(*shard); err != nil {
+			return c, usageError{err.Error()}
+		}
+		if !c.rangeMode && !c.random {
+			return c, usageError{"-shard slices -seeds or -random; give one of them"}
+		}
+		if c.rangeMode {
+			lo, hi, ok := shardRange(c.seedsFrom, c.seedsTo, c.shardI, c.shardN)
+			if !ok {
+				return c, usageError{fmt.Sprintf("-shard %s of -seeds %s is empty: fewer seeds than shards", *shard, *seeds)}
+			}
+			c.seedsFrom, c.seedsTo = lo, hi
+		}
+	}
+	if *randomBase != "" {
+		if c.randomBase, err = strconv.ParseUint(*randomBase, 10, 64); err != nil {
+			return c, usageError{fmt.Sprintf("-random-base %q: want an unsigned integer", *randomBase)}
+		}
+		c.randomBaseSet = true
+	}
+	switch {
+	case c.random && (c.rangeMode || c.determinism || c.catchRates || c.verbose || *bug != ""):
+		return c, usageError{"-random runs its own seeds over clean scenarios; it takes no -seeds, -check-determinism, -catch-rates, -v or -bug"}
+	case c.random && c.runFor <= 0:
+		return c, usageError{"-random needs -for, e.g. -for 10m"}
+	case !c.random && (c.runFor != 0 || c.randomBaseSet):
+		return c, usageError{"-for and -random-base go with -random"}
 	}
 	if c.determinism && !c.rangeMode {
 		c.rangeMode, c.seedsFrom, c.seedsTo = true, c.seed, c.seed
@@ -214,6 +256,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return catchRates(c, stdout, stderr)
 	case c.rangeMode:
 		return sweep(c, stdout, stderr)
+	case c.random:
+		return randomRun(c, stdout, stderr)
 	default:
 		return one(c, stdout, stderr)
 	}

@@ -44,6 +44,14 @@ func TestUsageErrorsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"-shard", "2/4"}, "-shard slices -seeds or -random"},
+		{[]string{"-seeds", "1..10", "-shard", "0/4"}, "want i/n with 1 <= i <= n"},
+		{[]string{"-seeds", "1..10", "-shard", "5/4"}, "want i/n with 1 <= i <= n"},
+		{[]string{"-seeds", "1..2", "-shard", "1/3"}, "is empty: fewer seeds than shards"},
+		{[]string{"-random"}, "-random needs -for"},
+		{[]string{"-for", "1m"}, "-for and -random-base go with -random"},
+		{[]string{"-random", "-for", "1m", "-seeds", "1..3"}, "-random runs its own seeds"},
+		{[]string{"-random", "-for", "1m", "-random-base", "x"}, "-random-base \"x\": want an unsigned integer"},
 		{[]string{"-scenario", "nonsense"}, "valid scenarios: bridge-saturation, durability-restart, election-crash, flow-ops, imposter-scenarios, isolated-owner, journal-crash, kernel-selftest"},
 		{[]string{"-seed", "x"}, `-seed "x": want an unsigned integer`},
 		{[]string{"-seeds", "5..1"}, "B is less than A"},
@@ -123,4 +131,57 @@ func TestSweepInWorkerProcesses(t *testing.T) {
 	require.Contains(t, string(out), "ok=0 failed=0 undecided=2")
 	require.Contains(t, string(out), "UNDECIDED flow-linearizability")
 	require.Contains(t, string(out), "undecided seeds: 1 2")
+
+	// A shard of a range runs its slice; the last line is the throughput.
+	cmd = exec.Command(bin, "-scenario", "kernel-selftest", "-seeds", "1..10", "-shard", "2/3", "-j", "2")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "seeds=4..6 scenario=kernel-selftest runs=3 ok=3")
+	require.Regexp(t, `throughput: [0-9.]+ seeds/s, [0-9]+x real time \(2 workers\)\n$`, string(out))
+
+	// Random seeds for a while, on one scenario: every run reported, and
+	// the stream's base printed so it can be run again.
+	cmd = exec.Command(bin, "-random", "-for", "2s", "-scenario", "kernel-selftest", "-random-base", "7", "-shard", "1/2", "-j", "2")
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "RANDOM base=7 shard=1/2 for=2s jobs=2 scenarios=kernel-selftest")
+	require.Regexp(t, `random base=7 shard=1/2 runs=[1-9][0-9]* failed=0 undecided=0 verdict=ok`, lastLine(string(out)))
+}
+
+// Shards of a range are disjoint and cover it, whatever the sizes.
+func TestShardsCoverTheRange(t *testing.T) {
+	for _, tc := range []struct {
+		from, to uint64
+		n        int
+	}{{1, 1000, 4}, {1, 10, 3}, {5, 5, 1}, {0, 99, 7}, {1, 6, 6}} {
+		seen := map[uint64]int{}
+		for i := 1; i <= tc.n; i++ {
+			lo, hi, ok := shardRange(tc.from, tc.to, i, tc.n)
+			require.True(t, ok)
+			for s := lo; s <= hi; s++ {
+				seen[s]++
+			}
+		}
+		require.Len(t, seen, int(tc.to-tc.from+1), "%+v covers the range", tc)
+		for s, k := range seen {
+			require.Equal(t, 1, k, "%+v: seed %d in one shard", tc, s)
+			require.True(t, s >= tc.from && s <= tc.to)
+		}
+	}
+	_, _, ok := shardRange(1, 2, 1, 3)
+	require.False(t, ok, "more shards than seeds: some are empty")
+}
+
+// The random stream's shards never share a seed, and a shard's stream is
+// the same every time for one base.
+func TestRandomShardsAreDisjoint(t *testing.T) {
+	seen := map[uint64]int{}
+	for i := 1; i <= 4; i++ {
+		for k := uint64(0); k < 5000; k++ {
+			seen[randomSeed(99, k, i, 4)]++
+		}
+	}
+	require.Len(t, seen, 4*5000)
+	require.Equal(t, randomSeed(99, 17, 3, 4), randomSeed(99, 17, 3, 4))
+	require.NotEqual(t, randomSeed(99, 17, 3, 4), randomSeed(100, 17, 3, 4))
 }

@@ -75,8 +75,11 @@ func sweep(c config, stdout, stderr io.Writer) int {
 	// and the seed that did it: what a scenario's floors are set against.
 	least := map[string][2]int{}
 	step := max(1, total*runsPerSeed/20)
+	var virtual time.Duration
 	for r := range results {
 		done++
+		v, _ := time.ParseDuration(field(r.summary, "virtual"))
+		virtual += v
 		bySeed[r.seed] = append(bySeed[r.seed], r)
 		switch r.verdict {
 		case "ok":
@@ -166,6 +169,8 @@ func sweep(c config, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "least work: %s\n", strings.Join(parts, " "))
 	}
+	el := time.Since(start).Seconds()
+	fmt.Fprintf(stdout, "throughput: %.1f seeds/s, %.0fx real time (%d workers)\n", float64(done)/el, virtual.Seconds()/el, c.jobs)
 	return exitCode(verdict)
 }
 
