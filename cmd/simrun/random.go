@@ -174,7 +174,9 @@ func randomRun(c config, stdout, stderr io.Writer) int {
 				runs, float64(runs)/el, virtual.Seconds()/el, len(bad), time.Until(deadline).Round(time.Second))
 		}
 	}
-	sort.Slice(bad, func(i, j int) bool { return bad[i].job.scenario < bad[j].job.scenario || (bad[i].job.scenario == bad[j].job.scenario && bad[i].seed < bad[j].seed) })
+	sort.Slice(bad, func(i, j int) bool {
+		return bad[i].job.scenario < bad[j].job.scenario || (bad[i].job.scenario == bad[j].job.scenario && bad[i].seed < bad[j].seed)
+	})
 	failed := 0
 	for _, r := range bad {
 		word := "FAIL"
