@@ -27,6 +27,12 @@ func ScenarioLinearizable(rep Reporter, h *linearizability.History, cuts map[str
 	flowLinearizable(rep, "scenario-linearizability", h, cuts, timeout)
 }
 
+// Offender is a Reporter that wants to know which key a failure is about
+// and when it first shows, to draw it (simrun -out).
+type Offender interface {
+	Offending(checker, key string, at time.Duration)
+}
+
 // flowLinearizable reports the first flow that is not linearizable (one
 // is enough to fail the run) and every flow whose check ran out of time.
 func flowLinearizable(rep Reporter, name string, h *linearizability.History, cuts map[string][]time.Duration, timeout time.Duration) {
@@ -34,6 +40,9 @@ func flowLinearizable(rep Reporter, name string, h *linearizability.History, cut
 		switch res.Verdict {
 		case porcupine.Illegal:
 			rep.Fail(name, "flow %s: %d operations are not linearizable:%s", res.Flow, res.Ops, res.Describe)
+			if o, ok := rep.(Offender); ok {
+				o.Offending(name, res.Flow, res.FailsAt)
+			}
 			return false
 		case porcupine.Unknown:
 			rep.Undecided(name, "flow %s: the check ran out of its %v (%d ops)", res.Flow, timeout, res.Ops)

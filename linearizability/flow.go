@@ -424,6 +424,10 @@ func flowModelFrom(init flowState) porcupine.Model {
 	return m.ToModel()
 }
 
+// DescribeFlowOp is a flow operation as the checkers print it, for
+// people: "cas(\"c\", absent → \"a\") -> true".
+func DescribeFlowOp(input, output any) string { return describeFlowOp(input, output) }
+
 func describeFlowOp(input, output any) string {
 	in, out := input.(FlowInput), output.(FlowOutput)
 	var call, res string
@@ -504,6 +508,9 @@ type FlowResult struct {
 	Straddling int
 	Verdict    porcupine.CheckResult
 	Describe   string // the failing segment's operations, for a failing verdict
+	// FailsAt is when the operation whose call makes the history fail
+	// was called (a failing verdict; 0 if the narrowing ran out of time).
+	FailsAt time.Duration
 }
 
 // CheckFlows checks a history of FlowInput/FlowOutput operations for
@@ -690,6 +697,7 @@ func checkFlow(flow string, ops []Op, cuts []int64, timeout time.Duration) FlowR
 			}
 			ops, last := shortestIllegalPrefix(flowModelFrom(init), seg.ops, timeout)
 			if last != nil {
+				r.FailsAt = time.Duration(last.Call)
 				r.Describe += fmt.Sprintf("\n  it first fails when %s is called at %v; the %d operations called by then:",
 					describeFlowOp(last.Input, last.Output), time.Duration(last.Call), len(ops))
 			}

@@ -311,6 +311,7 @@ func (h *flowHarness) checkD17() {
 // instants the simulator's record shows loss was possible.
 func (h *flowHarness) checkFlowLinearizable() {
 	h.cuts = checker.FlowCuts(h.services, h.memberships, faultRecord{h})
+	h.run.History("flow-linearizability", h.flowHist)
 	h.run.TimeCheck("flow-linearizability", func() {
 		checker.FlowLinearizable(h.run, h.flowHist, checker.CutTimes(h.cuts), h.run.CheckTimeout)
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/core/bugs"
+	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/sim"
 )
 
@@ -31,6 +32,12 @@ type Options struct {
 	// ClientsOff starts no client workload: faults and checkers run, and
 	// the work floors must then fail the run. For tests of the floors.
 	ClientsOff bool
+	// OutDir, if set, is where a failing run draws its failure
+	// (artifacts.go): the offending key's history as porcupine's HTML,
+	// a timeline around the violation, the replay command.
+	OutDir string
+	// Replay is the command that reruns this run, for OutDir.
+	Replay string
 }
 
 // DefaultCheckTimeout is how long one porcupine check (one flow, one key)
@@ -67,6 +74,8 @@ type Result struct {
 	SlowestCheckName string
 	// Work is what the run did, by the names its floors use.
 	Work map[string]int
+	// Drawn lists the files a failing run wrote into Options.OutDir.
+	Drawn []string
 }
 
 // The three verdicts. Only VerdictOK is a pass.
@@ -159,6 +168,30 @@ type Run struct {
 	out        io.Writer
 	bugs       map[string]bool
 	result     *Result
+	// For OutDir: the histories the checkers judge, by checker, and the
+	// first key each failing checker named.
+	histories map[string]*linearizability.History
+	offenses  []offense
+}
+
+// offense is a failing checker's key and when its failure first shows.
+type offense struct {
+	checker, key string
+	at           time.Duration
+}
+
+// History names the history a checker judges, so that a failure can be
+// drawn from it.
+func (r *Run) History(checker string, h *linearizability.History) {
+	if r.histories == nil {
+		r.histories = map[string]*linearizability.History{}
+	}
+	r.histories[checker] = h
+}
+
+// Offending records the key a checker's failure is about (checker.Offender).
+func (r *Run) Offending(checker, key string, at time.Duration) {
+	r.offenses = append(r.offenses, offense{checker, key, at})
 }
 
 // Bugs is the set of planted bugs switched on for this run, for the
@@ -297,7 +330,17 @@ func Execute(name string, opts Options) (Result, error) {
 	res := &Result{Scenario: s.Name, Seed: opts.Seed, Bugs: append([]string(nil), opts.Bugs...)}
 	sort.Strings(res.Bugs)
 	k := sim.New(opts.Seed)
-	k.SetTrace(opts.Trace)
+	var events *eventLog
+	trace := opts.Trace
+	if opts.OutDir != "" {
+		events = &eventLog{}
+		if trace == nil {
+			trace = events
+		} else {
+			trace = io.MultiWriter(trace, events)
+		}
+	}
+	k.SetTrace(trace)
 	restore := k.InstallCryptoRand()
 	defer restore()
 	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, Shortened: opts.Duration < s.Duration,
@@ -314,6 +357,13 @@ func Execute(name string, opts Options) (Result, error) {
 	}
 	if run.Shortened && res.Failures == 0 {
 		run.Undecided("run", "shortened to %v of the scenario's %v: the checks that judge the whole run (liveness, convergence, work done) could not", opts.Duration, s.Duration)
+	}
+	if opts.OutDir != "" && res.Failures > 0 {
+		files, err := run.draw(opts.OutDir, opts.Replay, events)
+		if err != nil {
+			return *res, fmt.Errorf("drawing the failure into %s: %w", opts.OutDir, err)
+		}
+		res.Drawn = files
 	}
 	res.Wall = time.Since(start)
 	res.Trace = k.Trace()

@@ -169,6 +169,7 @@ func runImposterScenarios(run *Run) error {
 	}); err != nil {
 		return err
 	}
+	h.run.History("scenario-linearizability", x.hist)
 	h.run.TimeCheck("scenario-linearizability", func() {
 		checker.ScenarioLinearizable(h.run, x.hist, checker.CutTimes(h.cuts), h.run.CheckTimeout)
 	})

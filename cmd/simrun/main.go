@@ -56,6 +56,8 @@ type config struct {
 	runFor        time.Duration
 	randomBase    uint64
 	randomBaseSet bool
+	// out is where a failing run draws its failure (-out).
+	out string
 }
 
 // Exit codes.
@@ -88,6 +90,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "print a line per event (one seed only)")
 	fs.BoolVar(&c.quiet, "quiet", false, "print only the summary line and undecided checks (used by worker processes)")
 	fs.DurationVar(&c.checkTimeout, "check-timeout", 0, "wall time each porcupine check may take before it is undecided (0: the default, 20s)")
+	fs.StringVar(&c.out, "out", "", "a failing run writes its failure here: porcupine's HTML of the offending key, a timeline, the replay command (a sweep: one subdirectory per failing seed)")
 	shard := fs.String("shard", "", "i/n: run the i-th of n disjoint slices of -seeds, or of the -random stream (for a CI matrix)")
 	fs.BoolVar(&c.random, "random", false, "run random 64-bit seeds over every scenario (or -scenario) until -for has passed")
 	fs.DurationVar(&c.runFor, "for", 0, "with -random: how long to run")
@@ -140,6 +143,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.randomBaseSet = true
 	}
 	switch {
+	case c.out != "" && (c.catchRates || c.random):
+		return c, usageError{"-out draws the failures of -seed or -seeds"}
 	case c.random && (c.rangeMode || c.determinism || c.catchRates || c.verbose || *bug != ""):
 		return c, usageError{"-random runs its own seeds over clean scenarios; it takes no -seeds, -check-determinism, -catch-rates, -v or -bug"}
 	case c.random && c.runFor <= 0:
@@ -300,6 +305,7 @@ func one(c config, stdout, stderr io.Writer) int {
 	fmt.Fprintf(out, "SEED=%d scenario=%s%s\n", c.seed, c.scenario, bugSuffix(c.bugs))
 	res, err := scenarios.Execute(c.scenario, scenarios.Options{
 		Seed: c.seed, Duration: c.duration, Bugs: c.bugs, Out: out, Trace: trace, CheckTimeout: c.checkTimeout,
+		OutDir: c.out, Replay: replay(c, c.seed),
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "simrun:", err)
@@ -314,6 +320,9 @@ func one(c config, stdout, stderr io.Writer) int {
 	}
 	if !res.OK() && !c.quiet {
 		fmt.Fprintf(stdout, "replay: %s\n", replay(c, c.seed))
+	}
+	for _, f := range res.Drawn {
+		fmt.Fprintf(stdout, "drawn: %s\n", f) // under -quiet too: a sweep names them
 	}
 	fmt.Fprintln(stdout, res.Summary())
 	return exitCode(res.Verdict())

@@ -185,3 +185,33 @@ func TestRandomShardsAreDisjoint(t *testing.T) {
 	require.Equal(t, randomSeed(99, 17, 3, 4), randomSeed(99, 17, 3, 4))
 	require.NotEqual(t, randomSeed(99, 17, 3, 4), randomSeed(100, 17, 3, 4))
 }
+
+// A failing run draws its failure: porcupine's picture of the offending
+// flow, a timeline around the violation that marks it, and the replay
+// command; the trace is the same as without -out.
+func TestOutDrawsTheFailure(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := runCLI("-scenario", "owner-handoff", "-bug", "no-fence", "-seed", "2", "-out", dir)
+	require.Equal(t, exitFail, code, out)
+	_, plain, _ := runCLI("-scenario", "owner-handoff", "-bug", "no-fence", "-seed", "2", "-quiet")
+	require.Equal(t, field(lastLine(plain), "trace"), field(lastLine(out), "trace"), "drawing does not change the run")
+
+	replayTxt, err := os.ReadFile(filepath.Join(dir, "replay.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(replayTxt), "go run ./cmd/simrun -scenario owner-handoff -seed 2 -bug no-fence\n")
+	require.Contains(t, string(replayTxt), "FAIL flow-linearizability: flow ")
+
+	htmls, _ := filepath.Glob(filepath.Join(dir, "flow-linearizability-*.html"))
+	require.Len(t, htmls, 1)
+	html, err := os.ReadFile(htmls[0])
+	require.NoError(t, err)
+	require.Contains(t, string(html), "<html")
+	require.Contains(t, out, "drawn: "+htmls[0])
+
+	timeline, err := os.ReadFile(strings.TrimSuffix(htmls[0], ".html") + "-timeline.txt")
+	require.NoError(t, err)
+	require.Contains(t, string(timeline), "flow-linearizability on ")
+	require.Contains(t, string(timeline), "first fails at")
+	require.Regexp(t, `(?m)^> +[0-9.]+m?s client `, string(timeline), "the failing call is marked")
+	require.Contains(t, string(timeline), "fault", "faults around the violation are in it")
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ type outcome struct {
 	// slowest is the wall time of the run's slowest porcupine check.
 	slowest time.Duration
 	job     job
+	drawn   []string // the files -out had it write
 }
 
 // work reads the summary's work=name:n,... field.
@@ -131,6 +133,9 @@ func sweep(c config, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "%s\n", indent(worst.detail))
 			}
 			fmt.Fprintf(stdout, "  replay: %s\n", replay(c, s))
+			for _, f := range worst.drawn {
+				fmt.Fprintf(stdout, "  drawn: %s\n", f)
+			}
 		}
 		if c.determinism && len(rs) == 2 && rs[0].trace != rs[1].trace {
 			diverged = append(diverged, s)
@@ -234,6 +239,9 @@ func runWorker(exe string, c config, j job) outcome {
 	if c.checkTimeout != 0 {
 		args = append(args, "-check-timeout", c.checkTimeout.String())
 	}
+	if c.out != "" {
+		args = append(args, "-out", filepath.Join(c.out, fmt.Sprintf("%s-%d", j.scenario, seed)))
+	}
 	cmd := exec.Command(exe, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -250,6 +258,8 @@ func runWorker(exe string, c config, j job) outcome {
 			last = line
 		case strings.HasPrefix(line, "UNDECIDED "):
 			unsure = append(unsure, line)
+		case strings.HasPrefix(line, "drawn: "):
+			o.drawn = append(o.drawn, strings.TrimPrefix(line, "drawn: "))
 		}
 	}
 	o.summary = last
