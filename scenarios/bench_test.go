@@ -3,6 +3,8 @@ package scenarios
 import (
 	"fmt"
 	"io"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,4 +136,49 @@ func BenchmarkOwnerPathVsRaft(b *testing.B) {
 			b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "ops/wall-s")
 		})
 	}
+}
+
+// BenchmarkScenarios measures the simulator on every scenario, one
+// sub-benchmark each, over seeds 1..b.N (run it with -benchtime 20x): the
+// median over its seeds of virtual seconds per wall second and of events
+// per wall second, and allocations per event over all of them. Compare
+// two builds with benchstat:
+//
+//	go test ./scenarios -run XXX -bench Scenarios -benchtime 20x -count 3 > old.txt
+//	(change, then the same into new.txt); benchstat old.txt new.txt
+func BenchmarkScenarios(b *testing.B) {
+	for _, s := range All() {
+		b.Run(s.Name, func(b *testing.B) {
+			var speed, rate []float64
+			var events uint64
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			seed := uint64(0)
+			for b.Loop() {
+				seed++
+				start := time.Now()
+				res, err := Execute(s.Name, Options{Seed: seed})
+				wall := time.Since(start).Seconds()
+				if err != nil || !res.OK() {
+					b.Fatalf("seed %d: %v %v", seed, err, res.Findings)
+				}
+				speed = append(speed, res.Virtual.Seconds()/wall)
+				rate = append(rate, float64(res.Events)/wall)
+				events += res.Events
+			}
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(median(speed), "virtual-s/s")
+			b.ReportMetric(median(rate), "events/s")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(max(events, 1)), "allocs/event")
+		})
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
