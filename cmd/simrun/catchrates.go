@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fenceline/fenceline/scenarios"
@@ -20,6 +21,7 @@ type pinned struct {
 	crashed   int
 	first     uint64 // first catching seed; 0: none
 	checkers  map[string]int
+	runs      int // seeds run (fewer than the window with -to-pin)
 }
 
 // catchRates runs every planted bug (of the scenario and bugs named, if
@@ -60,12 +62,30 @@ func catchRates(c config, stdout, stderr io.Writer) int {
 	}
 	done := 0
 	step := max(1, len(work)/20)
-	for o := range pool(exe, c, work) {
+	// With -to-pin, a bug's remaining seeds are dropped once it has been
+	// caught as often as its pin asks: enough for the verdict, not a
+	// measurement (so no -write).
+	var mu sync.Mutex
+	var skip func(job) bool
+	if c.toPin {
+		skip = func(j job) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			p := byKey[j.scenario+" "+j.bugs[0]]
+			return p.caught >= p.bug.MinCaught
+		}
+	}
+	for o := range poolSkipping(exe, c, work, skip) {
 		done++
 		p := byKey[o.job.scenario+" "+o.job.bugs[0]]
+		mu.Lock()
+		p.runs++
+		mu.Unlock()
 		switch o.verdict {
 		case scenarios.VerdictFail:
+			mu.Lock()
 			p.caught++
+			mu.Unlock()
 			if p.first == 0 || o.seed < p.first {
 				p.first = o.seed
 			}
@@ -79,7 +99,7 @@ func catchRates(c config, stdout, stderr io.Writer) int {
 			p.crashed++
 			fmt.Fprintf(stdout, "CRASHED %s -bug %s seed=%d: %s\n%s\n", o.job.scenario, o.job.bugs[0], o.seed, o.summary, indent(o.detail))
 		}
-		if done%step == 0 || done == len(work) {
+		if done%step == 0 {
 			fmt.Fprintf(stderr, "progress %d/%d runs, %v\n", done, len(work), time.Since(start).Round(time.Second))
 		}
 	}
@@ -92,7 +112,7 @@ func catchRates(c config, stdout, stderr io.Writer) int {
 			below++
 		}
 		fmt.Fprintf(stdout, "catch-rate scenario=%s bug=%s caught=%d/%d min=%d undecided=%d first=%d checkers=%s verdict=%s\n",
-			p.scenario, p.bug.Name, p.caught, p.bug.Window, p.bug.MinCaught, p.undecided, p.first, countList(p.checkers), verdict)
+			p.scenario, p.bug.Name, p.caught, p.runs, p.bug.MinCaught, p.undecided, p.first, countList(p.checkers), verdict)
 		measured = append(measured, scenarios.Measured{Scenario: p.scenario, Bug: p.bug.Name, Caught: p.caught, Window: p.bug.Window})
 	}
 	verdict := "ok"

@@ -58,6 +58,8 @@ type config struct {
 	randomBaseSet bool
 	// out is where a failing run draws its failure (-out).
 	out string
+	// toPin stops each bug's window once it reaches its pin (-to-pin).
+	toPin bool
 }
 
 // Exit codes.
@@ -86,6 +88,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.determinism, "check-determinism", false, "run each seed twice, in separate processes, and fail if a trace differs")
 	fs.BoolVar(&c.list, "list", false, "list scenarios, their work floors and planted bugs")
 	fs.BoolVar(&c.catchRates, "catch-rates", false, "measure every planted bug (of -scenario, -bug if given) over its pinned window; fail if one is caught less than its pin")
+	fs.BoolVar(&c.toPin, "to-pin", false, "with -catch-rates: stop each bug's seeds once it is caught as often as its pin asks (a verdict, not a measurement)")
 	fs.StringVar(&c.writeRates, "write", "", "with -catch-rates: record the measured rates in this file (scenarios/catchrates.txt)")
 	fs.BoolVar(&c.verbose, "v", false, "print a line per event (one seed only)")
 	fs.BoolVar(&c.quiet, "quiet", false, "print only the summary line and undecided checks (used by worker processes)")
@@ -169,6 +172,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.catchRates && (c.rangeMode || c.verbose || c.determinism || c.duration != 0) {
 		return c, usageError{"-catch-rates runs each bug's own window at full length; it takes no -seeds, -v, -check-determinism or -duration"}
+	}
+	if c.toPin && (!c.catchRates || c.writeRates != "") {
+		return c, usageError{"-to-pin stops -catch-rates early: it records nothing (-write needs whole windows)"}
 	}
 	if c.writeRates != "" && !c.catchRates {
 		return c, usageError{"-write records what -catch-rates measured; use them together"}

@@ -44,6 +44,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"-to-pin"}, "-to-pin stops -catch-rates early"},
+		{[]string{"-catch-rates", "-to-pin", "-write", "x.txt"}, "-to-pin stops -catch-rates early"},
 		{[]string{"-shard", "2/4"}, "-shard slices -seeds or -random"},
 		{[]string{"-seeds", "1..10", "-shard", "0/4"}, "want i/n with 1 <= i <= n"},
 		{[]string{"-seeds", "1..10", "-shard", "5/4"}, "want i/n with 1 <= i <= n"},

@@ -200,7 +200,11 @@ type job struct {
 // pool runs each job of work (a seed may appear more than once) in its
 // own worker process, c.jobs at a time, and streams the outcomes in the
 // order they finish.
-func pool(exe string, c config, work []job) <-chan outcome {
+func pool(exe string, c config, work []job) <-chan outcome { return poolSkipping(exe, c, work, nil) }
+
+// poolSkipping is pool that drops, when its turn comes, every job skip
+// says is no longer needed (skip may be nil).
+func poolSkipping(exe string, c config, work []job, skip func(job) bool) <-chan outcome {
 	jobs := make(chan job)
 	results := make(chan outcome)
 	var wg sync.WaitGroup
@@ -217,7 +221,9 @@ func pool(exe string, c config, work []job) <-chan outcome {
 	}
 	go func() {
 		for _, j := range work {
-			jobs <- j
+			if skip == nil || !skip(j) {
+				jobs <- j
+			}
 		}
 		close(jobs)
 		wg.Wait()
