@@ -115,32 +115,18 @@ func randomRun(c config, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	deadline := start.Add(c.runFor)
-	jobs := make(chan job)
-	results := make(chan outcome)
-	var wg sync.WaitGroup
-	for w := 0; w < c.jobs; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				o := runWorker(exe, c, j)
-				o.job = j
-				results <- o
-			}
-		}()
-	}
-	go func() {
-		for k := uint64(0); time.Now().Before(deadline); k++ {
-			mu.Lock()
-			name := pick()
-			inFlight[name]++
-			mu.Unlock()
-			jobs <- job{scenario: name, seed: randomSeed(base, k, c.shardI, c.shardN)}
+	k := uint64(0)
+	results := poolFrom(exe, c, func() (job, bool) {
+		if !time.Now().Before(deadline) {
+			return job{}, false
 		}
-		close(jobs)
-		wg.Wait()
-		close(results)
-	}()
+		mu.Lock()
+		name := pick()
+		inFlight[name]++
+		mu.Unlock()
+		k++
+		return job{scenario: name, seed: randomSeed(base, k-1, c.shardI, c.shardN)}, true
+	})
 
 	var bad []outcome
 	runs := 0

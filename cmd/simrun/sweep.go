@@ -205,6 +205,22 @@ func pool(exe string, c config, work []job) <-chan outcome { return poolSkipping
 // poolSkipping is pool that drops, when its turn comes, every job skip
 // says is no longer needed (skip may be nil).
 func poolSkipping(exe string, c config, work []job, skip func(job) bool) <-chan outcome {
+	i := 0
+	return poolFrom(exe, c, func() (job, bool) {
+		for ; i < len(work); i++ {
+			if skip == nil || !skip(work[i]) {
+				i++
+				return work[i-1], true
+			}
+		}
+		return job{}, false
+	})
+}
+
+// poolFrom runs the jobs next hands out, until it has no more, in worker
+// processes, c.jobs at a time, and streams the outcomes as they finish.
+// next is called from one goroutine, each time a worker is free.
+func poolFrom(exe string, c config, next func() (job, bool)) <-chan outcome {
 	jobs := make(chan job)
 	results := make(chan outcome)
 	var wg sync.WaitGroup
@@ -220,10 +236,8 @@ func poolSkipping(exe string, c config, work []job, skip func(job) bool) <-chan 
 		}()
 	}
 	go func() {
-		for _, j := range work {
-			if skip == nil || !skip(j) {
-				jobs <- j
-			}
+		for j, ok := next(); ok; j, ok = next() {
+			jobs <- j
 		}
 		close(jobs)
 		wg.Wait()
