@@ -198,17 +198,15 @@ func (imp *Imposter) FlowState() FlowState { return imp.flow }
 
 // Stateful reports whether any stub gates on or moves a scenario: only
 // then does a request touch flow state.
-func (imp *Imposter) Stateful() bool {
-	for _, st := range imp.stubs {
-		if st.scenario != "" {
-			return true
-		}
-	}
-	return false
-}
+func (imp *Imposter) Stateful() bool { return len(imp.scenarios) > 0 }
 
-// Scenarios lists the scenario names the stubs use, sorted.
-func (imp *Imposter) Scenarios() []string {
+// Scenarios lists the scenario names the stubs use, sorted. The slice is
+// shared: callers must not change it (it is replaced, never modified,
+// when the stubs change).
+func (imp *Imposter) Scenarios() []string { return imp.scenarios }
+
+// stubsChanged rebuilds what is derived from the stubs.
+func (imp *Imposter) stubsChanged() {
 	var names []string
 	for _, st := range imp.stubs {
 		if st.scenario != "" && !slices.Contains(names, st.scenario) {
@@ -216,7 +214,7 @@ func (imp *Imposter) Scenarios() []string {
 		}
 	}
 	slices.Sort(names)
-	return names
+	imp.scenarios = names
 }
 
 // ScenarioKey is the flow key holding a scenario's state.

@@ -38,6 +38,13 @@ type Imposter struct {
 	requests         []*Object
 
 	flow FlowState // _rift.flowState
+	// scenarios are the scenario names the stubs use, sorted; rebuilt
+	// (never changed in place) whenever the stubs change, so that a
+	// request asks Stateful without walking every stub.
+	scenarios []string
+	// recorded names the proxyOnce signatures whose recordings this
+	// imposter holds (AddRecording places each once).
+	recorded map[string]bool
 }
 
 // Stub is one compiled stub.
@@ -134,6 +141,7 @@ func New(creation *Object, port int) (*Imposter, error) {
 			imp.stubs = append(imp.stubs, st)
 		}
 	}
+	imp.stubsChanged()
 	return imp, nil
 }
 
@@ -617,19 +625,27 @@ func setHeader(h *Object, name, value string) {
 func (imp *Imposter) Stubs() int { return len(imp.stubs) }
 
 // ReplaceStubs replaces every stub.
-func (imp *Imposter) ReplaceStubs(stubs []*Stub) { imp.stubs = stubs }
+func (imp *Imposter) ReplaceStubs(stubs []*Stub) {
+	imp.stubs = stubs
+	imp.stubsChanged()
+}
 
 // InsertStub puts a stub at index (the end if index is len).
 func (imp *Imposter) InsertStub(st *Stub, index int) {
 	imp.stubs = append(imp.stubs[:index], append([]*Stub{st}, imp.stubs[index:]...)...)
+	imp.stubsChanged()
 }
 
 // ReplaceStub replaces the stub at index.
-func (imp *Imposter) ReplaceStub(st *Stub, index int) { imp.stubs[index] = st }
+func (imp *Imposter) ReplaceStub(st *Stub, index int) {
+	imp.stubs[index] = st
+	imp.stubsChanged()
+}
 
 // DeleteStub removes the stub at index.
 func (imp *Imposter) DeleteStub(index int) {
 	imp.stubs = append(imp.stubs[:index], imp.stubs[index+1:]...)
+	imp.stubsChanged()
 }
 
 // DeleteSavedProxyResponses removes the responses proxies recorded (and
@@ -658,6 +674,7 @@ func (imp *Imposter) DeleteSavedProxyResponses() {
 		kept = append(kept, st)
 	}
 	imp.stubs = kept
+	imp.stubsChanged()
 }
 
 // Inherit carries what serving old taught into imp, a newer definition

@@ -412,6 +412,7 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 		st, err := NewStub(c.recording)
 		if err == nil {
 			imp.InsertStub(st, at)
+			imp.markRecorded(c.Signature)
 		}
 	case ProxyAlways:
 		want := string(stableJSON(preds, nil))
@@ -427,16 +428,20 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 		}
 		if st, err := NewStub(NewObject().Set("predicates", preds).Set("responses", []any{newResp})); err == nil {
 			imp.stubs = append(imp.stubs, st)
+			imp.stubsChanged()
 		}
 	}
 }
 
-// AddRecording places a proxyOnce recording, made on any node, as the
-// recording node placed it: just before the proxy stub at place
-// proxyStub of the definition, after the recordings already there. A
-// recording already in place is not added again; one whose proxy stub
-// is gone (the stubs changed since) is dropped.
-func (imp *Imposter) AddRecording(proxyStub int, stub *Object) error {
+// AddRecording places the proxyOnce recording of signature key, made on
+// any node, as the recording node placed it: just before the proxy stub
+// at place proxyStub of the definition, after the recordings already
+// there. A recording of a key already placed here is not added again;
+// one whose proxy stub is gone (the stubs changed since) is dropped.
+func (imp *Imposter) AddRecording(key string, proxyStub int, stub *Object) error {
+	if imp.recorded[key] {
+		return nil
+	}
 	at := -1
 	for i, st := range imp.stubs {
 		if st.defIndex == proxyStub && proxyStub >= 0 {
@@ -446,18 +451,20 @@ func (imp *Imposter) AddRecording(proxyStub int, stub *Object) error {
 	if at < 0 {
 		return fmt.Errorf("no stub %d in the definition", proxyStub)
 	}
-	want := string(Marshal(stub, 0))
-	for i := at - 1; i >= 0 && imp.stubs[i].defIndex < 0; i-- {
-		if string(Marshal(imp.stubs[i].config, 0)) == want {
-			return nil
-		}
-	}
 	st, err := NewStub(stub)
 	if err != nil {
 		return err
 	}
 	imp.InsertStub(st, at)
+	imp.markRecorded(key)
 	return nil
+}
+
+func (imp *Imposter) markRecorded(key string) {
+	if imp.recorded == nil {
+		imp.recorded = map[string]bool{}
+	}
+	imp.recorded[key] = true
 }
 
 func sameConfig(a, b *Stub) bool { return string(Marshal(a.config, 0)) == string(Marshal(b.config, 0)) }

@@ -47,7 +47,7 @@ func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imp
 	case err != nil:
 		return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "proxyOnce: " + err.Error()}}
 	case ans.Recorded != nil:
-		if err := h.place(ans.Recorded); err != nil {
+		if err := h.place(c.Signature, ans.Recorded); err != nil {
 			return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: "proxyOnce: the recording cannot be replayed here: " + err.Error()}}
 		}
 		return imposter.Outcome{}, true, nil
@@ -73,7 +73,7 @@ func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imp
 }
 
 // place puts a recording made anywhere into this node's imposter.
-func (h *imposterHandler) place(b []byte) error {
+func (h *imposterHandler) place(key string, b []byte) error {
 	inc, at, stub, err := decodeRecording(b)
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (h *imposterHandler) place(b []byte) error {
 	if inc != h.sv.incarnation {
 		return fmt.Errorf("it was made for an earlier imposter on this port")
 	}
-	return h.sv.imp.AddRecording(at, stub)
+	return h.sv.imp.AddRecording(key, at, stub)
 }
 
 // Bounds on proxyOnce claims in a server alone (MemoryClaims): signatures

@@ -183,7 +183,7 @@ func (s *Server) build(d Definition) (inc string, creation *imposter.Object, imp
 		if err != nil || rinc != inc {
 			continue // not this creation's
 		}
-		if err := imp.AddRecording(at, stub); err != nil {
+		if err := imp.AddRecording(r.Key, at, stub); err != nil {
 			s.log.Debug("recording not replayed", "port", d.Port, "key", r.Key, "err", err)
 		}
 	}
@@ -283,6 +283,8 @@ func (s *Server) reconcile(ctx context.Context) error {
 				s.bind(cur) // the port may be free now
 			}
 			continue
+		case cur != nil && cur.def.Version == d.Version && s.addRecordings(cur, d):
+			continue
 		case cur != nil && s.changeInPlace(cur, d):
 			continue
 		case cur != nil:
@@ -303,6 +305,35 @@ func (s *Server) reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// addRecordings places, in a running imposter whose definition did not
+// change, the proxyOnce recordings made since the last pass: the common
+// change while a proxy records, done without recompiling the imposter.
+// It reports false when recordings went too (the caller rebuilds).
+func (s *Server) addRecordings(cur *served, d Definition) bool {
+	now := make(map[string]bool, len(d.Recordings))
+	for _, r := range d.Recordings {
+		now[r.Key] = true
+	}
+	for _, r := range cur.def.Recordings {
+		if !now[r.Key] {
+			return false
+		}
+	}
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	for _, r := range d.Recordings {
+		inc, at, stub, err := decodeRecording(r.JSON)
+		if err != nil || inc != cur.incarnation {
+			continue // not this creation's
+		}
+		if err := cur.imp.AddRecording(r.Key, at, stub); err != nil {
+			s.log.Debug("recording not replayed", "port", d.Port, "key", r.Key, "err", err)
+		}
+	}
+	cur.def = d
+	return true
 }
 
 // bindRetry is how often a pass tries again to bind a port it could not.

@@ -269,11 +269,12 @@ func (s *State) Get(key string) (Entry, bool) {
 // Keys returns the keys starting with prefix, sorted.
 func (s *State) Keys(prefix string) []string {
 	var keys []string
-	for _, k := range slices.Sorted(maps.Keys(s.data)) {
+	for k := range s.data {
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
 	}
+	slices.Sort(keys)
 	return keys
 }
 
