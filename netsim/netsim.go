@@ -381,50 +381,76 @@ var Shapes = []string{ShapeIsolate, ShapeSplit, ShapeOneWay, ShapeOneWayIn, Shap
 // RandomPartition heals, then applies a partition of a random shape over
 // ids, and returns its description.
 func (nw *Network) RandomPartition(r *rand.Rand, ids []dial.NodeID) string {
-	nw.Heal()
+	p := nw.DrawPartition(r, ids, Shapes)
+	p.Apply()
+	return p.Desc
+}
+
+// Partition is a drawn partition, not yet in place: its description and
+// how to put it in place. Drawing and applying are apart so that a
+// scenario can draw a partition and then leave it out (a skipped fault)
+// having drawn the same random numbers.
+type Partition struct {
+	Desc  string
+	apply func()
+}
+
+// Apply heals the network, then puts the partition in place.
+func (p Partition) Apply() { p.apply() }
+
+// DrawPartition draws a partition over ids, of one of shapes (a shape
+// that needs three nodes falls back to isolate with fewer). It draws the
+// same random numbers whatever shapes allows, so a run that narrows its
+// shapes keeps the rest of its draws.
+func (nw *Network) DrawPartition(r *rand.Rand, ids []dial.NodeID, shapes []string) Partition {
 	ids = append([]dial.NodeID(nil), ids...)
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	shape := Shapes[r.IntN(len(Shapes))]
+	shape := shapes[r.IntN(len(shapes))]
 	if len(ids) < 3 && (shape == ShapeRing || shape == ShapeBridge) {
 		shape = ShapeIsolate
 	}
 	var desc string
+	var cut func()
 	switch shape {
 	case ShapeIsolate:
-		nw.Split(ids, ids[1:])
+		cut = func() { nw.Split(ids, ids[1:]) }
 		desc = fmt.Sprintf("%s %s", shape, nw.name(ids[0]))
 	case ShapeSplit:
-		minority := (len(ids) - 1) / 2
-		if minority == 0 {
-			minority = 1
-		}
-		nw.Split(ids, ids[:minority], ids[minority:])
+		minority := max(1, (len(ids)-1)/2)
+		cut = func() { nw.Split(ids, ids[:minority], ids[minority:]) }
 		desc = fmt.Sprintf("%s %s | %s", shape, nw.names(ids[minority:]), nw.names(ids[:minority]))
 	case ShapeOneWay:
-		nw.OneWay(ids[:1], ids[1:])
+		cut = func() { nw.OneWay(ids[:1], ids[1:]) }
 		desc = fmt.Sprintf("%s %s -/-> rest", shape, nw.name(ids[0]))
 	case ShapeOneWayIn:
-		nw.OneWay(ids[1:], ids[:1])
+		cut = func() { nw.OneWay(ids[1:], ids[:1]) }
 		desc = fmt.Sprintf("%s rest -/-> %s", shape, nw.name(ids[0]))
 	case ShapeRing:
-		nw.Ring(ids)
+		cut = func() { nw.Ring(ids) }
 		desc = fmt.Sprintf("%s %s", shape, nw.names(ids))
 	case ShapeBridge:
 		half := (len(ids) - 1) / 2
 		left, right := ids[1:1+half], ids[1+half:]
-		nw.Split(ids, append([]dial.NodeID{ids[0]}, left...), append([]dial.NodeID{ids[0]}, right...))
-		// Split put the bridge in both groups; group membership is
-		// last-wins, so unblock the bridge's links explicitly.
-		for _, b := range ids[1:] {
-			nw.setBlocked(link{ids[0], b}, false)
-			nw.setBlocked(link{b, ids[0]}, false)
+		cut = func() {
+			nw.Split(ids, append([]dial.NodeID{ids[0]}, left...), append([]dial.NodeID{ids[0]}, right...))
+			// Split put the bridge in both groups; group membership is
+			// last-wins, so unblock the bridge's links explicitly.
+			for _, b := range ids[1:] {
+				nw.setBlocked(link{ids[0], b}, false)
+				nw.setBlocked(link{b, ids[0]}, false)
+			}
 		}
 		desc = fmt.Sprintf("%s %s <-%s-> %s", shape, nw.names(left), nw.name(ids[0]), nw.names(right))
+	default:
+		panic(fmt.Sprintf("netsim: unknown partition shape %q", shape))
 	}
-	nw.shape = desc
-	nw.k.Logf("net partition %s", desc)
-	return desc
+	return Partition{Desc: desc, apply: func() {
+		nw.Heal()
+		cut()
+		nw.shape = desc
+		nw.k.Logf("net partition %s", desc)
+	}}
 }
 
 func (nw *Network) name(id dial.NodeID) string {

@@ -58,8 +58,10 @@ type Chaos struct {
 	nw    *netsim.Network
 	nodes []*sim.Machine
 	cfg   FaultConfig
-	rng   *rand.Rand
-	until time.Duration
+	// shapes are the partition shapes the run's swarm mix draws from.
+	shapes []string
+	rng    *rand.Rand
+	until  time.Duration
 
 	// Counters, for the run's report.
 	Partitions, Crashes, Steps, Drifts int
@@ -67,7 +69,8 @@ type Chaos struct {
 
 // StartChaos schedules faults from now until until.
 func StartChaos(run *Run, nw *netsim.Network, nodes []*sim.Machine, cfg FaultConfig, until time.Duration) *Chaos {
-	c := &Chaos{run: run, nw: nw, nodes: nodes, cfg: cfg, rng: run.Kernel.Stream("faults"), until: until}
+	c := &Chaos{run: run, nw: nw, nodes: nodes, cfg: run.Swarm().faults(cfg), shapes: run.Swarm().shapes(),
+		rng: run.Kernel.Stream("faults"), until: until}
 	c.next()
 	run.Kernel.At(until, sim.EvFault, xxhash.Sum64String("calm"), c.calm)
 	return c
@@ -95,68 +98,73 @@ func (c *Chaos) down() int {
 	return n
 }
 
+// inject makes one fault attempt: it draws every number the fault needs,
+// then injects it through the run's one door (Run.Inject), which may skip
+// it. The draws never depend on the cluster's state, so a skipped fault
+// leaves the rest of the schedule as it was.
 func (c *Chaos) inject() {
 	k := c.run.Kernel
 	total := c.cfg.Partition + c.cfg.Crash + c.cfg.ClockStep + c.cfg.Drift
 	if total == 0 {
 		return
 	}
+	ord := c.run.Fault()
 	pick := c.rng.IntN(total)
 	node := c.nodes[c.rng.IntN(len(c.nodes))]
 	switch {
 	case pick < c.cfg.Partition:
-		c.Partitions++
-		desc := c.nw.RandomPartition(c.rng, k.Nodes())
-		k.Mix([]byte(desc))
-		k.Logf("fault partition %s", desc)
-		heal := k.Now() + sim.Between(c.rng, c.cfg.PartitionMin, c.cfg.PartitionMax)
-		if heal < c.until {
-			shape := desc
-			k.At(heal, sim.EvFault, xxhash.Sum64String("heal"), func() {
-				if c.nw.Shape() == shape { // a later partition replaced it: leave that one
-					c.nw.Heal()
-				}
-			})
-		}
+		p := c.nw.DrawPartition(c.rng, k.Nodes(), c.shapes)
+		last := sim.Between(c.rng, c.cfg.PartitionMin, c.cfg.PartitionMax)
+		c.run.Inject(ord, fmt.Sprintf("partition %s (for %v)", p.Desc, last.Round(time.Millisecond)), func() {
+			c.Partitions++
+			p.Apply()
+			if heal := k.Now() + last; heal < c.until {
+				k.At(heal, sim.EvFault, xxhash.Sum64String("heal"), func() {
+					if c.nw.Shape() == p.Desc { // a later partition replaced it: leave that one
+						c.nw.Heal()
+					}
+				})
+			}
+		})
 	case pick < c.cfg.Partition+c.cfg.Crash:
-		c.crash(node)
+		c.crash(ord, node)
 	case pick < c.cfg.Partition+c.cfg.Crash+c.cfg.ClockStep:
 		if c.cfg.StepMax == 0 {
 			return
 		}
-		c.Steps++
 		step := sim.Between(c.rng, -c.cfg.StepMax, c.cfg.StepMax)
-		k.Mix([]byte(fmt.Sprintf("step %s %d", node.Name(), step)))
-		k.Logf("fault clock step %s %v", node.Name(), step)
-		node.Clock().Step(step)
+		c.run.Inject(ord, fmt.Sprintf("clock step %s %v", node.Name(), step), func() {
+			c.Steps++
+			node.Clock().Step(step)
+		})
 	default:
-		c.Drifts++
 		ppm := sim.Between(c.rng, -c.cfg.DriftMaxPPM, c.cfg.DriftMaxPPM)
-		k.Mix([]byte(fmt.Sprintf("drift %s %d", node.Name(), ppm)))
-		k.Logf("fault clock drift %s %dppm", node.Name(), ppm)
-		node.Clock().SetDrift(ppm)
+		c.run.Inject(ord, fmt.Sprintf("clock drift %s %dppm", node.Name(), ppm), func() {
+			c.Drifts++
+			node.Clock().SetDrift(ppm)
+		})
 	}
 }
 
-// crash kills node now, if it is up and fewer than MaxDown are down, and
-// schedules its restart.
-func (c *Chaos) crash(node *sim.Machine) {
+// crash is fault attempt ord: kill node now, if it is up and fewer than
+// MaxDown are down, and restart it after a drawn pause (drawn either way).
+func (c *Chaos) crash(ord int, node *sim.Machine) {
 	k := c.run.Kernel
+	down := sim.Between(c.rng, c.cfg.DownMin, c.cfg.DownMax)
 	if !node.Up() || c.down() >= c.cfg.MaxDown {
 		return
 	}
-	c.Crashes++
-	k.Mix([]byte("crash " + node.Name()))
-	k.Logf("fault crash %s", node.Name())
-	node.Crash()
-	back := k.Now() + sim.Between(c.rng, c.cfg.DownMin, c.cfg.DownMax)
-	if back < c.until {
-		k.At(back, sim.EvFault, xxhash.Sum64String("restart "+node.Name()), func() {
-			if !node.Up() {
-				node.Start()
-			}
-		})
-	}
+	c.run.Inject(ord, fmt.Sprintf("crash %s (down %v)", node.Name(), down.Round(time.Millisecond)), func() {
+		c.Crashes++
+		node.Crash()
+		if back := k.Now() + down; back < c.until {
+			k.At(back, sim.EvFault, xxhash.Sum64String("restart "+node.Name()), func() {
+				if !node.Up() {
+					node.Start()
+				}
+			})
+		}
+	})
 }
 
 // CrashAt schedules a targeted crash of node (within the fault phase): a
@@ -166,7 +174,7 @@ func (c *Chaos) CrashAt(node *sim.Machine, at time.Duration) {
 	if at >= c.until {
 		return
 	}
-	c.run.Kernel.At(at, sim.EvFault, xxhash.Sum64String("crash "+node.Name()), func() { c.crash(node) })
+	c.run.Kernel.At(at, sim.EvFault, xxhash.Sum64String("crash "+node.Name()), func() { c.crash(c.run.Fault(), node) })
 }
 
 // calm ends the fault phase: the network heals and every node is up.

@@ -31,12 +31,13 @@ var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "bridge"
 // handover frames were lost, and the flow checkers.
 type flowHarness struct {
 	*raftCluster
-	flowHist *linearizability.History
-	deadline time.Duration
-	aeEvery  time.Duration
-	calm     time.Duration // when the faults stop
-	perNode  int           // clients pinned to each node
-	allFlows []string
+	ownedStarts int // startOwnedClients calls, naming their clients
+	flowHist    *linearizability.History
+	deadline    time.Duration
+	aeEvery     time.Duration
+	calm        time.Duration // when the faults stop
+	perNode     int           // clients pinned to each node
+	allFlows    []string
 
 	// While a client call runs on a node (synchronously, inside Do),
 	// calling is that node, callOp the history op (-1: none), arriveBy

@@ -561,14 +561,20 @@ func (c *raftCluster) isMember(id dial.NodeID) bool {
 	return false
 }
 
-// isolate partitions n from every other node, both ways, logging why.
-func (c *raftCluster) isolate(n *sim.Machine, why string) {
+// isolate is a fault attempt: partition n from every other node, both
+// ways, named why; it reports whether the run injected it (Run.Inject).
+func (c *raftCluster) isolate(n *sim.Machine, why string) bool {
+	return c.isolateAs(c.run.Fault(), n, why)
+}
+
+// isolateAs is isolate as fault attempt ord, numbered by the caller
+// before it looked at the cluster's state.
+func (c *raftCluster) isolateAs(ord int, n *sim.Machine, why string) bool {
 	var rest []dial.NodeID
 	for _, o := range c.nodes {
 		if o != n {
 			rest = append(rest, o.ID())
 		}
 	}
-	c.k.Logf("fault %s", why)
-	c.nw.Split(c.k.Nodes(), []dial.NodeID{n.ID()}, rest)
+	return c.run.Inject(ord, why, func() { c.nw.Split(c.k.Nodes(), []dial.NodeID{n.ID()}, rest) })
 }

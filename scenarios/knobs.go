@@ -80,7 +80,7 @@ func names(n int) []string {
 // the disk. It returns the "knobs" stream for the caller's further draws.
 func clusterKnobs(run *Run, voters int, calm time.Duration) (netsim.Config, sim.DiskConfig, *rand.Rand) {
 	knobs := run.Kernel.Stream("knobs")
-	netCfg := netsim.Draw(run.Kernel.Stream("net-config"))
+	netCfg := run.Swarm().net(netsim.Draw(run.Kernel.Stream("net-config")))
 	run.Knob("voters", voters)
 	run.Knob("net", netCfg)
 	disk := drawDisk(run, sim.DefaultDiskConfig, 2e-4, calm)

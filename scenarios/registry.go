@@ -30,6 +30,11 @@ type Scenario struct {
 	// not declared is itself a failure ("undeclared"), so the list stays
 	// the truth about what judges the scenario.
 	Checkers []string
+	// Swarm opts the scenario into swarm fault mixes (swarm.go): each
+	// seed draws which kinds of fault its Chaos injects. A scenario opts
+	// in where the mixes were measured not to lower any planted bug's
+	// catch rate (CONTRIBUTING).
+	Swarm bool
 	// Run draws the run's knobs (reporting each with r.Knob before any
 	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
 	// and reports what its checkers find with r.Fail.

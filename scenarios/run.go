@@ -38,6 +38,11 @@ type Options struct {
 	OutDir string
 	// Replay is the command that reruns this run, for OutDir.
 	Replay string
+	// Skip leaves faults and client operations out (skip.go).
+	Skip Skip
+	// NoSwarm runs the full fault mix on every seed, as before swarm
+	// mixes (swarm.go): for measuring what they change.
+	NoSwarm bool
 }
 
 // DefaultCheckTimeout is how long one porcupine check (one flow, one key)
@@ -76,6 +81,10 @@ type Result struct {
 	Work map[string]int
 	// Drawn lists the files a failing run wrote into Options.OutDir.
 	Drawn []string
+	// Faults are the faults the run injected, in order; Ops the
+	// operations each client sent, by the client's ordinals (skip.go).
+	Faults []FaultRecord
+	Ops    map[string][]int
 }
 
 // The three verdicts. Only VerdictOK is a pass.
@@ -172,6 +181,14 @@ type Run struct {
 	// first key each failing checker named.
 	histories map[string]*linearizability.History
 	offenses  []offense
+	// What the run leaves out, and the counters that name faults and
+	// operations (skip.go).
+	skip     Skip
+	faultSeq int
+	opSeq    map[string]int
+	// The run's swarm fault mix, if its scenario opts in (swarm.go).
+	swarmOn bool
+	swarm   Swarm
 }
 
 // offense is a failing checker's key and when its failure first shows.
@@ -286,8 +303,8 @@ func (r *Run) judgeWork(floors []Floor) {
 		if got >= f.Least {
 			continue
 		}
-		if r.Shortened {
-			r.Undecided("workload", "%s=%d, under the %d the whole run must do", f.Work, got, f.Least)
+		if r.Shortened || !r.skip.Empty() {
+			r.Undecided("workload", "%s=%d, under the %d the whole run must do (this run was cut or left things out)", f.Work, got, f.Least)
 		} else {
 			r.Fail("workload", "%s=%d, under the %d a meaningful run must do", f.Work, got, f.Least)
 		}
@@ -344,7 +361,8 @@ func Execute(name string, opts Options) (Result, error) {
 	restore := k.InstallCryptoRand()
 	defer restore()
 	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, Shortened: opts.Duration < s.Duration,
-		CheckTimeout: opts.CheckTimeout, ClientsOff: opts.ClientsOff, out: out, bugs: bugs, result: res}
+		CheckTimeout: opts.CheckTimeout, ClientsOff: opts.ClientsOff, out: out, bugs: bugs, result: res, skip: opts.Skip,
+		swarmOn: s.Swarm && !opts.NoSwarm}
 	start := time.Now() // wall time is reported, never used by the run
 	if err := s.Run(run); err != nil {
 		run.Fail("run", "%v", err)
@@ -357,6 +375,9 @@ func Execute(name string, opts Options) (Result, error) {
 	}
 	if run.Shortened && res.Failures == 0 {
 		run.Undecided("run", "shortened to %v of the scenario's %v: the checks that judge the whole run (liveness, convergence, work done) could not", opts.Duration, s.Duration)
+	}
+	if !opts.Skip.Empty() && res.Failures == 0 {
+		run.Undecided("run", "it left out faults or operations (%s): a pass of part of a seed is not a pass of the seed", opts.Skip)
 	}
 	if opts.OutDir != "" && res.Failures > 0 {
 		files, err := run.draw(opts.OutDir, opts.Replay, events)

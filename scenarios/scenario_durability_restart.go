@@ -127,6 +127,10 @@ func (d *durability) startWriter(client uint64, f *checker.VersionedFlow, until 
 			return
 		}
 		n := h.nodes[r.IntN(len(h.nodes))]
+		if _, send := h.run.Op(fmt.Sprintf("d%d", client)); !send {
+			next()
+			return
+		}
 		d.read(client, f, n, func() {
 			version := len(f.Writes) + 1
 			f.Writes = append(f.Writes, checker.VersionWrite{Call: h.k.Now()})
@@ -191,6 +195,7 @@ func (d *durability) scheduleCrashes(calm time.Duration) {
 		if now >= calm-3*time.Second {
 			return
 		}
+		ord := h.run.Fault()
 		var victims []*sim.Machine
 		kind := ""
 		switch r.IntN(3) {
@@ -217,24 +222,27 @@ func (d *durability) scheduleCrashes(calm time.Duration) {
 		}
 		restart := now + sim.Between(r, 300*time.Millisecond, 2*time.Second)
 		last := restart
-		h.k.Logf("crash episode: %s", kind)
-		for _, n := range victims {
-			n := n
-			at := now + sim.Between(r, 0, spread)
-			back := restart + sim.Between(r, 0, 300*time.Millisecond)
-			last = max(last, back)
-			h.k.At(at, sim.EvFault, xxhash.Sum64String("crash "+n.Name()), func() {
-				if n.Up() {
-					d.crashes++
-					n.Crash()
-				}
-			})
-			h.k.At(back, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
-				if !n.Up() {
-					n.Start()
-				}
-			})
+		at, back := make([]time.Duration, len(victims)), make([]time.Duration, len(victims))
+		for i := range victims {
+			at[i] = now + sim.Between(r, 0, spread)
+			back[i] = restart + sim.Between(r, 0, 300*time.Millisecond)
+			last = max(last, back[i])
 		}
+		h.run.Inject(ord, fmt.Sprintf("crash episode: %s, back by %v", kind, last), func() {
+			for i, n := range victims {
+				h.k.At(at[i], sim.EvFault, xxhash.Sum64String("crash "+n.Name()), func() {
+					if n.Up() {
+						d.crashes++
+						n.Crash()
+					}
+				})
+				h.k.At(back[i], sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+					if !n.Up() {
+						n.Start()
+					}
+				})
+			}
+		})
 		h.k.At(last+sim.Between(r, 2*time.Second, 4*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
 	}
 	h.k.At(sim.Between(r, 2*time.Second, 4*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)

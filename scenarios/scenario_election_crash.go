@@ -51,8 +51,8 @@ func runElectionCrash(run *Run) error {
 	iso := c.timing.isolation
 	r := k.Stream("faults")
 	down := func() int { return downOrArmed(c.nodes) }
-	restartSoon := func(n *sim.Machine) {
-		k.After(sim.Between(r, 50*time.Millisecond, 300*time.Millisecond), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+	restartAfter := func(n *sim.Machine, pause time.Duration) {
+		k.After(pause, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
 			if !n.Up() {
 				n.Start()
 			}
@@ -73,18 +73,22 @@ func runElectionCrash(run *Run) error {
 		case info.Kind == consensus.FrameVoteResp && !info.Reject && (crashes == 0 || sim.Chance(r, crashVoter)) && down() < (voters-1)/2:
 			// Crash the voter at the next instant: whatever it did
 			// after the vote (a write it did not sync) is lost with it.
+			ord, pause := run.Fault(), sim.Between(r, 50*time.Millisecond, 300*time.Millisecond)
 			k.After(0, sim.EvFault, xxhash.Sum64String("crash "+n.Name()), func() {
 				if n.Up() && down() < (voters-1)/2 {
-					k.Logf("fault crash %s just after it voted in term %d", n.Name(), info.Term)
-					crashes++
-					n.Crash()
-					restartSoon(n)
+					run.Inject(ord, fmt.Sprintf("crash %s just after it voted in term %d (down %v)", n.Name(), info.Term, pause), func() {
+						crashes++
+						n.Crash()
+						restartAfter(n, pause)
+					})
 				}
 			})
 		case info.Kind == consensus.FrameVote && sim.Chance(r, cutCandidate) && down() < (voters-1)/2:
-			k.Logf("fault %s campaigns in term %d: power cut within its next disk operations", n.Name(), info.Term)
-			n.Disk().CutPowerAfter(1 + r.IntN(3))
-			restartAfterCut(k, r, n, 50*time.Millisecond, 300*time.Millisecond, calm)
+			ord, ops := run.Fault(), 1+r.IntN(3)
+			run.Inject(ord, fmt.Sprintf("%s campaigns in term %d: power cut within its next %d disk operations", n.Name(), info.Term, ops), func() {
+				n.Disk().CutPowerAfter(ops)
+				restartAfterCut(k, r, n, 50*time.Millisecond, 300*time.Millisecond, calm)
+			})
 		}
 	})
 	for _, n := range c.nodes {
@@ -97,8 +101,10 @@ func runElectionCrash(run *Run) error {
 		}
 		for _, n := range c.nodes {
 			if cn := c.node(n); cn != nil && cn.BelievesSelfLeader() {
-				c.isolate(n, "isolate the leader "+n.Name())
-				k.After(sim.Between(r, 3*iso/2, 3*iso), sim.EvFault, xxhash.Sum64String("heal"), func() { c.nw.Heal() })
+				heal := sim.Between(r, 3*iso/2, 3*iso)
+				if c.isolate(n, fmt.Sprintf("isolate the leader %s (for %v)", n.Name(), heal)) {
+					k.After(heal, sim.EvFault, xxhash.Sum64String("heal"), func() { c.nw.Heal() })
+				}
 				break
 			}
 		}

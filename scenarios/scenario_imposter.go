@@ -247,7 +247,8 @@ func (x *impRun) startClients(nodes []*sim.Machine, until time.Duration) {
 		for range x.h.perNode {
 			c, node := 5000+client, n
 			client++
-			x.h.k.At(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, uint64(c), func() { x.clientStep(c, node, r, until) })
+			own := x.h.k.Stream(fmt.Sprintf("workload/imposter/%d", c)) // its k-th request is its own (Run.Op)
+			x.h.k.At(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, uint64(c), func() { x.clientStep(c, node, own, until) })
 		}
 	}
 }
@@ -267,9 +268,14 @@ func (x *impRun) clientStep(client int, n *sim.Machine, r *rand.Rand, until time
 	default:
 		path = "/jump"
 	}
-	x.request(client, n, port, id, path, func(int) {
+	next := func(int) {
 		x.h.k.After(time.Duration(r.IntN(20))*time.Millisecond, sim.EvClient, uint64(client), func() { x.clientStep(client, n, r, until) })
-	})
+	}
+	if _, send := x.h.run.Op(fmt.Sprintf("i%d", client)); !send {
+		next(0)
+		return
+	}
+	x.request(client, n, port, id, path, next)
 }
 
 // request sends one request to n's imposter on port, for flow id, and

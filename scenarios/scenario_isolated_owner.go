@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -75,6 +76,7 @@ func runIsolatedOwner(run *Run) error {
 				side[n.ID()] = true
 			}
 		}
+		ord := run.Fault()
 		if len(side) > 0 && len(side) < voters {
 			var a, b []dial.NodeID
 			var desc []string
@@ -86,10 +88,11 @@ func runIsolatedOwner(run *Run) error {
 					b = append(b, n.ID())
 				}
 			}
-			h.nw.Heal()
-			h.nw.Split(k.Nodes(), a, b)
-			k.Logf("fault cut off %s: %s", shape, strings.Join(desc, ","))
-			run.Did("cuts", 1)
+			run.Inject(ord, fmt.Sprintf("cut off %s: %s", shape, strings.Join(desc, ",")), func() {
+				h.nw.Heal()
+				h.nw.Split(k.Nodes(), a, b)
+				run.Did("cuts", 1)
+			})
 		}
 		k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("heal"), func() {
 			h.nw.Heal()

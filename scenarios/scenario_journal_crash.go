@@ -53,12 +53,14 @@ func runJournalCrash(run *Run) error {
 		// A cut armed but not yet landed counts as down: the node will
 		// go at its next few disk operations, and it comes back a drawn
 		// pause after it went.
+		ord := run.Fault()
 		n := c.nodes[r.IntN(len(c.nodes))]
+		ops := 1 + r.IntN(12)
 		if n.Up() && downOrArmed(c.nodes) < (voters-1)/2 {
-			ops := 1 + r.IntN(12)
-			k.Logf("fault power cut %s after %d disk ops", n.Name(), ops)
-			n.Disk().CutPowerAfter(ops)
-			restartAfterCut(k, r, n, 300*time.Millisecond, 2*time.Second, calm)
+			run.Inject(ord, fmt.Sprintf("power cut %s after %d disk ops", n.Name(), ops), func() {
+				n.Disk().CutPowerAfter(ops)
+				restartAfterCut(k, r, n, 300*time.Millisecond, 2*time.Second, calm)
+			})
 		}
 		k.After(cutEvery, sim.EvFault, xxhash.Sum64String("cut"), cut)
 	}

@@ -65,14 +65,15 @@ func runLearnerJoin(run *Run) error {
 		})
 	}
 	cutOff := func(n *sim.Machine) {
-		for _, id := range k.Nodes() {
-			if id != n.ID() {
-				c.nw.Block(id, n.ID())
-				c.nw.Block(n.ID(), id)
+		run.Inject(run.Fault(), fmt.Sprintf("cut %s off for %v as it joins", n.Name(), behind), func() {
+			for _, id := range k.Nodes() {
+				if id != n.ID() {
+					c.nw.Block(id, n.ID())
+					c.nw.Block(n.ID(), id)
+				}
 			}
-		}
-		k.Logf("fault cut %s off for %v as it joins", n.Name(), behind)
-		k.After(behind, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { c.nw.Heal() })
+			k.After(behind, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { c.nw.Heal() })
+		})
 	}
 	k.At(joinAt, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[3]); cutOff(c.nodes[3]) })
 	k.At(joinAt+time.Second+behind, sim.EvClient, xxhash.Sum64String("join"), func() { addLearner(c.nodes[4]); cutOff(c.nodes[4]) })

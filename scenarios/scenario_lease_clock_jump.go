@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -47,12 +48,14 @@ func runLeaseClockJump(run *Run) error {
 		if k.Now() >= calm {
 			return
 		}
+		ord := run.Fault()
 		for _, n := range c.nodes {
 			if cn := c.node(n); cn != nil && cn.BelievesSelfLeader() {
 				back := ttl + sim.Between(r, ttl/2, 3*ttl)
-				k.Logf("fault clock step %s -%v (leader)", n.Name(), back)
-				n.Clock().Step(-back)
-				run.Did("leader-steps-back", 1)
+				run.Inject(ord, fmt.Sprintf("clock step %s -%v (leader)", n.Name(), back), func() {
+					n.Clock().Step(-back)
+					run.Did("leader-steps-back", 1)
+				})
 				break
 			}
 		}

@@ -104,6 +104,7 @@ func runOwnerHandoff(run *Run) error {
 	k.At(t3, sim.EvClient, xxhash.Sum64String("phase3"), func() {
 		addLearner(h.nodes[voters+1])
 		k.After(2*time.Second, sim.EvClient, xxhash.Sum64String("phase3b"), func() {
+			ord := run.Fault()
 			var leader, second *sim.Machine
 			for _, n := range h.nodes {
 				if cn := h.node(n); cn != nil && cn.BelievesSelfLeader() {
@@ -119,9 +120,10 @@ func runOwnerHandoff(run *Run) error {
 			if second == nil || leader == nil {
 				return
 			}
-			k.Logf("fault cut %s off from the leader %s and remove it", second.Name(), leader.Name())
-			h.nw.Block(second.ID(), leader.ID())
-			h.nw.Block(leader.ID(), second.ID())
+			run.Inject(ord, fmt.Sprintf("cut %s off from the leader %s (and remove it)", second.Name(), leader.Name()), func() {
+				h.nw.Block(second.ID(), leader.ID())
+				h.nw.Block(leader.ID(), second.ID())
+			})
 			h.startOwnedClients(second, 6, calm)
 			remove(second, func() {
 				k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("heal"), func() {

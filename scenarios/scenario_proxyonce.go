@@ -30,6 +30,7 @@ func init() {
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
 		Checkers: plus(clusterCheckers, "proxyonce"),
+		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, false) },
 	})
 	Register(Scenario{
@@ -45,6 +46,7 @@ func init() {
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
 		Checkers: plus(clusterCheckers, "proxyonce"),
+		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, true) },
 	})
 }
@@ -82,6 +84,7 @@ func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Dur
 	kind := r.IntN(3)
 	down := time.Duration(200+r.IntN(2500)) * time.Millisecond
 	k.After(after, sim.EvFault, xxhash.Sum64String("aim "+key), func() {
+		ord := p.h.run.Fault()
 		m := h.membership()
 		var voters []dial.NodeID
 		for _, v := range m.Voters {
@@ -94,18 +97,20 @@ func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Dur
 		n := h.byID[owner]
 		switch {
 		case kind == 0 && n.Up():
-			p.ownerFaults++
-			k.Logf("fault crash %s, owner of %s", n.Name(), key)
-			n.Crash()
-			k.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
-				if !n.Up() && h.isMember(n.ID()) {
-					n.Start()
-				}
+			p.h.run.Inject(ord, fmt.Sprintf("crash %s, owner of %s (down %v)", n.Name(), key, down), func() {
+				p.ownerFaults++
+				n.Crash()
+				k.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+					if !n.Up() && h.isMember(n.ID()) {
+						n.Start()
+					}
+				})
 			})
 		case kind == 1:
-			p.ownerFaults++
-			h.isolate(n, "cut "+n.Name()+", owner of "+key)
-			k.After(down, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { h.nw.Heal() })
+			if h.isolateAs(ord, n, fmt.Sprintf("cut %s, owner of %s (for %v)", n.Name(), key, down)) {
+				p.ownerFaults++
+				k.After(down, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { h.nw.Heal() })
+			}
 		case !p.joined:
 			p.joined = true
 			p.ownerFaults++
@@ -305,6 +310,10 @@ func (p *proxyRun) client(n *sim.Machine, id uint64, r interface {
 			key = p.keys[r.IntN(len(p.keys))]
 		}
 		think := time.Duration(r.IntN(40)) * time.Millisecond
+		if _, send := p.h.run.Op(fmt.Sprintf("p%d", id)); !send {
+			k.After(think, sim.EvClient, id, next)
+			return
+		}
 		p.hit(n, key, r, func() { k.After(think, sim.EvClient, id, next) })
 	}
 	k.After(time.Duration(r.IntN(50))*time.Millisecond, sim.EvClient, id, next)

@@ -20,6 +20,7 @@ func init() {
 		},
 		Floors:   []Floor{{"kv-ops-ok", 15}, {"lease-grants", 3}, {"faults", 3}},
 		Checkers: clusterCheckers,
+		Swarm:    true,
 		Run:      runRaftPartitions,
 	})
 }

@@ -18,6 +18,7 @@ func init() {
 		},
 		Floors:   []Floor{{"flow-ops-ok", 20}, {"pushes-dropped", 10}},
 		Checkers: flowCheckers,
+		Swarm:    true,
 		Run:      runReplicaRepair,
 	})
 }

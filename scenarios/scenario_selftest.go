@@ -373,6 +373,9 @@ func runSelftest(run *Run) error {
 		value := fmt.Sprintf("v%x", wl.Uint32())
 		submitted[id] = value
 		k.At(at, sim.EvClient, xxhash.Sum64String(id), func() {
+			if _, send := run.Op("w"); !send {
+				return
+			}
 			op := hist.Call(i, id, value, k.Now())
 			if !node.Up() {
 				hist.Refuse(op, "node down", k.Now())

@@ -28,6 +28,7 @@ func init() {
 			{"adversary-" + netsim.AttackReplay, 20}, {"adversary-" + netsim.AttackOldReply, 20},
 			{"adversary-" + netsim.AttackForge, 20}, {"adversary-" + netsim.AttackFlip, 20}},
 		Checkers: plus(flowCheckers, "adversary"),
+		Swarm:    true,
 		Run:      runTransportAdversary,
 	})
 }

@@ -176,18 +176,24 @@ func (t *ttlEvict) restartsBehind(ttl, calm time.Duration) {
 	r := h.k.Stream("faults/restart")
 	rg := ring.New(ids(h.nodes)) // no membership changes here
 	restartBehind := func(n *sim.Machine, why string) {
-		if h.k.Now() >= calm || !n.Up() || downOrArmed(h.nodes) >= (len(h.nodes)-1)/2 {
+		if h.k.Now() >= calm {
 			return
 		}
+		ord := h.run.Fault()
 		back := sim.Between(r, ttl, 3*ttl)
-		h.k.Logf("fault crash %s%s; it comes back %v behind", n.Name(), why, back)
-		n.Crash()
-		h.run.Did("restarts-behind", 1)
-		h.k.After(sim.Between(r, 100*time.Millisecond, 500*time.Millisecond), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
-			n.Clock().Step(-back)
-			if !n.Up() {
-				n.Start()
-			}
+		pause := sim.Between(r, 100*time.Millisecond, 500*time.Millisecond)
+		if !n.Up() || downOrArmed(h.nodes) >= (len(h.nodes)-1)/2 {
+			return
+		}
+		h.run.Inject(ord, fmt.Sprintf("crash %s%s; it comes back %v behind after %v", n.Name(), why, back, pause), func() {
+			n.Crash()
+			h.run.Did("restarts-behind", 1)
+			h.k.After(pause, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+				n.Clock().Step(-back)
+				if !n.Up() {
+					n.Start()
+				}
+			})
 		})
 	}
 	var episode func()
@@ -238,7 +244,12 @@ func (t *ttlEvict) startClient(client uint64, n *sim.Machine, until time.Duratio
 		}
 		f := t.flows[name]
 		next := func() { h.k.After(sim.Between(r, 0, 10*time.Millisecond), sim.EvClient, client, step) }
-		if r.IntN(2) == 0 {
+		write := r.IntN(2) == 0
+		if _, send := h.run.Op(fmt.Sprintf("t%d", client)); !send {
+			next()
+			return
+		}
+		if write {
 			version := len(f.Writes) + 1
 			f.Writes = append(f.Writes, checker.VersionWrite{Call: h.k.Now()})
 			h.callFlow(n, client, client, flow.Request{Flow: name, Op: flow.OpSetAll, Entries: setAll(version)}, func(_ flow.Response, err error) {

@@ -39,8 +39,12 @@ func (h *flowHarness) startFlowClients(pinned []*sim.Machine, perNode int, hot, 
 		for i := 0; i < perNode; i++ {
 			client, node := id, n
 			id++
+			// Each client draws from its own stream, so that its k-th
+			// operation is the same request whatever the others do
+			// (Run.Op: an operation is named by client and ordinal).
+			own := h.k.Stream(fmt.Sprintf("workload/flow/%d", client))
 			h.k.At(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, uint64(client), func() {
-				h.flowStep(client, node, r, hot, all, until)
+				h.flowStep(client, node, own, hot, all, until)
 			})
 		}
 	}
@@ -63,11 +67,13 @@ func (h *flowHarness) startOwnedClients(n *sim.Machine, count int, until time.Du
 	if len(owned) == 0 {
 		return
 	}
+	h.ownedStarts++
 	r := h.k.Stream("workload/owned/" + n.Name())
 	for i := 0; i < count; i++ {
-		client := 1000 + len(h.flowHist.Ops())%1000*10 + i
+		client := 1000 + 10*h.ownedStarts + i
+		own := h.k.Stream(fmt.Sprintf("workload/owned/%d", client))
 		h.k.After(sim.Between(r, 0, 10*time.Millisecond), sim.EvClient, uint64(client), func() {
-			h.flowStep(client, n, r, owned, owned, until)
+			h.flowStep(client, n, own, owned, owned, until)
 		})
 	}
 }
@@ -127,6 +133,10 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 	req.Flow = f
 	if req.Op != flow.OpGetAll && req.Op != flow.OpClear && req.Op != flow.OpSetAll {
 		req.Key, in.Key = key, key
+	}
+	if _, send := h.run.Op(fmt.Sprintf("f%d", client)); !send {
+		next()
+		return
 	}
 	h.flowCall(client, n, req, in, func(flow.Response, error) { next() })
 }

@@ -34,7 +34,8 @@ func (c *raftCluster) startKVClients(count int, until time.Duration) {
 	r := c.k.Stream("workload/kv")
 	for i := 0; i < count; i++ {
 		cl := &kvClient{id: i, lastSeen: map[string]kv.Entry{}}
-		c.k.At(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, uint64(i), func() { c.kvStep(cl, r, until) })
+		own := c.k.Stream(fmt.Sprintf("workload/kv/%d", i)) // its k-th operation is its own (Run.Op)
+		c.k.At(sim.Between(r, 0, 100*time.Millisecond), sim.EvClient, uint64(i), func() { c.kvStep(cl, own, until) })
 	}
 }
 
@@ -94,7 +95,12 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 			refuse("node down")
 		}
 	}
-	switch pick := r.IntN(20); {
+	pick := r.IntN(20)
+	if _, send := c.run.Op(fmt.Sprintf("kv%d", cl.id)); !send {
+		next()
+		return
+	}
+	switch {
 	case pick >= 17:
 		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVDelete}, now)
 		propose(kv.Delete(key), func(res kv.Result) linearizability.KVOutput {
@@ -161,8 +167,9 @@ func (c *raftCluster) startLeaseClients(count int, ttl time.Duration, until time
 	r := c.k.Stream("workload/lease")
 	for i := 0; i < count; i++ {
 		holder := fmt.Sprintf("h%d", i+1)
+		own := c.k.Stream("workload/lease/" + holder) // its k-th operation is its own (Run.Op)
 		c.k.At(sim.Between(r, 0, 200*time.Millisecond), sim.EvClient, xxhash.Sum64String(holder), func() {
-			c.leaseStep(holder, r, ttl, until, nil)
+			c.leaseStep(holder, own, ttl, until, nil)
 		})
 	}
 }
@@ -184,7 +191,12 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 	ttlMs := ttl.Milliseconds()
 	var op kv.Op
 	kind := checker.LeaseRelease
-	switch pick := r.IntN(10); {
+	pick := r.IntN(10)
+	if _, send := c.run.Op("l" + holder); !send {
+		next(ttl / 3)
+		return
+	}
+	switch {
 	case boundary != nil:
 		n = boundary
 		op, kind = kv.LeaseRenew(leaseName, holder, ttlMs), checker.LeaseRenew

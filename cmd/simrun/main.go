@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,14 @@ type config struct {
 	out string
 	// toPin stops each bug's window once it reaches its pin (-to-pin).
 	toPin bool
+	// skip leaves faults and operations out of one run (-skip); inventory
+	// prints what the run injected and sent (-inventory); shrink
+	// minimizes a failing run (-shrink), within shrinkFor.
+	skip      scenarios.Skip
+	noSwarm   bool // -no-swarm
+	inventory bool
+	shrink    bool
+	shrinkFor time.Duration
 }
 
 // Exit codes.
@@ -98,6 +107,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.random, "random", false, "run random 64-bit seeds over every scenario (or -scenario) until -for has passed")
 	fs.DurationVar(&c.runFor, "for", 0, "with -random: how long to run")
 	randomBase := fs.String("random-base", "", "with -random: the stream's base (default: drawn, and printed); machines running shards of one stream share it")
+	skip := fs.String("skip", "", "leave faults and client operations out of the run: 'faults:3,17,22- ops:f1/5-40,kv2/1-' (ordinals as -inventory names them), or @FILE holding that text")
+	fs.BoolVar(&c.noSwarm, "no-swarm", false, "run every seed with the full fault mix (no swarm mixes), for measuring what the mixes change")
+	fs.BoolVar(&c.inventory, "inventory", false, "after the run, list the faults it injected (ordinal, time, what) and the operations each client sent")
+	fs.BoolVar(&c.shrink, "shrink", false, "minimize a failing -seed: leave out faults, then operations, then virtual time, while the same checker still fails; print the smallest run and its replay command")
+	fs.DurationVar(&c.shrinkFor, "shrink-for", 10*time.Minute, "with -shrink: stop looking after this long and print the smallest failing run found")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: simrun [-scenario NAME] [-seed N | -seeds A..B [-j K] [-shard i/n]] [-check-determinism] [-bug B] [-duration D] [-v] | -random -for D [-shard i/n] | -list")
 		fs.PrintDefaults()
@@ -154,6 +168,28 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, usageError{"-random needs -for, e.g. -for 10m"}
 	case !c.random && (c.runFor != 0 || c.randomBaseSet):
 		return c, usageError{"-for and -random-base go with -random"}
+	}
+	if *skip != "" {
+		text := *skip
+		if path, ok := strings.CutPrefix(text, "@"); ok {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return c, usageError{fmt.Sprintf("-skip %s: %v", text, err)}
+			}
+			text = string(b)
+		}
+		if c.skip, err = scenarios.ParseSkip(text); err != nil {
+			return c, usageError{fmt.Sprintf("-skip: %v", err)}
+		}
+	}
+	if (!c.skip.Empty() || c.inventory || c.shrink) && (c.rangeMode || c.random || c.catchRates || c.determinism) {
+		return c, usageError{"-skip, -inventory and -shrink go with one -seed"}
+	}
+	if c.shrink && (c.verbose || c.out != "") {
+		return c, usageError{"-shrink prints the minimized run's replay command; run that with -v or -out"}
+	}
+	if c.shrinkFor <= 0 {
+		return c, usageError{fmt.Sprintf("-shrink-for %v: must be positive", c.shrinkFor)}
 	}
 	if c.determinism && !c.rangeMode {
 		c.rangeMode, c.seedsFrom, c.seedsTo = true, c.seed, c.seed
@@ -269,6 +305,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return sweep(c, stdout, stderr)
 	case c.random:
 		return randomRun(c, stdout, stderr)
+	case c.shrink:
+		return shrink(c, stdout, stderr)
 	default:
 		return one(c, stdout, stderr)
 	}
@@ -311,7 +349,7 @@ func one(c config, stdout, stderr io.Writer) int {
 	fmt.Fprintf(out, "SEED=%d scenario=%s%s\n", c.seed, c.scenario, bugSuffix(c.bugs))
 	res, err := scenarios.Execute(c.scenario, scenarios.Options{
 		Seed: c.seed, Duration: c.duration, Bugs: c.bugs, Out: out, Trace: trace, CheckTimeout: c.checkTimeout,
-		OutDir: c.out, Replay: replay(c, c.seed),
+		OutDir: c.out, Replay: replay(c, c.seed), Skip: c.skip, NoSwarm: c.noSwarm,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "simrun:", err)
@@ -329,6 +367,9 @@ func one(c config, stdout, stderr io.Writer) int {
 	}
 	for _, f := range res.Drawn {
 		fmt.Fprintf(stdout, "drawn: %s\n", f) // under -quiet too: a sweep names them
+	}
+	if c.inventory {
+		printInventory(stdout, res)
 	}
 	fmt.Fprintln(stdout, res.Summary())
 	return exitCode(res.Verdict())
@@ -364,5 +405,30 @@ func replay(c config, seed uint64) string {
 	if c.checkTimeout != 0 {
 		cmd += " -check-timeout " + c.checkTimeout.String()
 	}
+	if c.noSwarm {
+		cmd += " -no-swarm"
+	}
+	if !c.skip.Empty() {
+		cmd += " -skip '" + c.skip.String() + "'"
+	}
 	return cmd
+}
+
+// printInventory lists what a run injected and sent, as the shrinker
+// reads it: "fault #N t=T what", "ops CLIENT ORDINALS", and each finding.
+func printInventory(w io.Writer, res scenarios.Result) {
+	for _, f := range res.Faults {
+		fmt.Fprintf(w, "fault %s\n", f)
+	}
+	clients := make([]string, 0, len(res.Ops))
+	for c := range res.Ops {
+		clients = append(clients, c)
+	}
+	sort.Strings(clients)
+	for _, c := range clients {
+		fmt.Fprintf(w, "ops %s %s\n", c, scenarios.OrdinalsOf(res.Ops[c]))
+	}
+	for _, f := range res.Findings {
+		fmt.Fprintf(w, "finding %s\n", f)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenceline/fenceline/scenarios"
 )
 
 // outcome is what one worker process reported for one seed.
@@ -27,6 +30,8 @@ type outcome struct {
 	slowest time.Duration
 	job     job
 	drawn   []string // the files -out had it write
+	// inventory is the run's -inventory lines (fault, ops, finding).
+	inventory []string
 }
 
 // work reads the summary's work=name:n,... field.
@@ -195,6 +200,12 @@ type job struct {
 	scenario string
 	bugs     []string
 	seed     uint64
+	// For the shrinker: what to leave out, a length (0: the config's),
+	// and whether to list the run's inventory.
+	skip      scenarios.Skip
+	duration  time.Duration
+	inventory bool
+	tag       int // the shrinker's index of the job in its batch
 }
 
 // pool runs each job of work (a seed may appear more than once) in its
@@ -253,11 +264,20 @@ func runWorker(exe string, c config, j job) outcome {
 	if len(j.bugs) > 0 {
 		args = append(args, "-bug", strings.Join(j.bugs, ","))
 	}
-	if c.duration != 0 {
-		args = append(args, "-duration", c.duration.String())
+	if d := cmp.Or(j.duration, c.duration); d != 0 {
+		args = append(args, "-duration", d.String())
 	}
 	if c.checkTimeout != 0 {
 		args = append(args, "-check-timeout", c.checkTimeout.String())
+	}
+	if !j.skip.Empty() {
+		args = append(args, "-skip", j.skip.String())
+	}
+	if j.inventory {
+		args = append(args, "-inventory")
+	}
+	if c.noSwarm {
+		args = append(args, "-no-swarm")
 	}
 	if c.out != "" {
 		args = append(args, "-out", filepath.Join(c.out, fmt.Sprintf("%s-%d", j.scenario, seed)))
@@ -280,6 +300,8 @@ func runWorker(exe string, c config, j job) outcome {
 			unsure = append(unsure, line)
 		case strings.HasPrefix(line, "drawn: "):
 			o.drawn = append(o.drawn, strings.TrimPrefix(line, "drawn: "))
+		case j.inventory && (strings.HasPrefix(line, "fault #") || strings.HasPrefix(line, "ops ") || strings.HasPrefix(line, "finding ")):
+			o.inventory = append(o.inventory, line)
 		}
 	}
 	o.summary = last
