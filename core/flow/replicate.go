@@ -34,7 +34,7 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 const aePartitions = 64
 
 // aeAnswerBytes bounds the values in one anti-entropy answer, well under
-// dial.MaxFrame even after JSON's base64.
+// dial.MaxFrame with the keys and tuples around them.
 const aeAnswerBytes = 1 << 20
 
 func flowBytes(f map[string]Value) int {
