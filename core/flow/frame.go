@@ -1,10 +1,10 @@
 package flow
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"math/bits"
 	"slices"
 
@@ -88,17 +88,17 @@ func encodeFrame(m msg) []byte {
 	}
 	b = appendEntries(b, m.Entries)
 	b = binary.AppendUvarint(b, uint64(len(m.Flows)))
-	for _, f := range slices.Sorted(maps.Keys(m.Flows)) {
+	for _, f := range sortedKeys(m.Flows) {
 		b = appendString(b, f)
 		b = appendEntries(b, m.Flows[f])
 	}
 	b = binary.AppendUvarint(b, uint64(len(m.Digests)))
-	for _, p := range slices.Sorted(maps.Keys(m.Digests)) {
+	for _, p := range sortedKeys(m.Digests) {
 		b = binary.AppendUvarint(b, uint64(p))
 		b = binary.AppendUvarint(b, m.Digests[p])
 	}
 	b = binary.AppendUvarint(b, uint64(len(m.Modes)))
-	for _, f := range slices.Sorted(maps.Keys(m.Modes)) {
+	for _, f := range sortedKeys(m.Modes) {
 		b = appendString(b, f)
 		b = append(b, byte(m.Modes[f]))
 	}
@@ -175,7 +175,12 @@ func appendResponse(b []byte, r *Response) []byte {
 
 func appendEntries(b []byte, e map[string]Value) []byte {
 	b = binary.AppendUvarint(b, uint64(len(e)))
-	for _, k := range slices.Sorted(maps.Keys(e)) {
+	if len(e) == 1 { // a push of one key, the common frame: no key slice to sort
+		for k, v := range e { //fenceline:unordered one entry: one order
+			return appendValue(appendString(b, k), v)
+		}
+	}
+	for _, k := range sortedKeys(e) {
 		b = appendString(b, k)
 		b = appendValue(b, e[k])
 	}
@@ -193,11 +198,24 @@ func appendValue(b []byte, v Value) []byte {
 
 func appendBlobs(b []byte, e map[string][]byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(e)))
-	for _, k := range slices.Sorted(maps.Keys(e)) {
+	for _, k := range sortedKeys(e) {
 		b = appendString(b, k)
 		b = appendString(b, e[k])
 	}
 	return b
+}
+
+// sortedKeys is m's keys in increasing order, in one allocation.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]K, 0, len(m))
+	for k := range m { // sorted below
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
@@ -216,8 +234,16 @@ var errFrame = errors.New("flow: bad frame")
 
 // decodeFrame parses a frame written by encodeFrame (FramePrefix first).
 // Errors wrap errFrame. It copies what it keeps: frame may be reused.
-func decodeFrame(frame []byte) (msg, error) {
-	d := frameDecoder{b: frame}
+func decodeFrame(frame []byte) (msg, error) { return parseFrame(frame, false) }
+
+// scanFrame checks frame as decodeFrame does, refusing exactly what it
+// refuses, but keeps only the head (kind, ids, flow, m_idx): the
+// simulator reads every frame on the wire this way, without building
+// the maps it does not look at.
+func scanFrame(frame []byte) (msg, error) { return parseFrame(frame, true) }
+
+func parseFrame(frame []byte, headOnly bool) (msg, error) {
+	d := frameDecoder{b: frame, skip: headOnly}
 	if p := d.byte(); d.err == nil && p != FramePrefix {
 		d.fail("prefix %d, not a flow frame", p)
 	}
@@ -239,40 +265,59 @@ func decodeFrame(frame []byte) (msg, error) {
 	m.Served = d.uvarint()
 	m.Their = d.uvarint()
 	m.Mode = shard.Mode(d.byte())
-	m.Err = d.string()
+	m.Err = d.text()
 	if d.bool() {
-		m.Req = d.request()
+		if r := d.request(); !d.skip {
+			m.Req = r
+		}
 	}
 	if d.bool() {
-		m.Resp = d.response()
+		if r := d.response(); !d.skip {
+			m.Resp = r
+		}
 	}
 	m.Entries = d.entries()
 	if n := d.count(); n > 0 {
-		m.Flows = make(map[string]map[string]Value, n)
-		last := ""
+		if !d.skip {
+			m.Flows = make(map[string]map[string]Value, n)
+		}
+		var last []byte
 		for i := 0; i < n && d.err == nil; i++ {
 			f := d.key(i, last)
-			m.Flows[f] = d.entries()
+			e := d.entries()
+			if !d.skip {
+				m.Flows[string(f)] = e
+			}
 			last = f
 		}
 	}
 	if n := d.count(); n > 0 {
-		m.Digests = make(map[uint32]uint64, n)
+		if !d.skip {
+			m.Digests = make(map[uint32]uint64, n)
+		}
 		for i, last := 0, uint64(0); i < n && d.err == nil; i++ {
 			p := d.uvarint()
 			if d.err == nil && (p > 1<<32-1 || i > 0 && p <= last) {
 				d.fail("digest partition %d out of order or range", p)
 			}
-			m.Digests[uint32(p)] = d.uvarint()
+			sum := d.uvarint()
+			if !d.skip {
+				m.Digests[uint32(p)] = sum
+			}
 			last = p
 		}
 	}
 	if n := d.count(); n > 0 {
-		m.Modes = make(map[string]shard.Mode, n)
-		last := ""
+		if !d.skip {
+			m.Modes = make(map[string]shard.Mode, n)
+		}
+		var last []byte
 		for i := 0; i < n && d.err == nil; i++ {
 			f := d.key(i, last)
-			m.Modes[f] = shard.Mode(d.byte())
+			mode := shard.Mode(d.byte())
+			if !d.skip {
+				m.Modes[string(f)] = mode
+			}
 			last = f
 		}
 	}
@@ -285,11 +330,13 @@ func decodeFrame(frame []byte) (msg, error) {
 	return m, nil
 }
 
+// request, response, entries and blobs return nil (having checked what
+// they read) when the decoder skips.
 func (d *frameDecoder) request() *Request {
-	r := &Request{}
-	r.Flow = d.string()
+	var r Request
+	r.Flow = d.text()
 	r.Op = Op(d.byte())
-	r.Key = d.string()
+	r.Key = d.text()
 	r.Value = d.bytes()
 	r.Expect = d.bytes()
 	r.ExpectAbsent = d.bool()
@@ -298,11 +345,14 @@ func (d *frameDecoder) request() *Request {
 	r.TTLMs = d.varint()
 	r.Read = ReadMode(d.byte())
 	r.Mode = shard.Mode(d.byte())
-	return r
+	if d.skip {
+		return nil
+	}
+	return &r
 }
 
 func (d *frameDecoder) response() *Response {
-	r := &Response{}
+	var r Response
 	flags := d.byte()
 	if d.err == nil && flags&^(respFound|respSucceeded) != 0 {
 		d.fail("response flags %#x", flags)
@@ -311,7 +361,10 @@ func (d *frameDecoder) response() *Response {
 	r.Value = d.bytes()
 	r.Int = d.varint()
 	r.All = d.blobs()
-	return r
+	if d.skip {
+		return nil
+	}
+	return &r
 }
 
 func (d *frameDecoder) entries() map[string]Value {
@@ -319,8 +372,11 @@ func (d *frameDecoder) entries() map[string]Value {
 	if n == 0 {
 		return nil
 	}
-	e := make(map[string]Value, n)
-	last := ""
+	var e map[string]Value
+	if !d.skip {
+		e = make(map[string]Value, n)
+	}
+	var last []byte
 	for i := 0; i < n && d.err == nil; i++ {
 		k := d.key(i, last)
 		var v Value
@@ -330,7 +386,9 @@ func (d *frameDecoder) entries() map[string]Value {
 		v.Tuple.V = d.uvarint()
 		v.Tuple.Origin = dial.NodeID(d.uvarint())
 		v.ExpiresAtMs = d.varint()
-		e[k] = v
+		if !d.skip {
+			e[string(k)] = v
+		}
 		last = k
 	}
 	return e
@@ -341,11 +399,16 @@ func (d *frameDecoder) blobs() map[string][]byte {
 	if n == 0 {
 		return nil
 	}
-	e := make(map[string][]byte, n)
-	last := ""
+	var e map[string][]byte
+	if !d.skip {
+		e = make(map[string][]byte, n)
+	}
+	var last []byte
 	for i := 0; i < n && d.err == nil; i++ {
 		k := d.key(i, last)
-		e[k] = d.bytes()
+		if v := d.bytes(); !d.skip {
+			e[string(k)] = v
+		}
 		last = k
 	}
 	return e
@@ -354,8 +417,9 @@ func (d *frameDecoder) blobs() map[string][]byte {
 // frameDecoder reads a frame's primitives. The first failure sticks: later
 // reads return zero values, and the caller checks err once at the end.
 type frameDecoder struct {
-	b   []byte
-	err error
+	b    []byte
+	err  error
+	skip bool // check only: keep no byte strings, build no maps
 }
 
 func (d *frameDecoder) fail(format string, args ...any) {
@@ -449,7 +513,7 @@ func (d *frameDecoder) raw() []byte {
 // reads as nil, so that one value has one representation.
 func (d *frameDecoder) bytes() []byte {
 	s := d.raw()
-	if len(s) == 0 {
+	if len(s) == 0 || d.skip {
 		return nil
 	}
 	return append([]byte(nil), s...)
@@ -457,13 +521,22 @@ func (d *frameDecoder) bytes() []byte {
 
 func (d *frameDecoder) string() string { return string(d.raw()) }
 
-// key reads the i-th key of a map, which must sort after the last.
-func (d *frameDecoder) key(i int, last string) string {
+// text is string, or "" when the decoder skips.
+func (d *frameDecoder) text() string {
+	if s := d.raw(); !d.skip {
+		return string(s)
+	}
+	return ""
+}
+
+// key reads the i-th key of a map, which must sort after the last,
+// without copying it.
+func (d *frameDecoder) key(i int, last []byte) []byte {
 	k := d.raw()
-	if d.err == nil && i > 0 && string(k) <= last {
+	if d.err == nil && i > 0 && string(k) <= string(last) {
 		d.fail("map key %q out of order", k)
 	}
-	return string(k)
+	return k
 }
 
 // uvarintLen is the length of v's shortest varint encoding.

@@ -108,6 +108,9 @@ func TestFrameRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, m, got)
 		require.Equal(t, b, encodeFrame(got))
+		head, err := scanFrame(b)
+		require.NoError(t, err)
+		require.Equal(t, msg{Kind: m.Kind, ID: m.ID, M: m.M, Flow: m.Flow, Session: m.Session, Served: m.Served, Their: m.Their, Mode: m.Mode}, head)
 		info, err := DecodeFrame(b)
 		require.NoError(t, err)
 		require.Equal(t, FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID}, info)
@@ -184,6 +187,8 @@ func FuzzFrame(f *testing.F) {
 	f.Add(encodeFrame(msg{Kind: FrameOp, ID: 7, Session: 1, M: 1, Req: &Request{Flow: "i1:f", Op: OpIncr, Key: "n", Delta: 1}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeFrame(data)
+		_, scanErr := scanFrame(data)
+		require.Equal(t, err == nil, scanErr == nil, "scanFrame refuses exactly what decodeFrame refuses")
 		if err != nil {
 			require.True(t, errors.Is(err, errFrame))
 			_, err := DecodeFrame(data)

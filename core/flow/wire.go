@@ -46,7 +46,7 @@ func DecodeFrame(frame []byte) (FrameInfo, error) {
 	if len(frame) == 0 || frame[0] != FramePrefix {
 		return FrameInfo{}, errors.New("flow: not a flow frame")
 	}
-	m, err := decodeFrame(frame)
+	m, err := scanFrame(frame)
 	if err != nil {
 		return FrameInfo{}, err
 	}
