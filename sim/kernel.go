@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -54,6 +53,7 @@ type Kernel struct {
 	now    time.Duration // virtual time since the run began
 	seq    uint64        // tie-breaker: events at one instant run in the order scheduled
 	queue  eventQueue
+	free   []*event // run or dropped events, for schedule to reuse (at most maxFreeEvents)
 	trace  *xxhash.Digest
 	events uint64 // events run (cancelled and stale ones are not counted)
 
@@ -168,11 +168,18 @@ func (k *Kernel) Logf(format string, args ...any) {
 }
 
 // Handle is a scheduled event that can be cancelled.
-type Handle struct{ ev *event }
+//
+// The kernel reuses an event's memory once it has run or been dropped, so
+// a Handle names its event by sequence number too: a Handle to an event
+// that is gone sees another sequence number and leaves the new one alone.
+type Handle struct {
+	ev  *event
+	seq uint64
+}
 
 // Cancel stops the event from running. It reports whether it was pending.
 func (h Handle) Cancel() bool {
-	if h.ev == nil || h.ev.done {
+	if !h.Pending() {
 		return false
 	}
 	h.ev.done = true
@@ -180,7 +187,7 @@ func (h Handle) Cancel() bool {
 }
 
 // Pending reports whether the event has neither run nor been cancelled.
-func (h Handle) Pending() bool { return h.ev != nil && !h.ev.done }
+func (h Handle) Pending() bool { return h.ev != nil && h.ev.seq == h.seq && !h.ev.done }
 
 type event struct {
 	at     time.Duration
@@ -191,7 +198,6 @@ type event struct {
 	digest uint64      // digest of the payload, folded into the trace
 	fn     func()
 	done   bool // ran or cancelled
-	index  int  // heap index
 }
 
 // At schedules fn at virtual time at (not before now) as a cluster-wide
@@ -227,19 +233,40 @@ func (k *Kernel) schedule(at time.Duration, kind Kind, node dial.NodeID, inc uin
 		at = k.now
 	}
 	k.seq++
-	ev := &event{at: at, seq: k.seq, kind: kind, node: node, inc: inc, digest: digest, fn: fn}
-	heap.Push(&k.queue, ev)
-	return Handle{ev}
+	var ev *event
+	if n := len(k.free); n > 0 {
+		ev, k.free = k.free[n-1], k.free[:n-1]
+	} else {
+		ev = new(event)
+	}
+	*ev = event{at: at, seq: k.seq, kind: kind, node: node, inc: inc, digest: digest, fn: fn}
+	k.queue.push(ev)
+	return Handle{ev, k.seq}
 }
+
+// recycle keeps a popped event's memory for the next schedule: one
+// allocation fewer per event. Its done stays set, so no Handle to it is
+// pending; its next use has a new sequence number.
+func (k *Kernel) recycle(ev *event) {
+	ev.fn = nil // let the closure go now
+	ev.done = true
+	if len(k.free) < maxFreeEvents {
+		k.free = append(k.free, ev)
+	}
+}
+
+// maxFreeEvents bounds the kernel's list of reusable events.
+const maxFreeEvents = 1 << 12
 
 // ErrEventBudget is returned by Run when the run exceeds its event budget.
 var ErrEventBudget = fmt.Errorf("sim: event budget exhausted (a livelock, or raise SetMaxEvents)")
 
 // Step runs the next event. It reports false when the queue is empty.
 func (k *Kernel) Step() bool {
-	for k.queue.Len() > 0 {
-		ev := heap.Pop(&k.queue).(*event)
+	for len(k.queue) > 0 {
+		ev := k.queue.pop()
 		if ev.done {
+			k.recycle(ev)
 			continue
 		}
 		ev.done = true
@@ -249,6 +276,7 @@ func (k *Kernel) Step() bool {
 			if n == nil || !n.up || n.inc != ev.inc {
 				// The node crashed after this was scheduled: a timer of a
 				// dead process, a frame to a dead socket. It never happens.
+				k.recycle(ev)
 				continue
 			}
 		}
@@ -263,6 +291,7 @@ func (k *Kernel) Step() bool {
 		} else {
 			ev.fn()
 		}
+		k.recycle(ev)
 		return true
 	}
 	return false
@@ -286,13 +315,13 @@ func (k *Kernel) Mix(p []byte) { _, _ = k.trace.Write(p) }
 // run), or the queue is empty. Afterwards Now() is t unless the queue
 // emptied earlier. It fails only when the event budget runs out.
 func (k *Kernel) RunUntil(t time.Duration) error {
-	for k.queue.Len() > 0 {
+	for len(k.queue) > 0 {
 		if k.events >= k.maxEvents {
 			return ErrEventBudget
 		}
-		next := k.queue.peek()
+		next := k.queue[0]
 		if next.done {
-			heap.Pop(&k.queue)
+			k.recycle(k.queue.pop())
 			continue
 		}
 		if next.at > t {
@@ -321,32 +350,58 @@ func (k *Kernel) addNode(n *Machine) {
 	sort.Slice(k.ids, func(i, j int) bool { return k.ids[i] < k.ids[j] })
 }
 
-// eventQueue is a min-heap on (at, seq).
+// eventQueue is a min-heap on (at, seq), written out for *event rather
+// than through container/heap's interface: the kernel pushes and pops
+// every event, and the interface calls were a measurable part of a run.
 type eventQueue []*event
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+func (e *event) before(o *event) bool {
+	if e.at != o.at {
+		return e.at < o.at
 	}
-	return q[i].seq < q[j].seq
+	return e.seq < o.seq
 }
-func (q eventQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index = i
-	q[j].index = j
+
+func (q *eventQueue) push(ev *event) {
+	h := append(*q, ev)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !ev.before(h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = ev
+	*q = h
 }
-func (q *eventQueue) Push(x any) {
-	ev := x.(*event)
-	ev.index = len(*q)
-	*q = append(*q, ev)
+
+func (q *eventQueue) pop() *event {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	last := h[n]
+	h[n] = nil
+	h = h[:n]
+	if n > 0 {
+		i := 0
+		for {
+			c := 2*i + 1
+			if c >= n {
+				break
+			}
+			if r := c + 1; r < n && h[r].before(h[c]) {
+				c = r
+			}
+			if !h[c].before(last) {
+				break
+			}
+			h[i] = h[c]
+			i = c
+		}
+		h[i] = last
+	}
+	*q = h
+	return top
 }
-func (q *eventQueue) Pop() any {
-	old := *q
-	n := len(old)
-	ev := old[n-1]
-	old[n-1] = nil
-	*q = old[:n-1]
-	return ev
-}
-func (q eventQueue) peek() *event { return q[0] }
