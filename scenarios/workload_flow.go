@@ -65,7 +65,7 @@ func (h *flowHarness) startOwnedClients(n *sim.Machine, count int, until time.Du
 	}
 	r := h.k.Stream("workload/owned/" + n.Name())
 	for i := 0; i < count; i++ {
-		client := 1000 + len(h.flowHist.Ops())%1000*10 + i
+		client := 1000 + h.flowHist.Len()%1000*10 + i
 		h.k.After(sim.Between(r, 0, 10*time.Millisecond), sim.EvClient, uint64(client), func() {
 			h.flowStep(client, n, r, owned, owned, until)
 		})
