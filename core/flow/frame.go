@@ -456,6 +456,11 @@ func (d *frameDecoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	if len(d.b) > 0 && d.b[0] < 0x80 { // one byte: most lengths and counts, always minimal
+		v := uint64(d.b[0])
+		d.b = d.b[1:]
+		return v
+	}
 	v, n := binary.Uvarint(d.b)
 	switch {
 	case n == 0:

@@ -208,3 +208,21 @@ func FuzzFrame(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFrame encodes and decodes the frames of one forwarded write:
+// the request, the owner's answer and a push of the written key.
+func BenchmarkFrame(b *testing.B) {
+	v := Value{Data: []byte("17"), Tuple: Tuple{MIdx: 3, V: 1<<32 + 9, Origin: idA}, ExpiresAtMs: 1_767_225_600_000}
+	frames := []msg{
+		{Kind: FrameOp, ID: 812, Session: 1<<62 + 5, M: 3, Req: &Request{Flow: "i4545:hot-1", Op: OpIncr, Key: "n", Delta: 1}},
+		{Kind: FrameOpResp, ID: 812, Session: 1<<62 + 5, Resp: &Response{Found: true, Int: 17}},
+		{Kind: FramePush, M: 3, Flow: "i4545:hot-1", Entries: map[string]Value{"n": v}},
+	}
+	for b.Loop() {
+		for _, m := range frames {
+			if _, err := decodeFrame(encodeFrame(m)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
