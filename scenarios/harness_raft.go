@@ -155,7 +155,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 	}
 	c.nw.Watch(func(s netsim.Sending) {
 		frame := c.plain(s.Frame)
-		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 {
+		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 || !consensus.MayBeVoteResp(frame) {
 			return
 		}
 		if info, err := consensus.DecodeFrame(frame); err == nil && info.Kind == consensus.FrameVoteResp && !info.Reject {
