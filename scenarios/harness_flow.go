@@ -134,7 +134,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 	lazy := lazyFrame{frame: frame}
 	switch s.Fate {
 	case netsim.Sent:
-		if info, ok := lazy.info(); ok && info.Kind == flow.FrameAdopt {
+		if info, ok := lazy.info(flow.FrameAdopt); ok {
 			if key := (adoptionKey{s.From, h.byID[s.From].Incarnation(), info.Flow, info.ID}); h.firstAsk[key] == 0 {
 				h.firstAsk[key] = s.At
 			}
@@ -143,7 +143,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			return
 		}
 		h.arriveBy = max(h.arriveBy, s.ArriveBy)
-		if info, ok := lazy.info(); ok && info.Kind == flow.FrameOp {
+		if _, ok := lazy.info(flow.FrameOp); ok {
 			h.forwarded = true
 			if h.callOp >= 0 {
 				h.opFrames[&s.Frame[0]] = opFrame{op: h.callOp, copies: s.Copies}
@@ -163,7 +163,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			}
 			return
 		}
-		if info, ok := lazy.info(); ok && info.Kind == flow.FrameAdoptResp {
+		if info, ok := lazy.info(flow.FrameAdoptResp); ok {
 			asked, ok := h.firstAsk[adoptionKey{s.To, h.byID[s.To].Incarnation(), info.Flow, info.ID}]
 			if !ok {
 				asked = s.At // an answer to no ask the network carried
@@ -175,13 +175,16 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			h.frameFate(s)
 			return
 		}
-		if info, ok := lazy.info(); ok && (info.Kind == flow.FrameAdopt || info.Kind == flow.FrameAdoptResp) {
+		if info, ok := lazy.info(flow.FrameAdopt, flow.FrameAdoptResp); ok {
 			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	}
 }
 
-// lazyFrame decodes a flow frame's head the first time it is asked for.
+// lazyFrame decodes a flow frame's head the first time it is asked for,
+// and only if its kind is one the caller wants: a frame of another kind
+// is passed over whether it would decode or not, so peeking at the kind
+// first changes nothing but the cost.
 type lazyFrame struct {
 	frame   []byte
 	decoded bool
@@ -189,7 +192,10 @@ type lazyFrame struct {
 	head    flow.FrameInfo
 }
 
-func (l *lazyFrame) info() (flow.FrameInfo, bool) {
+func (l *lazyFrame) info(kinds ...string) (flow.FrameInfo, bool) {
+	if k, ok := flow.PeekKind(l.frame); !ok || !slices.Contains(kinds, k) {
+		return flow.FrameInfo{}, false
+	}
 	if !l.decoded {
 		var err error
 		l.head, err = flow.DecodeFrame(l.frame)

@@ -114,6 +114,9 @@ func TestFrameRoundTrip(t *testing.T) {
 		info, err := DecodeFrame(b)
 		require.NoError(t, err)
 		require.Equal(t, FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID}, info)
+		kind, ok := PeekKind(b)
+		require.True(t, ok)
+		require.Equal(t, m.Kind, kind)
 		family, reply, ok := FrameKind(b)
 		require.True(t, ok)
 		wantFamily, wantReply := map[string]uint8{FrameOp: FamilyOp, FrameOpResp: FamilyOp, FrameAE: FamilyAE, FrameAEResp: FamilyAE,

@@ -249,6 +249,16 @@ const (
 	FamilyAdopt = 3 // adopt → adopt-resp
 )
 
+// PeekKind reads a flow frame's kind from its head without decoding or
+// checking the rest: for a watcher that decodes (DecodeFrame) only the
+// kinds it wants, and skips the rest whether they would decode or not.
+func PeekKind(frame []byte) (kind string, ok bool) {
+	if len(frame) < frameHeader || frame[0] != FramePrefix || frame[1] != frameVersion || frame[2] == 0 || int(frame[2]) >= len(kindCodes) {
+		return "", false
+	}
+	return kindCodes[frame[2]], true
+}
+
 // FrameKind says, for the envelope, which family a flow frame belongs to
 // and whether it is a reply, from the kind at the head of the frame
 // without decoding the rest.
