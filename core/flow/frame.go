@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
 
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
@@ -64,7 +65,9 @@ const frameHeader = 3
 func encodeFrame(m msg) []byte {
 	code, ok := kindCode(m.Kind)
 	if !ok {
-		panic(fmt.Sprintf("flow: encoding a frame of unknown kind %q", m.Kind))
+		// Concatenated, not formatted: a %q of m.Kind would make every
+		// pointer in m escape (escape analysis is not field-sensitive).
+		panic("flow: encoding a frame of unknown kind " + strconv.Quote(m.Kind))
 	}
 	b := make([]byte, 0, 64+msgDataSize(m))
 	b = append(b, FramePrefix, frameVersion, code)
