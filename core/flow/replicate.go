@@ -22,9 +22,15 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 	if len(changed) == 0 {
 		return
 	}
+	// One encoding for both successors: a sent frame is never changed
+	// (dial.Sender), so the two sends may share its bytes.
+	var frame []byte
 	for _, to := range s.ring.Placement(ring.ClassFlow, flow).Successors() {
 		s.Pushed++
-		_ = s.send(to, msg{Kind: FramePush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
+		if frame == nil {
+			frame = encodeFrame(msg{Kind: FramePush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
+		}
+		_ = s.env.Net.Send(to, frame)
 	}
 }
 
