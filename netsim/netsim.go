@@ -199,16 +199,24 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	}
 	inc := dst.Incarnation() // a frame is for the process that is running now
 	digest := sim.FrameDigest(from, to, frame)
+	// Every copy's delay is drawn first (in the order they always were),
+	// so the record a delivery reports is final before any is scheduled:
+	// each delivery's closure then holds it by value, one allocation
+	// per copy.
+	var delays [2]time.Duration
 	var arriveBy time.Duration
-	sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Sent}
 	for i := 0; i < copies; i++ {
 		delay := sim.Between(nw.rng, nw.cfg.LatencyMin, nw.cfg.LatencyMax) + nw.slow[from] + nw.slow[to]
 		if sim.Chance(nw.rng, nw.cfg.Reorder) {
 			delay += sim.Between(nw.rng, 0, nw.cfg.ReorderMax)
 		}
+		delays[i] = delay
 		arriveBy = max(arriveBy, nw.k.Now()+delay)
+	}
+	sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), ArriveBy: arriveBy, Copies: copies, Fate: Sent}
+	for i := 0; i < copies; i++ {
 		nw.inFlight[l]++
-		nw.k.AtNode(nw.k.Now()+delay, sim.EvDeliver, to, digest, func() {
+		nw.k.AtNode(nw.k.Now()+delays[i], sim.EvDeliver, to, digest, func() {
 			nw.inFlight[l]--
 			// A partition that formed while the frame was in flight
 			// drops it too: the wire between them is cut.
@@ -228,14 +236,13 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 			}
 			fate.Fate = Delivered
 			nw.watched(fate)
-			if dst.Receive(from, frame, inc) {
+			if dst.Receive(fate.From, fate.Frame, inc) {
 				nw.Delivered++
 			} else {
 				nw.Dropped++
 			}
 		})
 	}
-	sent.ArriveBy, sent.Copies = arriveBy, copies
 	nw.watched(sent)
 	return nil
 }

@@ -146,7 +146,11 @@ func BenchmarkOwnerPathVsRaft(b *testing.B) {
 //
 //	go test ./scenarios -run XXX -bench Scenarios -benchtime 20x -count 3 > old.txt
 //	(change, then the same into new.txt); benchstat old.txt new.txt
+//
+// It sets the collector as simrun does (TuneGC): GOGC=100 in the
+// environment measures with Go's default instead.
 func BenchmarkScenarios(b *testing.B) {
+	TuneGC() // as simrun runs
 	for _, s := range All() {
 		b.Run(s.Name, func(b *testing.B) {
 			var speed, rate []float64

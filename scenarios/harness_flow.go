@@ -131,9 +131,11 @@ func (h *flowHarness) watch(s netsim.Sending) {
 	if len(frame) == 0 || frame[0] != flow.FramePrefix {
 		return
 	}
+	// Decoded at most once, and only if a case below reads it.
+	lazy := lazyFrame{frame: frame}
 	switch s.Fate {
 	case netsim.Sent:
-		if info, err := flow.DecodeFrame(frame); err == nil && info.Kind == flow.FrameAdopt {
+		if info, ok := lazy.info(flow.FrameAdopt); ok {
 			if key := (adoptionKey{s.From, h.byID[s.From].Incarnation(), info.Flow, info.ID}); h.firstAsk[key] == 0 {
 				h.firstAsk[key] = s.At
 			}
@@ -142,7 +144,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			return
 		}
 		h.arriveBy = max(h.arriveBy, s.ArriveBy)
-		if info, err := flow.DecodeFrame(frame); err == nil && info.Kind == flow.FrameOp {
+		if _, ok := lazy.info(flow.FrameOp); ok {
 			h.forwarded = true
 			if h.callOp >= 0 {
 				h.opFrames[&s.Frame[0]] = opFrame{op: h.callOp, copies: s.Copies}
@@ -162,7 +164,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			}
 			return
 		}
-		if info, err := flow.DecodeFrame(frame); err == nil && info.Kind == flow.FrameAdoptResp {
+		if info, ok := lazy.info(flow.FrameAdoptResp); ok {
 			asked, ok := h.firstAsk[adoptionKey{s.To, h.byID[s.To].Incarnation(), info.Flow, info.ID}]
 			if !ok {
 				asked = s.At // an answer to no ask the network carried
@@ -174,10 +176,33 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			h.frameFate(s)
 			return
 		}
-		if info, err := flow.DecodeFrame(frame); err == nil && (info.Kind == flow.FrameAdopt || info.Kind == flow.FrameAdoptResp) {
+		if info, ok := lazy.info(flow.FrameAdopt, flow.FrameAdoptResp); ok {
 			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	}
+}
+
+// lazyFrame decodes a flow frame's head the first time it is asked for,
+// and only if its kind is one the caller wants: a frame of another kind
+// is passed over whether it would decode or not, so peeking at the kind
+// first changes nothing but the cost.
+type lazyFrame struct {
+	frame   []byte
+	decoded bool
+	ok      bool
+	head    flow.FrameInfo
+}
+
+func (l *lazyFrame) info(kinds ...string) (flow.FrameInfo, bool) {
+	if k, ok := flow.PeekKind(l.frame); !ok || !slices.Contains(kinds, k) {
+		return flow.FrameInfo{}, false
+	}
+	if !l.decoded {
+		var err error
+		l.head, err = flow.DecodeFrame(l.frame)
+		l.decoded, l.ok = true, err == nil
+	}
+	return l.head, l.ok
 }
 
 // opFrame is a client's request on its way to an owner: its history op
@@ -236,6 +261,10 @@ func (r faultRecord) HandoverLost(f string, a, b dial.NodeID, from, to time.Dura
 // time (its node crashed under it, or the store lost the call).
 var errClientDeadline = errors.New("client deadline (node crashed?)")
 
+// errNodeDown is a call on a node that is down, refused before it is made.
+// One value for every such call: a sweep of crashes makes many.
+var errNodeDown = fmt.Errorf("%w: node down", flow.ErrSend)
+
 // callFlow runs one flow request on node n as a client would: refused at
 // once if the node is down, given up on (errClientDeadline, an unknown
 // outcome) if no answer comes within the client's deadline, and a failure
@@ -271,7 +300,7 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 	}
 	call := h.k.Now()
 	if !n.Up() || store == nil {
-		settle(flow.Response{}, fmt.Errorf("%w: node down", flow.ErrSend))
+		settle(flow.Response{}, errNodeDown)
 		return call, false
 	}
 	h.calling, h.callOp, h.arriveBy, h.forwarded, h.takenAt = n.ID(), op, call, false, call

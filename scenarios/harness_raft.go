@@ -155,7 +155,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 	}
 	c.nw.Watch(func(s netsim.Sending) {
 		frame := c.plain(s.Frame)
-		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 {
+		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 || !consensus.MayBeVoteResp(frame) {
 			return
 		}
 		if info, err := consensus.DecodeFrame(frame); err == nil && info.Kind == consensus.FrameVoteResp && !info.Reject {
@@ -482,15 +482,28 @@ func (c *raftCluster) statusLines() string {
 }
 
 // crashRecord is the simulator's record of the cluster's crashes, for the
-// durability checker.
-type crashRecord struct{ c *raftCluster }
+// durability checker, which reads it after the run, when it no longer
+// changes: each node's windows are built once (newCrashRecord), not for
+// every read and write the checker weighs.
+type crashRecord struct {
+	c    *raftCluster
+	memo map[dial.NodeID][]checker.DownWindow // read only once made
+}
+
+func newCrashRecord(c *raftCluster) crashRecord {
+	return crashRecord{c: c, memo: map[dial.NodeID][]checker.DownWindow{}}
+}
 
 func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
+	if w, ok := r.memo[id]; ok {
+		return w
+	}
 	from, to := r.c.byID[id].DownSpans()
 	out := make([]checker.DownWindow, len(from))
 	for i := range from {
 		out[i] = checker.DownWindow{From: from[i], To: to[i]}
 	}
+	r.memo[id] = out
 	return out
 }
 

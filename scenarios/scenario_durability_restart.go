@@ -103,7 +103,7 @@ func runDurabilityRestart(run *Run) error {
 		return err
 	}
 	h.finish(nil)
-	checker.Durability(run, d.flows, crashRecord{h.raftCluster}, d.window)
+	checker.Durability(run, d.flows, newCrashRecord(h.raftCluster), d.window)
 	h.checkBridge()
 	h.checkConvergence(h.nodes)
 	d.report()

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -50,12 +49,15 @@ func (k Kind) String() string {
 // not safe for concurrent use: one goroutine runs the whole cluster, which
 // is what makes a run a function of its seed.
 type Kernel struct {
-	seed   uint64
-	now    time.Duration // virtual time since the run began
-	seq    uint64        // tie-breaker: events at one instant run in the order scheduled
-	queue  eventQueue
-	trace  *xxhash.Digest
-	events uint64 // events run (cancelled and stale ones are not counted)
+	seed  uint64
+	now   time.Duration // virtual time since the run began
+	seq   uint64        // tie-breaker: events at one instant run in the order scheduled
+	queue eventQueue
+	free  []*event // run or dropped events, for schedule to reuse (at most maxFreeEvents)
+	trace *xxhash.Digest
+	// traceBuf holds folded events not yet written to trace (see fold).
+	traceBuf []byte
+	events   uint64 // events run (cancelled and stale ones are not counted)
 
 	nodes map[dial.NodeID]*Machine
 	ids   []dial.NodeID // sorted; the only order nodes are ever visited in
@@ -89,6 +91,7 @@ func New(seed uint64) *Kernel {
 	k := &Kernel{
 		seed:      seed,
 		trace:     xxhash.New(),
+		traceBuf:  make([]byte, 0, 64*foldSize),
 		nodes:     make(map[dial.NodeID]*Machine),
 		maxEvents: DefaultMaxEvents,
 	}
@@ -122,7 +125,10 @@ func (k *Kernel) Now() time.Duration {
 func (k *Kernel) EventAt() time.Duration { return k.now }
 
 // Trace is the digest of every event run so far.
-func (k *Kernel) Trace() uint64 { return k.trace.Sum64() }
+func (k *Kernel) Trace() uint64 {
+	k.flushTrace()
+	return k.trace.Sum64()
+}
 
 // Events is the number of events run so far.
 func (k *Kernel) Events() uint64 { return k.events }
@@ -168,11 +174,18 @@ func (k *Kernel) Logf(format string, args ...any) {
 }
 
 // Handle is a scheduled event that can be cancelled.
-type Handle struct{ ev *event }
+//
+// The kernel reuses an event's memory once it has run or been dropped, so
+// a Handle names its event by sequence number too: a Handle to an event
+// that is gone sees another sequence number and leaves the new one alone.
+type Handle struct {
+	ev  *event
+	seq uint64
+}
 
 // Cancel stops the event from running. It reports whether it was pending.
 func (h Handle) Cancel() bool {
-	if h.ev == nil || h.ev.done {
+	if !h.Pending() {
 		return false
 	}
 	h.ev.done = true
@@ -180,7 +193,7 @@ func (h Handle) Cancel() bool {
 }
 
 // Pending reports whether the event has neither run nor been cancelled.
-func (h Handle) Pending() bool { return h.ev != nil && !h.ev.done }
+func (h Handle) Pending() bool { return h.ev != nil && h.ev.seq == h.seq && !h.ev.done }
 
 type event struct {
 	at     time.Duration
@@ -188,16 +201,16 @@ type event struct {
 	kind   Kind
 	node   dial.NodeID // the node it concerns, for the trace; zero: none
 	inc    uint64      // the incarnation of node it belongs to; 0: runs regardless
+	m      *Machine    // the machine of node when inc is not 0
 	digest uint64      // digest of the payload, folded into the trace
 	fn     func()
 	done   bool // ran or cancelled
-	index  int  // heap index
 }
 
 // At schedules fn at virtual time at (not before now) as a cluster-wide
 // event: faults, client arrivals, checks. digest names its payload.
 func (k *Kernel) At(at time.Duration, kind Kind, digest uint64, fn func()) Handle {
-	return k.schedule(at, kind, 0, 0, digest, fn)
+	return k.schedule(at, kind, 0, 0, nil, digest, fn)
 }
 
 // After is At(Now()+d, ...): from a node's local time while it runs.
@@ -209,17 +222,17 @@ func (k *Kernel) After(d time.Duration, kind Kind, digest uint64, fn func()) Han
 // way to it, say): the node is named in the trace, but the event runs even
 // if the node crashed; fn decides what that means.
 func (k *Kernel) AtNode(at time.Duration, kind Kind, node dial.NodeID, digest uint64, fn func()) Handle {
-	return k.schedule(at, kind, node, 0, digest, fn)
+	return k.schedule(at, kind, node, 0, nil, digest, fn)
 }
 
 // atNode schedules fn for the current incarnation of node n: if n crashes
 // (or is down) before the event's time, the event is dropped. This is how a
 // crash cancels timers, pending disk completions and frames in flight to it.
 func (k *Kernel) atNode(at time.Duration, kind Kind, n *Machine, digest uint64, fn func()) Handle {
-	return k.schedule(at, kind, n.id, n.inc, digest, fn)
+	return k.schedule(at, kind, n.id, n.inc, n, digest, fn)
 }
 
-func (k *Kernel) schedule(at time.Duration, kind Kind, node dial.NodeID, inc uint64, digest uint64, fn func()) Handle {
+func (k *Kernel) schedule(at time.Duration, kind Kind, node dial.NodeID, inc uint64, m *Machine, digest uint64, fn func()) Handle {
 	if fn == nil {
 		panic("sim: schedule without a function")
 	}
@@ -227,28 +240,50 @@ func (k *Kernel) schedule(at time.Duration, kind Kind, node dial.NodeID, inc uin
 		at = k.now
 	}
 	k.seq++
-	ev := &event{at: at, seq: k.seq, kind: kind, node: node, inc: inc, digest: digest, fn: fn}
-	heap.Push(&k.queue, ev)
-	return Handle{ev}
+	var ev *event
+	if n := len(k.free); n > 0 {
+		ev, k.free = k.free[n-1], k.free[:n-1]
+	} else {
+		ev = new(event)
+	}
+	*ev = event{at: at, seq: k.seq, kind: kind, node: node, inc: inc, m: m, digest: digest, fn: fn}
+	k.queue.push(ev)
+	return Handle{ev, k.seq}
 }
+
+// recycle keeps a popped event's memory for the next schedule: one
+// allocation fewer per event. Its done stays set, so no Handle to it is
+// pending; its next use has a new sequence number.
+func (k *Kernel) recycle(ev *event) {
+	ev.fn, ev.m = nil, nil // let the closure go now
+	ev.done = true
+	if len(k.free) < maxFreeEvents {
+		k.free = append(k.free, ev)
+	}
+}
+
+// maxFreeEvents bounds the kernel's list of reusable events.
+const maxFreeEvents = 1 << 12
 
 // ErrEventBudget is returned by Run when the run exceeds its event budget.
 var ErrEventBudget = fmt.Errorf("sim: event budget exhausted (a livelock, or raise SetMaxEvents)")
 
 // Step runs the next event. It reports false when the queue is empty.
 func (k *Kernel) Step() bool {
-	for k.queue.Len() > 0 {
-		ev := heap.Pop(&k.queue).(*event)
+	for len(k.queue) > 0 {
+		ev := k.queue.pop()
 		if ev.done {
+			k.recycle(ev)
 			continue
 		}
 		ev.done = true
 		var n *Machine
 		if ev.inc != 0 {
-			n = k.nodes[ev.node]
+			n = ev.m
 			if n == nil || !n.up || n.inc != ev.inc {
 				// The node crashed after this was scheduled: a timer of a
 				// dead process, a frame to a dead socket. It never happens.
+				k.recycle(ev)
 				continue
 			}
 		}
@@ -263,36 +298,60 @@ func (k *Kernel) Step() bool {
 		} else {
 			ev.fn()
 		}
+		k.recycle(ev)
 		return true
 	}
 	return false
 }
 
+// foldSize is the bytes fold adds per event.
+const foldSize = 1 + 8 + 8 + 8
+
 // fold adds one event to the trace hash: kind, node, time, payload digest.
+// The bytes gather in traceBuf and reach the digest in batches: a
+// streaming hash of the same bytes in the same order is the same hash,
+// whatever the batches, and one Write per event was a measurable part of
+// a run.
 func (k *Kernel) fold(ev *event) {
-	var b [1 + 8 + 8 + 8]byte
+	if len(k.traceBuf)+foldSize > cap(k.traceBuf) {
+		k.flushTrace()
+	}
+	n := len(k.traceBuf)
+	b := k.traceBuf[n : n+foldSize]
 	b[0] = byte(ev.kind)
 	binary.LittleEndian.PutUint64(b[1:], uint64(ev.node))
 	binary.LittleEndian.PutUint64(b[9:], uint64(ev.at))
 	binary.LittleEndian.PutUint64(b[17:], ev.digest)
-	_, _ = k.trace.Write(b[:])
+	k.traceBuf = k.traceBuf[:n+foldSize]
+}
+
+// flushTrace hands the folded bytes to the digest. Everything that
+// writes to or reads the digest flushes first, so bytes keep their order.
+func (k *Kernel) flushTrace() {
+	if len(k.traceBuf) > 0 {
+		_, _ = k.trace.Write(k.traceBuf)
+		k.traceBuf = k.traceBuf[:0]
+	}
 }
 
 // Mix folds extra bytes into the trace hash: a checker's verdict, a
 // scenario's knobs. Use it for facts not already carried by an event.
-func (k *Kernel) Mix(p []byte) { _, _ = k.trace.Write(p) }
+func (k *Kernel) Mix(p []byte) {
+	k.flushTrace()
+	_, _ = k.trace.Write(p)
+}
 
 // RunUntil runs events until virtual time would pass t (events at exactly t
 // run), or the queue is empty. Afterwards Now() is t unless the queue
 // emptied earlier. It fails only when the event budget runs out.
 func (k *Kernel) RunUntil(t time.Duration) error {
-	for k.queue.Len() > 0 {
+	for len(k.queue) > 0 {
 		if k.events >= k.maxEvents {
 			return ErrEventBudget
 		}
-		next := k.queue.peek()
+		next := k.queue[0].ev
 		if next.done {
-			heap.Pop(&k.queue)
+			k.recycle(k.queue.pop())
 			continue
 		}
 		if next.at > t {
@@ -321,32 +380,67 @@ func (k *Kernel) addNode(n *Machine) {
 	sort.Slice(k.ids, func(i, j int) bool { return k.ids[i] < k.ids[j] })
 }
 
-// eventQueue is a min-heap on (at, seq).
-type eventQueue []*event
+// eventQueue is a min-heap on (at, seq), written out rather than
+// through container/heap's interface: the kernel pushes and pops every
+// event, and the interface calls were a measurable part of a run. Each
+// slot carries its event's key, so sifting compares without following
+// a pointer per comparison.
+type eventQueue []queued
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+type queued struct {
+	at  time.Duration
+	seq uint64
+	ev  *event
+}
+
+func (a queued) before(b queued) bool {
+	if a.at != b.at {
+		return a.at < b.at
 	}
-	return q[i].seq < q[j].seq
+	return a.seq < b.seq
 }
-func (q eventQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index = i
-	q[j].index = j
+
+func (q *eventQueue) push(ev *event) {
+	x := queued{ev.at, ev.seq, ev}
+	h := append(*q, x)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !x.before(h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = x
+	*q = h
 }
-func (q *eventQueue) Push(x any) {
-	ev := x.(*event)
-	ev.index = len(*q)
-	*q = append(*q, ev)
+
+func (q *eventQueue) pop() *event {
+	h := *q
+	top := h[0].ev
+	n := len(h) - 1
+	last := h[n]
+	h[n] = queued{}
+	h = h[:n]
+	if n > 0 {
+		i := 0
+		for {
+			c := 2*i + 1
+			if c >= n {
+				break
+			}
+			if r := c + 1; r < n && h[r].before(h[c]) {
+				c = r
+			}
+			if !h[c].before(last) {
+				break
+			}
+			h[i] = h[c]
+			i = c
+		}
+		h[i] = last
+	}
+	*q = h
+	return top
 }
-func (q *eventQueue) Pop() any {
-	old := *q
-	n := len(old)
-	ev := old[n-1]
-	old[n-1] = nil
-	*q = old[:n-1]
-	return ev
-}
-func (q eventQueue) peek() *event { return q[0] }

@@ -29,7 +29,10 @@ import (
 	"github.com/fenceline/fenceline/scenarios"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	scenarios.TuneGC()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 type config struct {
 	seed        uint64

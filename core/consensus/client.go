@@ -112,6 +112,9 @@ func (n *Node) readIndexed(rs raft.ReadState) {
 
 // finishReads answers every read whose index this node has applied.
 func (n *Node) finishReads() {
+	if len(n.reads) == 0 {
+		return // the common case: pump runs this after every Ready
+	}
 	applied := n.appliedIndex()
 	for _, seq := range slices.Sorted(maps.Keys(n.reads)) {
 		r := n.reads[seq]

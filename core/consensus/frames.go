@@ -42,6 +42,20 @@ func (f FrameInfo) ToLeader() bool {
 	return f.Kind == FrameAppendResp || f.Kind == FrameHeartbeatResp
 }
 
+// MayBeVoteResp is false for a raft frame (first byte 1) that is certainly
+// not a vote answer, judged from its first field alone: raftpb marshals a
+// Message's fields in order, so its type (field 1, a varint) leads. A
+// frame laid out otherwise may be anything: true. For a simulator's vote
+// watcher, which sees every raft frame sent and wants only the grants,
+// so that it need not decode every append (entries and all) to find them.
+func MayBeVoteResp(frame []byte) bool {
+	const typeTag = 1<<3 | 0 // field 1, wire type varint
+	if len(frame) < 3 || frame[0] != frameRaft || frame[1] != typeTag || frame[2] >= 0x80 {
+		return true
+	}
+	return pb.MessageType(frame[2]) == pb.MsgVoteResp
+}
+
 // DecodeFrame decodes a raft frame (first byte 1) as the node does.
 func DecodeFrame(frame []byte) (FrameInfo, error) {
 	if len(frame) == 0 || frame[0] != frameRaft {

@@ -96,6 +96,7 @@ type Node struct {
 	// OnMembership).
 	onMembership func(Membership)
 	tick         clock.Timer
+	onTick       func() // the tick timer's callback, made once by armTick
 	stopped      bool
 	pumping      bool     // inside pump: a nested call returns at once
 	deferred     []func() // callbacks to run after the current Advance
@@ -278,16 +279,20 @@ func (p *pendingProp) fail(err error) {
 }
 
 func (n *Node) armTick() {
-	n.tick = n.env.Clock.AfterFunc(n.cfg.TickInterval, func() {
-		if n.stopped {
-			return
+	if n.onTick == nil {
+		// Made once: a node ticks every TickInterval for its whole life.
+		n.onTick = func() {
+			if n.stopped {
+				return
+			}
+			n.ticks++
+			n.rn.Tick()
+			n.leaderDuties()
+			n.pump()
+			n.armTick()
 		}
-		n.ticks++
-		n.rn.Tick()
-		n.leaderDuties()
-		n.pump()
-		n.armTick()
-	})
+	}
+	n.tick = n.env.Clock.AfterFunc(n.cfg.TickInterval, n.onTick)
 }
 
 // HandleFrame steps a raft message from a peer.
@@ -428,12 +433,14 @@ func (n *Node) installSnapshot(s pb.Snapshot) {
 }
 
 func (n *Node) send(m pb.Message) {
-	data, err := m.Marshal()
-	if err != nil {
+	// Marshalled in place behind the prefix byte: one allocation per
+	// frame, not two.
+	frame := make([]byte, 1+m.Size())
+	frame[0] = frameRaft
+	if _, err := m.MarshalTo(frame[1:]); err != nil {
 		panic(fmt.Sprintf("consensus: marshal %v: %v", m.Type, err))
 	}
-	frame := append([]byte{frameRaft}, data...)
-	err = n.env.Net.Send(dial.NodeID(m.To), frame)
+	err := n.env.Net.Send(dial.NodeID(m.To), frame)
 	n.Sent++
 	if err != nil {
 		n.SendErrors++

@@ -28,9 +28,11 @@ func TestFrameKind(t *testing.T) {
 	for name, f := range map[string][]byte{
 		"empty":        nil,
 		"raft":         {1, 8, 3},
-		"unknown kind": frame(msg{Kind: "gossip"}),
-		"not json":     append([]byte{FramePrefix}, "hello"...),
-		"unterminated": append([]byte{FramePrefix}, `{"k":"op`...),
+		"unknown kind": {FramePrefix, frameVersion, 99, 0},
+		"kind zero":    {FramePrefix, frameVersion, 0, 0},
+		"old version":  {FramePrefix, 7, 1, 0},
+		"json":         append([]byte{FramePrefix}, `{"k":"op"}`...),
+		"truncated":    {FramePrefix, frameVersion},
 	} {
 		_, _, ok := FrameKind(f)
 		require.False(t, ok, name)

@@ -167,8 +167,8 @@ func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[st
 			resp.Value = v.Data
 		}
 	case OpGetAll:
-		resp.All = map[string][]byte{}
-		for _, k := range slices.Sorted(maps.Keys(f)) {
+		resp.All = make(map[string][]byte, len(f))
+		for k := range f { //fenceline:unordered fills a map; hiddenMs is a max: no order reaches the answer
 			if v, ok := get(k); ok {
 				resp.All[k] = v.Data
 			}
@@ -208,8 +208,8 @@ func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[st
 		}
 		resp.Succeeded = true
 	case OpSetAll:
-		for _, k := range slices.Sorted(maps.Keys(req.Entries)) {
-			write(k, req.Entries[k], false, req.TTLMs)
+		for k, data := range req.Entries { //fenceline:unordered fills changed; each key's tuple depends on its own previous one only
+			write(k, data, false, req.TTLMs)
 		}
 		resp.Succeeded = true
 	}

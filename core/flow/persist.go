@@ -65,13 +65,13 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
 		floor = a.m // adopted, waiting only for its fsync
 	}
-	changed := map[string]Value{}
-	for _, k := range slices.Sorted(maps.Keys(in)) {
-		if in[k].Tuple.MIdx < floor {
+	changed := make(map[string]Value, len(in))
+	for k, v := range in { //fenceline:unordered fills changed, key by key
+		if v.Tuple.MIdx < floor {
 			continue
 		}
-		if cur, ok := f[k]; !ok || cur.Tuple.Less(in[k].Tuple) {
-			changed[k] = in[k]
+		if cur, ok := f[k]; !ok || cur.Tuple.Less(v.Tuple) {
+			changed[k] = v
 		}
 	}
 	if len(changed) > 0 && s.commit(flow, changed, mode) == nil {

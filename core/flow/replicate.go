@@ -22,9 +22,15 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 	if len(changed) == 0 {
 		return
 	}
+	// One encoding for both successors: a sent frame is never changed
+	// (dial.Sender), so the two sends may share its bytes.
+	var frame []byte
 	for _, to := range s.ring.Placement(ring.ClassFlow, flow).Successors() {
 		s.Pushed++
-		_ = s.send(to, msg{Kind: FramePush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
+		if frame == nil {
+			frame = encodeFrame(msg{Kind: FramePush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
+		}
+		_ = s.env.Net.Send(to, frame)
 	}
 }
 
@@ -34,7 +40,7 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 const aePartitions = 64
 
 // aeAnswerBytes bounds the values in one anti-entropy answer, well under
-// dial.MaxFrame even after JSON's base64.
+// dial.MaxFrame with the keys and tuples around them.
 const aeAnswerBytes = 1 << 20
 
 func flowBytes(f map[string]Value) int {

@@ -1,7 +1,6 @@
 package flow
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,8 +29,8 @@ func (s *sent) Send(to dial.NodeID, frame []byte) error {
 	if s.fail != nil {
 		return s.fail
 	}
-	var m msg
-	if err := json.Unmarshal(frame[1:], &m); err != nil {
+	m, err := decodeFrame(frame)
+	if err != nil {
 		panic(err)
 	}
 	s.frames = append(s.frames, struct {
@@ -177,10 +176,7 @@ func TestAdoptionAfterTheWaitIsSpentNeedsEveryCopy(t *testing.T) {
 	require.True(t, fresh.Adopted(g))
 }
 
-func frame(m msg) []byte {
-	b, _ := json.Marshal(m)
-	return append([]byte{FramePrefix}, b...)
-}
+func frame(m msg) []byte { return encodeFrame(m) }
 
 func TestOwnerChecksInOrder(t *testing.T) {
 	s, _, _, c := newTestStore(t, idA, Config{})
@@ -276,7 +272,7 @@ func TestBadInput(t *testing.T) {
 	s, _, _, _ := newTestStore(t, idA, Config{})
 	s.HandleFrame(idB, []byte{FramePrefix, '{', 'x'})
 	s.HandleFrame(idB, []byte{9})
-	s.HandleFrame(idB, frame(msg{Kind: "nonsense"}))
+	s.HandleFrame(idB, []byte{FramePrefix, frameVersion, 99})
 	require.Equal(t, uint64(3), s.BadFrames)
 	for _, req := range []Request{{Op: OpGet, Key: "k"}, {Flow: "f", Op: 99, Key: "k"}, {Flow: "f", Op: OpSet}} {
 		_, err, done := do(s, req)

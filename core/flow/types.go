@@ -184,7 +184,29 @@ func Known(err error) bool {
 	return false
 }
 
-func unavailable(cause error) error { return fmt.Errorf("%w: %w", ErrUnavailable, cause) }
+func unavailable(cause error) error {
+	for i, k := range unavailableCauses {
+		if cause == k {
+			return unavailableErrs[i]
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, cause)
+}
+
+// unavailableErrs are unavailable(cause) for the causes that are bare
+// sentinels, made once: a refusal is an everyday answer (every call a
+// crashed or isolated owner refuses, every timeout), and an error value
+// is only read, never changed, so one value serves every call.
+var (
+	unavailableCauses = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrTimeout, ErrCrashed, ErrBusy, ErrDisk}
+	unavailableErrs   = func() []error {
+		out := make([]error, len(unavailableCauses))
+		for i, c := range unavailableCauses {
+			out[i] = fmt.Errorf("%w: %w", ErrUnavailable, c)
+		}
+		return out
+	}()
+)
 
 // Reason names, in one word for a header or a metric label, why an
 // operation got err: what a 503 says instead of a guess. "timeout" is

@@ -1,7 +1,6 @@
 package flow
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -44,35 +43,35 @@ type FrameInfo struct {
 // reads the network's record of which frames arrived. It never trusts a
 // frame more than the store would.
 func DecodeFrame(frame []byte) (FrameInfo, error) {
-	var m msg
 	if len(frame) == 0 || frame[0] != FramePrefix {
 		return FrameInfo{}, errors.New("flow: not a flow frame")
 	}
-	if err := json.Unmarshal(frame[1:], &m); err != nil {
-		return FrameInfo{}, fmt.Errorf("flow: bad frame: %w", err)
+	m, err := scanFrame(frame)
+	if err != nil {
+		return FrameInfo{}, err
 	}
 	return FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID}, nil
 }
 
-// msg is every flow frame. It travels as JSON: the encoding is
-// deterministic (struct fields in order, map keys sorted), which the
-// simulator's trace hash needs, and these frames are small.
+// msg is every flow frame. It travels in the binary format of frame.go:
+// deterministic (maps in sorted key order), which the simulator's trace
+// hash needs, and strict, so a peer's garbage is refused whole.
 type msg struct {
-	Kind    string                      `json:"k"`
-	ID      uint64                      `json:"id,omitempty"`
-	M       uint64                      `json:"m,omitempty"`
-	Flow    string                      `json:"f,omitempty"`
-	Req     *Request                    `json:"req,omitempty"`
-	Resp    *Response                   `json:"resp,omitempty"`
-	Err     string                      `json:"err,omitempty"`
-	Entries map[string]Value            `json:"e,omitempty"`
-	Flows   map[string]map[string]Value `json:"fs,omitempty"`
-	Digests map[uint32]uint64           `json:"d,omitempty"`
-	Session uint64                      `json:"s,omitempty"`   // the caller's boot session, with ID naming a request
-	Served  uint64                      `json:"sv,omitempty"`  // adopt-resp: the latest m_idx at which the answering node served the flow
-	Their   uint64                      `json:"t,omitempty"`   // adopt-resp: the answering node's own m_idx
-	Mode    shard.Mode                  `json:"md,omitempty"`  // push, adopt-resp: the flow's durability
-	Modes   map[string]shard.Mode       `json:"mds,omitempty"` // ae-resp: each flow's durability, if not async
+	Kind    string
+	ID      uint64
+	M       uint64
+	Flow    string
+	Req     *Request
+	Resp    *Response
+	Err     string
+	Entries map[string]Value
+	Flows   map[string]map[string]Value
+	Digests map[uint32]uint64
+	Session uint64                // the caller's boot session, with ID naming a request
+	Served  uint64                // adopt-resp: the latest m_idx at which the answering node served the flow
+	Their   uint64                // adopt-resp: the answering node's own m_idx
+	Mode    shard.Mode            // push, adopt-resp: the flow's durability
+	Modes   map[string]shard.Mode // ae-resp: each flow's durability, if not async
 }
 
 // servedKey names one request: its caller, the caller's boot session (so
@@ -98,11 +97,7 @@ func (s *Store) remember(key servedKey, out msg) {
 }
 
 func (s *Store) send(to dial.NodeID, m msg) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		panic(fmt.Sprintf("flow: encoding a %s frame: %v", m.Kind, err))
-	}
-	return s.env.Net.Send(to, append([]byte{FramePrefix}, b...))
+	return s.env.Net.Send(to, encodeFrame(m))
 }
 
 // Wire codes of the refusals an owner states.
@@ -166,8 +161,8 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 	if s.stopped {
 		return
 	}
-	var m msg
-	if len(frame) == 0 || frame[0] != FramePrefix || json.Unmarshal(frame[1:], &m) != nil {
+	m, err := decodeFrame(frame)
+	if err != nil {
 		s.BadFrames++
 		return
 	}
@@ -254,26 +249,24 @@ const (
 	FamilyAdopt = 3 // adopt → adopt-resp
 )
 
-// kindPrefix is how every flow frame's JSON begins: the kind is msg's
-// first field and never omitted.
-const kindPrefix = `{"k":"`
+// PeekKind reads a flow frame's kind from its head without decoding or
+// checking the rest: for a watcher that decodes (DecodeFrame) only the
+// kinds it wants, and skips the rest whether they would decode or not.
+func PeekKind(frame []byte) (kind string, ok bool) {
+	if len(frame) < frameHeader || frame[0] != FramePrefix || frame[1] != frameVersion || frame[2] == 0 || int(frame[2]) >= len(kindCodes) {
+		return "", false
+	}
+	return kindCodes[frame[2]], true
+}
 
 // FrameKind says, for the envelope, which family a flow frame belongs to
 // and whether it is a reply, from the kind at the head of the frame
 // without decoding the rest.
 func FrameKind(frame []byte) (family uint8, reply bool, ok bool) {
-	if len(frame) < 1+len(kindPrefix) || frame[0] != FramePrefix || string(frame[1:1+len(kindPrefix)]) != kindPrefix {
+	if len(frame) < frameHeader || frame[0] != FramePrefix || frame[1] != frameVersion || frame[2] == 0 || int(frame[2]) >= len(kindCodes) {
 		return 0, false, false
 	}
-	rest := frame[1+len(kindPrefix):]
-	end := 0
-	for end < len(rest) && end < 16 && rest[end] != '"' {
-		end++
-	}
-	if end == len(rest) || rest[end] != '"' {
-		return 0, false, false
-	}
-	switch string(rest[:end]) {
+	switch kindCodes[frame[2]] {
 	case FrameOp:
 		return FamilyOp, false, true
 	case FrameOpResp:
