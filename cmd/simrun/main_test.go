@@ -34,6 +34,20 @@ func TestOneSeedPrintsKnobsThenSummary(t *testing.T) {
 	require.NotEqual(t, field(last, "trace"), field(lastLine(other), "trace"))
 }
 
+// buildSimrun builds the binary for a test that runs worker processes
+// (skipped under -short, saying why).
+func buildSimrun(t *testing.T, why string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	bin := filepath.Join(t.TempDir(), "simrun")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+	return bin
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -103,13 +117,7 @@ func TestVerboseTracesEvents(t *testing.T) {
 // TestSweepInWorkerProcesses builds the binary and runs a small sweep and a
 // determinism check through real worker processes.
 func TestSweepInWorkerProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "simrun")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
+	bin := buildSimrun(t, "builds the binary")
 
 	cmd := exec.Command(bin, "-check-determinism", "-seeds", "1..4", "-j", "2")
 	out, err := cmd.CombinedOutput()

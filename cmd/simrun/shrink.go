@@ -245,7 +245,7 @@ func (s *shrinker) describe(o outcome) string {
 // faultLine is one "fault #N t=T what" line of an inventory.
 type faultLine struct {
 	ord  int
-	text string // "t=T what"
+	text string // "#N t=T what", as printed
 }
 
 func inventoryFaults(o outcome) []faultLine {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,13 +13,7 @@ import (
 // checker, with the minimized run's event count (the shrinker's result
 // replays exactly), and keep at most as much as the original.
 func TestShrinkKeepsTheFailure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs the shrinker")
-	}
-	bin := filepath.Join(t.TempDir(), "simrun")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
+	bin := buildSimrun(t, "builds the binary and runs the shrinker")
 
 	for _, tc := range []struct {
 		scenario, bug, seed, checker string
