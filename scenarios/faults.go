@@ -148,7 +148,7 @@ func (c *Chaos) inject() {
 
 // crash is fault attempt ord: kill node now, if it is up and fewer than
 // MaxDown are down, and restart it after a drawn pause (drawn either way).
-func (c *Chaos) crash(ord int, node *sim.Machine) {
+func (c *Chaos) crash(ord FaultID, node *sim.Machine) {
 	k := c.run.Kernel
 	down := sim.Between(c.rng, c.cfg.DownMin, c.cfg.DownMax)
 	if !node.Up() || c.down() >= c.cfg.MaxDown {

@@ -89,16 +89,18 @@ func downOrArmed(nodes []*sim.Machine) int {
 	return n
 }
 
-// restartAfterCut restarts n a drawn pause after an armed power cut has
-// taken it down, looking every 50ms until calm: the cut lands at the
-// node's next few disk operations, whenever those come.
-func restartAfterCut(k *sim.Kernel, r interface{ Int64N(int64) int64 }, n *sim.Machine, lo, hi, calm time.Duration) {
+// restartAfterCut restarts n pause after an armed power cut has taken it
+// down, looking every 50ms until calm: the cut lands at the node's next
+// few disk operations, whenever those come. The caller draws the pause
+// before the cut is injected (Run.Inject), so that a skipped cut draws it
+// too.
+func restartAfterCut(k *sim.Kernel, n *sim.Machine, pause, calm time.Duration) {
 	inc := n.Incarnation()
 	var watch func()
 	watch = func() {
 		if n.Incarnation() != inc {
 			if !n.Up() {
-				k.After(lo+time.Duration(r.Int64N(int64(hi-lo)+1)), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+				k.After(pause, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
 					if !n.Up() {
 						n.Start()
 					}

@@ -582,7 +582,7 @@ func (c *raftCluster) isolate(n *sim.Machine, why string) bool {
 
 // isolateAs is isolate as fault attempt ord, numbered by the caller
 // before it looked at the cluster's state.
-func (c *raftCluster) isolateAs(ord int, n *sim.Machine, why string) bool {
+func (c *raftCluster) isolateAs(ord FaultID, n *sim.Machine, why string) bool {
 	var rest []dial.NodeID
 	for _, o := range c.nodes {
 		if o != n {

@@ -185,6 +185,7 @@ type Run struct {
 	// operations (skip.go).
 	skip     Skip
 	faultSeq int
+	aimedSeq int
 	opSeq    map[string]int
 	// The run's swarm fault mix, if its scenario opts in (swarm.go).
 	swarmOn bool

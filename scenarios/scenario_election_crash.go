@@ -50,6 +50,9 @@ func runElectionCrash(run *Run) error {
 	// rest elect another, and again a moment after the heal.
 	iso := c.timing.isolation
 	r := k.Stream("faults")
+	// The faults aimed at votes draw from their own stream: how many come
+	// is the cluster's doing, and must not move the schedule's draws.
+	rv := k.Stream("faults/votes")
 	down := func() int { return downOrArmed(c.nodes) }
 	restartAfter := func(n *sim.Machine, pause time.Duration) {
 		k.After(pause, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
@@ -70,10 +73,13 @@ func runElectionCrash(run *Run) error {
 		}
 		n := c.byID[s.From]
 		switch {
-		case info.Kind == consensus.FrameVoteResp && !info.Reject && (crashes == 0 || sim.Chance(r, crashVoter)) && down() < (voters-1)/2:
+		case info.Kind == consensus.FrameVoteResp && !info.Reject:
 			// Crash the voter at the next instant: whatever it did
 			// after the vote (a write it did not sync) is lost with it.
-			ord, pause := run.Fault(), sim.Between(r, 50*time.Millisecond, 300*time.Millisecond)
+			ord, coin, pause := run.AimedFault(), sim.Chance(rv, crashVoter), sim.Between(rv, 50*time.Millisecond, 300*time.Millisecond)
+			if !(crashes == 0 || coin) || down() >= (voters-1)/2 {
+				return
+			}
 			k.After(0, sim.EvFault, xxhash.Sum64String("crash "+n.Name()), func() {
 				if n.Up() && down() < (voters-1)/2 {
 					run.Inject(ord, fmt.Sprintf("crash %s just after it voted in term %d (down %v)", n.Name(), info.Term, pause), func() {
@@ -83,11 +89,15 @@ func runElectionCrash(run *Run) error {
 					})
 				}
 			})
-		case info.Kind == consensus.FrameVote && sim.Chance(r, cutCandidate) && down() < (voters-1)/2:
-			ord, ops := run.Fault(), 1+r.IntN(3)
-			run.Inject(ord, fmt.Sprintf("%s campaigns in term %d: power cut within its next %d disk operations", n.Name(), info.Term, ops), func() {
+		case info.Kind == consensus.FrameVote:
+			ord, coin, ops := run.AimedFault(), sim.Chance(rv, cutCandidate), 1+rv.IntN(3)
+			pause := sim.Between(rv, 50*time.Millisecond, 300*time.Millisecond)
+			if !coin || down() >= (voters-1)/2 {
+				return
+			}
+			run.Inject(ord, fmt.Sprintf("%s campaigns in term %d: power cut within its next %d disk operations (back %v after)", n.Name(), info.Term, ops, pause), func() {
 				n.Disk().CutPowerAfter(ops)
-				restartAfterCut(k, r, n, 50*time.Millisecond, 300*time.Millisecond, calm)
+				restartAfterCut(k, n, pause, calm)
 			})
 		}
 	})
@@ -99,10 +109,10 @@ func runElectionCrash(run *Run) error {
 		if k.Now() >= calm {
 			return
 		}
+		ord, heal := run.Fault(), sim.Between(r, 3*iso/2, 3*iso)
 		for _, n := range c.nodes {
 			if cn := c.node(n); cn != nil && cn.BelievesSelfLeader() {
-				heal := sim.Between(r, 3*iso/2, 3*iso)
-				if c.isolate(n, fmt.Sprintf("isolate the leader %s (for %v)", n.Name(), heal)) {
+				if c.isolateAs(ord, n, fmt.Sprintf("isolate the leader %s (for %v)", n.Name(), heal)) {
 					k.After(heal, sim.EvFault, xxhash.Sum64String("heal"), func() { c.nw.Heal() })
 				}
 				break

@@ -56,10 +56,11 @@ func runJournalCrash(run *Run) error {
 		ord := run.Fault()
 		n := c.nodes[r.IntN(len(c.nodes))]
 		ops := 1 + r.IntN(12)
+		pause := sim.Between(r, 300*time.Millisecond, 2*time.Second)
 		if n.Up() && downOrArmed(c.nodes) < (voters-1)/2 {
-			run.Inject(ord, fmt.Sprintf("power cut %s after %d disk ops", n.Name(), ops), func() {
+			run.Inject(ord, fmt.Sprintf("power cut %s after %d disk ops (back %v after)", n.Name(), ops, pause), func() {
 				n.Disk().CutPowerAfter(ops)
-				restartAfterCut(k, r, n, 300*time.Millisecond, 2*time.Second, calm)
+				restartAfterCut(k, n, pause, calm)
 			})
 		}
 		k.After(cutEvery, sim.EvFault, xxhash.Sum64String("cut"), cut)

@@ -48,10 +48,9 @@ func runLeaseClockJump(run *Run) error {
 		if k.Now() >= calm {
 			return
 		}
-		ord := run.Fault()
+		ord, back := run.Fault(), ttl+sim.Between(r, ttl/2, 3*ttl)
 		for _, n := range c.nodes {
 			if cn := c.node(n); cn != nil && cn.BelievesSelfLeader() {
-				back := ttl + sim.Between(r, ttl/2, 3*ttl)
 				run.Inject(ord, fmt.Sprintf("clock step %s -%v (leader)", n.Name(), back), func() {
 					n.Clock().Step(-back)
 					run.Did("leader-steps-back", 1)

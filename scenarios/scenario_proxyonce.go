@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -54,11 +55,12 @@ func init() {
 // proxyRun is the simulator's record of a proxyOnce run: its upstream,
 // what clients were served, and the signatures.
 type proxyRun struct {
-	h      *flowHarness
-	keys   []string // introduced over the run, newest last
-	calls  []checker.UpstreamCall
-	served []checker.Served
-	lapse  time.Duration
+	h            *flowHarness
+	upstreamRand *rand.Rand // the upstream service's latencies and failures
+	keys         []string   // introduced over the run, newest last
+	calls        []checker.UpstreamCall
+	served       []checker.Served
+	lapse        time.Duration
 	// upstream's knobs
 	failP, slowP int // percent of calls that fail, that are slow
 	n503         int
@@ -84,7 +86,7 @@ func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Dur
 	kind := r.IntN(3)
 	down := time.Duration(200+r.IntN(2500)) * time.Millisecond
 	k.After(after, sim.EvFault, xxhash.Sum64String("aim "+key), func() {
-		ord := p.h.run.Fault()
+		ord := p.h.run.AimedFault()
 		m := h.membership()
 		var voters []dial.NodeID
 		for _, v := range m.Voters {
@@ -96,7 +98,10 @@ func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Dur
 		}
 		n := h.byID[owner]
 		switch {
-		case kind == 0 && n.Up():
+		case kind == 0:
+			if !n.Up() {
+				return
+			}
 			p.h.run.Inject(ord, fmt.Sprintf("crash %s, owner of %s (down %v)", n.Name(), key, down), func() {
 				p.ownerFaults++
 				n.Crash()
@@ -112,18 +117,20 @@ func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Dur
 				k.After(down, sim.EvFault, xxhash.Sum64String("heal "+n.Name()), func() { h.nw.Heal() })
 			}
 		case !p.joined:
-			p.joined = true
-			p.ownerFaults++
 			x := h.nodes[len(h.nodes)-1]
-			x.Start()
-			for _, via := range h.nodes {
-				if via != x && via.Up() {
-					h.call(via, func(cn *consensus.Node) {
-						cn.AddLearner(consensus.NewMember(x.Name(), x.Name()+":7000"), func(error) {})
-					})
-					break
+			p.h.run.Inject(ord, fmt.Sprintf("%s joins, moving signatures (new: %s)", x.Name(), key), func() {
+				p.joined = true
+				p.ownerFaults++
+				x.Start()
+				for _, via := range h.nodes {
+					if via != x && via.Up() {
+						h.call(via, func(cn *consensus.Node) {
+							cn.AddLearner(consensus.NewMember(x.Name(), x.Name()+":7000"), func(error) {})
+						})
+						break
+					}
 				}
-			}
+			})
 		default:
 			// Remove a voter that is not the owner (a majority stays).
 			for _, v := range voters {
@@ -133,8 +140,10 @@ func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Dur
 				victim := h.byID[v]
 				for _, via := range h.nodes {
 					if via != victim && via.Up() && h.isMember(via.ID()) {
-						p.ownerFaults++
-						h.call(via, func(cn *consensus.Node) { cn.RemoveMember(v, func(error) {}) })
+						p.h.run.Inject(ord, fmt.Sprintf("remove %s, moving signatures (new: %s)", victim.Name(), key), func() {
+							p.ownerFaults++
+							h.call(via, func(cn *consensus.Node) { cn.RemoveMember(v, func(error) {}) })
+						})
 						break
 					}
 				}
@@ -169,7 +178,7 @@ func runProxyOnce(run *Run, crash bool) error {
 	c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait}
 	h := startFlowCluster(c, flow.Config{Bugs: run.Bugs()})
 	kr := k.Stream("knobs/proxy")
-	p := &proxyRun{h: h, lapse: proxyLapse, failP: 5 + kr.IntN(15), slowP: 5 + kr.IntN(20), granted: map[proxyonce.Token]time.Duration{}}
+	p := &proxyRun{h: h, upstreamRand: k.Stream("upstream"), lapse: proxyLapse, failP: 5 + kr.IntN(15), slowP: 5 + kr.IntN(20), granted: map[proxyonce.Token]time.Duration{}}
 	h.nw.Watch(func(s netsim.Sending) {
 		if s.Fate != netsim.Sent || len(s.Frame) == 0 || s.Frame[0] != proxyonce.FramePrefix {
 			return
@@ -314,7 +323,7 @@ func (p *proxyRun) client(n *sim.Machine, id uint64, r interface {
 			k.After(think, sim.EvClient, id, next)
 			return
 		}
-		p.hit(n, key, r, func() { k.After(think, sim.EvClient, id, next) })
+		p.hit(n, key, func() { k.After(think, sim.EvClient, id, next) })
 	}
 	k.After(time.Duration(r.IntN(50))*time.Millisecond, sim.EvClient, id, next)
 }
@@ -324,7 +333,7 @@ func (p *proxyRun) client(n *sim.Machine, id uint64, r interface {
 // (or releases, when upstream failed) and serves what it recorded;
 // anything else is a 503. then runs once, when the client is done, or
 // gives up (the node crashed under it, or 15s passed).
-func (p *proxyRun) hit(n *sim.Machine, key string, r interface{ IntN(int) int }, then func()) {
+func (p *proxyRun) hit(n *sim.Machine, key string, then func()) {
 	k := p.h.k
 	inc := n.Incarnation()
 	svc := p.h.proxies[n.Name()]
@@ -359,7 +368,7 @@ func (p *proxyRun) hit(n *sim.Machine, key string, r interface{ IntN(int) int },
 				p.serve(key, n, string(ans.Recorded))
 				finish()
 			default:
-				p.upstream(n, key, ans.Token, r, func(i int, answer string, failed bool) {
+				p.upstream(n, key, ans.Token, func(i int, answer string, failed bool) {
 					if !alive() {
 						finish() // the node went down with the client's connection
 						return
@@ -402,8 +411,12 @@ func (p *proxyRun) serve(key string, n *sim.Machine, answer string) {
 // upstream is the real service: each call answers something no other call
 // answers, after a latency; some calls are slow (past a claim's lapse),
 // some fail.
-func (p *proxyRun) upstream(n *sim.Machine, key string, t proxyonce.Token, r interface{ IntN(int) int }, done func(i int, answer string, failed bool)) {
+func (p *proxyRun) upstream(n *sim.Machine, key string, t proxyonce.Token, done func(i int, answer string, failed bool)) {
 	k := p.h.k
+	// The upstream draws from its own stream, not the calling client's:
+	// which client wins a claim is the cluster's doing, and must not move
+	// a client's own draws (Run.Op).
+	r := p.upstreamRand
 	i := len(p.calls)
 	lat := time.Duration(1+r.IntN(200)) * time.Millisecond
 	if r.IntN(100) < p.slowP {

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -174,12 +175,14 @@ func runTTL(run *Run, restarts bool) error {
 func (t *ttlEvict) restartsBehind(ttl, calm time.Duration) {
 	h := t.h
 	r := h.k.Stream("faults/restart")
+	// The aimed crashes draw from their own stream: how many come is the
+	// clients' doing, and must not move the schedule's draws.
+	ra := h.k.Stream("faults/aimed")
 	rg := ring.New(ids(h.nodes)) // no membership changes here
-	restartBehind := func(n *sim.Machine, why string) {
+	restartBehind := func(ord FaultID, r *rand.Rand, n *sim.Machine, why string) {
 		if h.k.Now() >= calm {
 			return
 		}
-		ord := h.run.Fault()
 		back := sim.Between(r, ttl, 3*ttl)
 		pause := sim.Between(r, 100*time.Millisecond, 500*time.Millisecond)
 		if !n.Up() || downOrArmed(h.nodes) >= (len(h.nodes)-1)/2 {
@@ -201,7 +204,7 @@ func (t *ttlEvict) restartsBehind(ttl, calm time.Duration) {
 		if h.k.Now() >= calm {
 			return
 		}
-		restartBehind(h.nodes[r.IntN(len(h.nodes))], "")
+		restartBehind(h.run.Fault(), r, h.nodes[r.IntN(len(h.nodes))], "")
 		h.k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
 	}
 	h.k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
@@ -209,13 +212,14 @@ func (t *ttlEvict) restartsBehind(ttl, calm time.Duration) {
 	t.afterAbsent = func(name string) {
 		// At most one aimed crash a second, so the cluster keeps a quorum
 		// and the clients get work done.
-		if h.k.Now() < aimed+time.Second || !sim.Chance(r, 0.5) {
+		if h.k.Now() < aimed+time.Second || !sim.Chance(ra, 0.5) {
 			return
 		}
 		aimed = h.k.Now()
 		owner, _ := rg.Owner(ring.ClassFlow, name)
 		n := h.byID[owner]
-		h.k.After(0, sim.EvFault, xxhash.Sum64String("aimed "+n.Name()), func() { restartBehind(n, " just after it answered that "+name+" expired") })
+		ord := h.run.AimedFault()
+		h.k.After(0, sim.EvFault, xxhash.Sum64String("aimed "+n.Name()), func() { restartBehind(ord, ra, n, " just after it answered that "+name+" expired") })
 	}
 }
 

@@ -16,7 +16,11 @@ import (
 //   - a fault's ordinal counts the fault *attempts* of the run, 1, 2, 3 ...
 //     in the order they come due. An attempt is numbered whether or not it
 //     lands (a crash of a node already down, say), so leaving one fault
-//     out does not renumber the others.
+//     out does not renumber the others. Faults a scenario aims at what the
+//     cluster does (a crash just after a vote, a cut at a new signature's
+//     owner) come due when the cluster does it, so they count apart, as
+//     "aimed" faults (#a1, #a2, ...): leaving out one of either kind
+//     renumbers no fault of the schedule.
 //   - an operation is named by its client and the client's own count,
 //     "f3/12" (client f3's twelfth operation). Clients draw from their own
 //     random streams, so a client's twelfth operation is the same request
@@ -110,7 +114,7 @@ func parseOrdinals(text string) (Ordinals, error) {
 	for _, part := range strings.Split(text, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil || a < 1 {
+		if err != nil || a < 1 || !digits(lo) || hi != "" && !digits(hi) {
 			return nil, fmt.Errorf("%q: want a positive integer or a range A-B or A-", part)
 		}
 		b := a
@@ -137,22 +141,26 @@ func parseOrdinals(text string) (Ordinals, error) {
 	return s, nil
 }
 
-// Skip is what a run leaves out: faults by ordinal, and operations by
-// client and the client's ordinal.
+// Skip is what a run leaves out: faults by ordinal (scheduled and aimed
+// apart), and operations by client and the client's ordinal.
 type Skip struct {
 	Faults Ordinals
+	Aimed  Ordinals
 	Ops    map[string]Ordinals
 }
 
 // Empty reports whether the run leaves nothing out.
-func (s Skip) Empty() bool { return len(s.Faults) == 0 && len(s.Ops) == 0 }
+func (s Skip) Empty() bool { return len(s.Faults) == 0 && len(s.Aimed) == 0 && len(s.Ops) == 0 }
 
-// String is the -skip flag's text: "faults:3,17,22- ops:f1/5-40,f2/1-",
-// clients in name order; "" if nothing is skipped.
+// String is the -skip flag's text: "faults:3,17,22- aimed:2
+// ops:f1/5-40,f2/1-", clients in name order; "" if nothing is skipped.
 func (s Skip) String() string {
 	var parts []string
 	if len(s.Faults) > 0 {
 		parts = append(parts, "faults:"+s.Faults.String())
+	}
+	if len(s.Aimed) > 0 {
+		parts = append(parts, "aimed:"+s.Aimed.String())
 	}
 	if len(s.Ops) > 0 {
 		clients := make([]string, 0, len(s.Ops))
@@ -171,10 +179,10 @@ func (s Skip) String() string {
 	return strings.Join(parts, " ")
 }
 
-// ParseSkip reads the -skip flag: space-separated "faults:LIST" and
-// "ops:CLIENT/LIST,CLIENT/LIST,..." parts, where a LIST is ordinals and
-// ranges ("3,17,22-30,40-") and a client is named as the run names it in
-// its inventory (f3, kv1, ...).
+// ParseSkip reads the -skip flag: space-separated "faults:LIST",
+// "aimed:LIST" and "ops:CLIENT/LIST,CLIENT/LIST,..." parts, where a LIST
+// is ordinals and ranges ("3,17,22-30,40-") and a client is named as the
+// run names it in its inventory (f3, kv1, ...: letters and digits).
 func ParseSkip(text string) (Skip, error) {
 	var s Skip
 	for _, part := range strings.Fields(text) {
@@ -183,13 +191,16 @@ func ParseSkip(text string) (Skip, error) {
 			return Skip{}, fmt.Errorf("skip %q: want faults:LIST or ops:CLIENT/LIST,...", part)
 		}
 		switch kind {
-		case "faults":
+		case "faults", "aimed":
 			f, err := parseOrdinals(list)
 			if err != nil {
-				return Skip{}, fmt.Errorf("skip faults: %w", err)
+				return Skip{}, fmt.Errorf("skip %s: %w", kind, err)
 			}
-			s.Faults = append(s.Faults, f...)
-			if s.Faults, err = parseOrdinals(s.Faults.String()); err != nil {
+			set := &s.Faults
+			if kind == "aimed" {
+				set = &s.Aimed
+			}
+			if *set, err = parseOrdinals(append(*set, f...).String()); err != nil {
 				return Skip{}, err
 			}
 		case "ops":
@@ -201,7 +212,7 @@ func ParseSkip(text string) (Skip, error) {
 			client := ""
 			for _, item := range strings.Split(list, ",") {
 				if c, rest, ok := strings.Cut(item, "/"); ok {
-					if c == "" || strings.ContainsAny(c, ":- ") {
+					if !isName(c) {
 						return Skip{}, fmt.Errorf("skip ops %q: a client name is letters and digits", item)
 					}
 					client, item = c, rest
@@ -217,45 +228,87 @@ func ParseSkip(text string) (Skip, error) {
 				s.Ops[client] = merged
 			}
 		default:
-			return Skip{}, fmt.Errorf("skip %q: want faults:LIST or ops:CLIENT/LIST,...", part)
+			return Skip{}, fmt.Errorf("skip %q: want faults:LIST, aimed:LIST or ops:CLIENT/LIST,...", part)
 		}
 	}
 	return s, nil
 }
 
+// isName reports whether s is a client name: letters and digits.
+func isName(s string) bool {
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// digits reports whether s is a non-empty run of decimal digits.
+func digits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// FaultID names a fault attempt: its ordinal among the scheduled faults,
+// or among the aimed ones.
+type FaultID struct {
+	Aimed bool
+	N     int
+}
+
+func (id FaultID) String() string {
+	if id.Aimed {
+		return fmt.Sprintf("#a%d", id.N)
+	}
+	return fmt.Sprintf("#%d", id.N)
+}
+
 // FaultRecord is one fault a run injected, for its inventory.
 type FaultRecord struct {
-	Ord  int
+	ID   FaultID
 	At   time.Duration
 	What string
 }
 
 func (f FaultRecord) String() string {
-	return fmt.Sprintf("#%d t=%v %s", f.Ord, f.At.Round(time.Millisecond), f.What)
+	return fmt.Sprintf("%s t=%v %s", f.ID, f.At.Round(time.Millisecond), f.What)
 }
 
-// Fault is the next fault attempt's ordinal. Call it once per attempt,
+// Fault is the next scheduled fault attempt. Call it once per attempt,
 // before the attempt looks at any state (whether the node is up, how many
-// are down), so that the numbering depends only on the schedule; then
-// Inject, if the attempt lands.
-func (r *Run) Fault() int {
+// are down, who leads), so that the numbering depends only on the
+// schedule; then Inject, if the attempt lands.
+func (r *Run) Fault() FaultID {
 	r.faultSeq++
-	return r.faultSeq
+	return FaultID{N: r.faultSeq}
 }
 
-// Inject applies fault ord, described in words, unless the run skips it;
+// AimedFault is the next aimed fault attempt: one a scenario makes when
+// the cluster does something (a vote, a read that finds a flow gone, a
+// new signature), counted apart from the schedule's.
+func (r *Run) AimedFault() FaultID {
+	r.aimedSeq++
+	return FaultID{Aimed: true, N: r.aimedSeq}
+}
+
+// Inject applies fault id, described in words, unless the run skips it;
 // it reports whether the fault was applied. Every random number the
 // fault needs must be drawn before: a skipped fault draws the same ones.
-func (r *Run) Inject(ord int, what string, apply func()) bool {
+func (r *Run) Inject(id FaultID, what string, apply func()) bool {
 	k := r.Kernel
-	if r.skip.Faults.Has(ord) {
-		k.Mix([]byte(fmt.Sprintf("skip fault %d", ord)))
-		k.Logf("fault #%d skipped: %s", ord, what)
+	if skipped := r.skip.Faults; id.Aimed && r.skip.Aimed.Has(id.N) || !id.Aimed && skipped.Has(id.N) {
+		k.Mix([]byte(fmt.Sprintf("skip fault %s", id)))
+		k.Logf("fault %s skipped: %s", id, what)
 		return false
 	}
 	k.Mix([]byte(what))
 	k.Logf("fault %s", what)
-	r.result.Faults = append(r.result.Faults, FaultRecord{Ord: ord, At: k.Now(), What: what})
+	r.result.Faults = append(r.result.Faults, FaultRecord{ID: id, At: k.Now(), What: what})
 	apply()
 	return true
 }

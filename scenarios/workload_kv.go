@@ -192,8 +192,12 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 	var op kv.Op
 	kind := checker.LeaseRelease
 	pick := r.IntN(10)
+	// Every draw the call may need is made now, whatever becomes of it,
+	// so the holder's k-th call is the same however the others fare.
+	pace := ttl / 3
+	probe, pause := r.IntN(4) == 0, time.Duration(r.IntN(int(pace)+1))
 	if _, send := c.run.Op("l" + holder); !send {
-		next(ttl / 3)
+		next(pace)
 		return
 	}
 	switch {
@@ -213,7 +217,6 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 	c.leaseCalls = append(c.leaseCalls, checker.LeaseCall{Holder: holder, Lease: leaseName, Kind: kind, Node: n.Name(), TTL: ttl, Call: c.k.Now()})
 	call := len(c.leaseCalls) - 1
 	a := &answer{}
-	pace := ttl / 3
 	ok := c.call(n, func(cn *consensus.Node) {
 		cn.Propose(op, func(res kv.Result, err error) {
 			if !a.once() {
@@ -226,14 +229,14 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			if err == nil && res.Err == nil && kind != checker.LeaseRelease {
 				lc.Granted, lc.Token = true, res.Lease.Token
 				checker.LeaseAnswer(c.run, *lc, res.Lease)
-				if r.IntN(4) == 0 {
+				if probe {
 					// Probe the deadline itself, not somewhere before it.
 					at := lc.Call + ttl
 					c.k.At(at, sim.EvClient, xxhash.Sum64String(holder), func() { c.leaseStep(holder, r, ttl, until, n) })
 					return
 				}
 			}
-			next(time.Duration(r.IntN(int(pace) + 1)))
+			next(pause)
 		})
 	})
 	if !ok {

@@ -29,6 +29,7 @@ type shrinker struct {
 	target   string // the checker that must keep failing
 	start    time.Time
 	attempts int
+	crashed  int // attempts whose worker did not finish
 	timedOut bool
 	stderr   io.Writer
 	// best is the smallest failing run so far: its job and outcome.
@@ -42,7 +43,15 @@ func shrink(c config, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "simrun: cannot find my own executable:", err)
 		return exitUsage
 	}
-	s := &shrinker{c: c, exe: exe, start: time.Now(), stderr: stderr}
+	// Workers get a long porcupine budget unless one was given: a check
+	// that runs out of wall time is undecided, not a failure, and a
+	// verdict that turns on the machine's load would make the shrinker's
+	// result turn on it too.
+	wc := c
+	if wc.checkTimeout == 0 {
+		wc.checkTimeout = 5 * time.Minute
+	}
+	s := &shrinker{c: wc, exe: exe, start: time.Now(), stderr: stderr}
 	base := job{scenario: c.scenario, bugs: c.bugs, seed: c.seed, skip: c.skip, duration: c.duration, inventory: true}
 	orig := s.run([]job{base})[0]
 	if orig.verdict != "FAIL" {
@@ -53,6 +62,10 @@ func shrink(c config, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	s.target = targetChecker(orig)
+	if judgesWholeRun(s.target) {
+		fmt.Fprintf(stdout, "nothing to shrink: the run fails only %s, which judges the whole run; a run with anything left out or cut short cannot fail it\n%s\n", s.target, orig.summary)
+		return exitUsage
+	}
 	s.best, s.bestOut = base, orig
 	fmt.Fprintf(stdout, "shrinking: %s, which fails %s\n", replay(c, c.seed), s.target)
 	origFaults, origOps := inventoryFaults(orig), inventoryOps(orig)
@@ -62,7 +75,7 @@ func shrink(c config, stdout, stderr io.Writer) int {
 	// removes much of what happens after it.
 	keepFaults := s.reduce("faults", len(origFaults), func(keep []int) job {
 		j := base
-		j.skip = scenarios.Skip{Faults: faultsKept(origFaults, keep), Ops: base.skip.Ops}
+		j.skip = faultsKept(origFaults, keep, base.skip)
 		return j
 	})
 	fmt.Fprintf(stdout, "faults: %d -> %d (%d attempts so far)\n", len(origFaults), len(keepFaults), s.attempts)
@@ -79,7 +92,7 @@ func shrink(c config, stdout, stderr io.Writer) int {
 	ops := inventoryOps(s.bestOut)
 	keepOps := s.reduce("operations", len(ops), func(keep []int) job {
 		j := shortest
-		j.skip = scenarios.Skip{Faults: shortest.skip.Faults, Ops: opsSkipped(ops, keep)}
+		j.skip = scenarios.Skip{Faults: shortest.skip.Faults, Aimed: shortest.skip.Aimed, Ops: opsSkipped(ops, keep, base.skip.Ops)}
 		return j
 	})
 	fmt.Fprintf(stdout, "operations: %d -> %d (%d attempts so far)\n", len(origOps), len(keepOps), s.attempts)
@@ -87,6 +100,9 @@ func shrink(c config, stdout, stderr io.Writer) int {
 	best := s.bestOut
 	if s.timedOut {
 		fmt.Fprintf(stdout, "out of time (-shrink-for %v): this is the smallest failing run found so far\n", c.shrinkFor)
+	}
+	if s.crashed > 0 {
+		fmt.Fprintf(stdout, "warning: %d attempts crashed (a panic or a kill; the first is on stderr) and counted as not failing\n", s.crashed)
 	}
 	fmt.Fprintf(stdout, "minimized: %s\n", s.describe(best))
 	fmt.Fprintf(stdout, "kept: %.0f%% of the faults, %.1f%% of the operations; %d attempts in %v\n",
@@ -116,11 +132,18 @@ func shrink(c config, stdout, stderr io.Writer) int {
 func targetChecker(o outcome) string {
 	names := strings.Split(field(o.summary, "checkers"), ",")
 	for _, n := range names {
-		if n != "workload" && n != "run" && n != "undeclared" {
+		if !judgesWholeRun(n) {
 			return n
 		}
 	}
 	return names[0]
+}
+
+// judgesWholeRun reports whether a checker judges the run as a whole
+// (its work floors, the scenario's own error, an undeclared finding):
+// a shortened run, or one that left anything out, is undecided by it.
+func judgesWholeRun(checker string) bool {
+	return checker == "workload" || checker == "run" || checker == "undeclared"
 }
 
 // fails reports whether an outcome is a failure of the target checker.
@@ -153,6 +176,14 @@ func (s *shrinker) first(cands []job) int {
 		}
 		batch := cands[lo:min(lo+s.c.jobs, len(cands))]
 		for i, o := range s.run(slices.Clone(batch)) {
+			if o.verdict == "crashed" {
+				// A worker that did not finish is no verdict: counted
+				// as not failing, and reported.
+				if s.crashed++; s.crashed == 1 {
+					fmt.Fprintf(s.stderr, "shrink: an attempt crashed (-skip '%s'):\n%s\n", batch[i].skip, indent(o.detail))
+				}
+				continue
+			}
 			if s.fails(o) {
 				s.best, s.bestOut = batch[i], o
 				return lo + i
@@ -177,6 +208,9 @@ func (s *shrinker) reduce(what string, n int, config func(keep []int) job) []int
 	}
 	if n == 0 || s.first([]job{config(nil)}) == 0 {
 		return nil
+	}
+	if n == 1 {
+		return keep // leaving it out was just tried
 	}
 	for chunk := max(1, n/2); !s.timedOut; chunk /= 2 {
 		fmt.Fprintf(s.stderr, "shrink %s: %d left, leaving out %d at a time (%d attempts, %v)\n", what, len(keep), chunk, s.attempts, time.Since(s.start).Round(100*time.Millisecond))
@@ -203,36 +237,21 @@ func (s *shrinker) reduce(what string, n int, config func(keep []int) job) []int
 }
 
 // shortest searches the whole virtual seconds below the best run's
-// length for the shortest that still fails, probing c.jobs lengths at a
-// time.
+// length for the shortest that still fails: a binary search, one length
+// at a time, so that which lengths are tried never depends on -j (failing
+// is not monotone in the length: a cut that moves the calm phase can
+// fail another checker, or none).
 func (s *shrinker) shortest() {
 	lo, hi := 1, int(virtualOf(s.bestOut)/time.Second) // hi fails
 	for lo < hi && !s.timedOut {
-		var cands []job
-		var lens []int
-		for i := 1; i <= s.c.jobs; i++ {
-			d := lo + (hi-lo)*i/(s.c.jobs+1)
-			if d < hi && (len(lens) == 0 || d > lens[len(lens)-1]) {
-				j := s.best
-				j.duration = time.Duration(d) * time.Second
-				cands, lens = append(cands, j), append(lens, d)
-			}
-		}
-		if len(cands) == 0 {
-			cands, lens = []job{s.best}, []int{lo}
-			cands[0].duration = time.Duration(lo) * time.Second
-		}
-		fmt.Fprintf(s.stderr, "shrink length: %ds..%ds, trying %v seconds (%d attempts, %v)\n", lo, hi, lens, s.attempts, time.Since(s.start).Round(100*time.Millisecond))
-		i := s.first(cands)
-		if i < 0 {
-			lo = lens[len(lens)-1] + 1
-			continue
-		}
-		// The shortest candidate that failed is the new bound; those
-		// below it passed.
-		hi = lens[i]
-		if i > 0 {
-			lo = lens[i-1] + 1
+		mid := lo + (hi-lo)/2
+		j := s.best
+		j.duration = time.Duration(mid) * time.Second
+		fmt.Fprintf(s.stderr, "shrink length: %ds..%ds, trying %ds (%d attempts, %v)\n", lo, hi, mid, s.attempts, time.Since(s.start).Round(100*time.Millisecond))
+		if s.first([]job{j}) == 0 {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
 	}
 }
@@ -242,9 +261,10 @@ func (s *shrinker) describe(o outcome) string {
 		len(inventoryFaults(o)), len(inventoryOps(o)), virtualOf(o), field(o.summary, "events"), o.verdict, field(o.summary, "checkers"))
 }
 
-// faultLine is one "fault #N t=T what" line of an inventory.
+// faultLine is one "fault #N t=T what" (or "#aN", an aimed fault) line
+// of an inventory.
 type faultLine struct {
-	ord  int
+	id   scenarios.FaultID
 	text string // "#N t=T what", as printed
 }
 
@@ -256,8 +276,9 @@ func inventoryFaults(o outcome) []faultLine {
 			continue
 		}
 		num, text, _ := strings.Cut(rest, " ")
-		if n, err := strconv.Atoi(num); err == nil {
-			out = append(out, faultLine{n, "#" + num + " " + text})
+		digits, aimed := strings.CutPrefix(num, "a")
+		if n, err := strconv.Atoi(digits); err == nil {
+			out = append(out, faultLine{scenarios.FaultID{Aimed: aimed, N: n}, "#" + num + " " + text})
 		}
 	}
 	return out
@@ -292,20 +313,25 @@ func inventoryOps(o outcome) []opRef {
 	return out
 }
 
-// faultsKept is the skip set that keeps only the faults at keep (indexes
-// into faults): every other ordinal, including any the original run never
-// reached.
-func faultsKept(faults []faultLine, keep []int) scenarios.Ordinals {
-	ords := make([]int, len(keep))
-	for i, k := range keep {
-		ords[i] = faults[k].ord
+// faultsKept is the skip that keeps only the faults at keep (indexes into
+// faults) and the operations skip says: every other ordinal, scheduled
+// and aimed, including any the original run never reached.
+func faultsKept(faults []faultLine, keep []int, skip scenarios.Skip) scenarios.Skip {
+	var sched, aimed []int
+	for _, k := range keep {
+		if id := faults[k].id; id.Aimed {
+			aimed = append(aimed, id.N)
+		} else {
+			sched = append(sched, id.N)
+		}
 	}
-	return scenarios.OrdinalsOf(ords).Complement()
+	return scenarios.Skip{Faults: scenarios.OrdinalsOf(sched).Complement(), Aimed: scenarios.OrdinalsOf(aimed).Complement(), Ops: skip.Ops}
 }
 
 // opsSkipped is the skip set that keeps only the operations at keep
-// (indexes into ops): for every client, every other ordinal.
-func opsSkipped(ops []opRef, keep []int) map[string]scenarios.Ordinals {
+// (indexes into ops): for every client that sent any, every other
+// ordinal; a client that sent none keeps what given skipped of it.
+func opsSkipped(ops []opRef, keep []int, given map[string]scenarios.Ordinals) map[string]scenarios.Ordinals {
 	kept := map[string][]int{}
 	for _, op := range ops {
 		if _, ok := kept[op.client]; !ok {
@@ -316,6 +342,9 @@ func opsSkipped(ops []opRef, keep []int) map[string]scenarios.Ordinals {
 		kept[ops[k].client] = append(kept[ops[k].client], ops[k].ord)
 	}
 	out := map[string]scenarios.Ordinals{}
+	for client, ords := range given { //fenceline:unordered building a map
+		out[client] = ords
+	}
 	for client, ords := range kept { //fenceline:unordered building a map
 		out[client] = scenarios.OrdinalsOf(ords).Complement()
 	}
