@@ -124,6 +124,10 @@ type Network struct {
 	// cuts is the record of every link's blocking and unblocking, in time
 	// order: the partition schedule, for checkers.
 	cuts []linkChange
+	// downErrs is the error a send to each crashed node returns, made
+	// once per node: an error is only read, and a crashed node is sent to
+	// often (every call of every client that picked it).
+	downErrs map[dial.NodeID]error
 
 	// Counters.
 	Sent, Delivered, Dropped, Duplicated, Refused uint64
@@ -174,7 +178,15 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 		// peer's kernel answers with a reset; a partition, below, is
 		// silent instead.
 		nw.Refused++
-		return fmt.Errorf("%w: %v is down", dial.ErrUnreachable, to)
+		err, ok := nw.downErrs[to]
+		if !ok {
+			if nw.downErrs == nil {
+				nw.downErrs = map[dial.NodeID]error{}
+			}
+			err = fmt.Errorf("%w: %v is down", dial.ErrUnreachable, to)
+			nw.downErrs[to] = err
+		}
+		return err
 	}
 	l := link{from, to}
 	if nw.inFlight[l] >= nw.cfg.MaxInFlight {
