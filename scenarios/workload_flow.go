@@ -134,7 +134,7 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 	if req.Op != flow.OpGetAll && req.Op != flow.OpClear && req.Op != flow.OpSetAll {
 		req.Key, in.Key = key, key
 	}
-	if _, send := h.run.Op(fmt.Sprintf("f%d", client)); !send {
+	if _, send := opOf(h.run, "f", client); !send {
 		next()
 		return
 	}
