@@ -165,6 +165,18 @@ func (h *History) Op(id int) Op {
 	return *h.at(id)
 }
 
+// All yields every operation, in call order, without copying the
+// history first as Ops does.
+func (h *History) All() iter.Seq[Op] {
+	return func(yield func(Op) bool) {
+		for op := range h.all() {
+			if !yield(*op) {
+				return
+			}
+		}
+	}
+}
+
 // Ops returns every operation, in call order.
 func (h *History) Ops() []Op {
 	if h.n == 0 {

@@ -522,7 +522,7 @@ func (c *raftCluster) finish(chaos *Chaos) {
 	// Every client call got an answer: applied, refused, or given up on
 	// at the client's deadline. A call left hanging is a liveness bug in
 	// the client path (a callback lost), whatever the cluster did.
-	for _, op := range c.hist.Ops() {
+	for op := range c.hist.All() {
 		if op.Return == 0 && op.Call+c.clientDeadline < c.k.Now() {
 			c.run.Fail("liveness", "client %d's call on %s at %v never resolved", op.Client, op.Key, op.Call)
 		}
