@@ -1,6 +1,9 @@
 package checker
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ReplicaAgreement holds every replica to one history, from samples of
 // what each node applied: every node that applied log index i reached the
@@ -11,12 +14,12 @@ import "fmt"
 type ReplicaAgreement struct {
 	digestAt map[uint64]uint64
 	digestBy map[uint64]string
-	votersAt map[uint64]string
+	votersAt map[uint64][]string
 }
 
 // NewReplicaAgreement returns a checker that has seen nothing.
 func NewReplicaAgreement() *ReplicaAgreement {
-	return &ReplicaAgreement{digestAt: map[uint64]uint64{}, digestBy: map[uint64]string{}, votersAt: map[uint64]string{}}
+	return &ReplicaAgreement{digestAt: map[uint64]uint64{}, digestBy: map[uint64]string{}, votersAt: map[uint64][]string{}}
 }
 
 // Applied records that node had applied through index with state digest
@@ -37,19 +40,26 @@ func (a *ReplicaAgreement) Applied(rep Reporter, node string, index, digest uint
 }
 
 // Voters records that node had membership index in force with these
-// voters (sorted names). Index 0 (no membership yet) is not judged.
+// voters (sorted names). Index 0 (no membership yet) is not judged. It
+// keeps a copy of voters: the caller may reuse the slice.
+//
+// The lists are compared name by name and formatted only for a failure:
+// the simulator checks every node ten times a virtual second.
 func (a *ReplicaAgreement) Voters(rep Reporter, node string, index uint64, voters []string) {
 	if index == 0 {
 		return
 	}
-	got := fmt.Sprint(voters)
 	prev, ok := a.votersAt[index]
 	if !ok {
-		a.votersAt[index] = got
+		a.votersAt[index] = slices.Clone(voters)
 		return
 	}
-	if prev != got {
+	if slices.Equal(prev, voters) {
+		return
+	}
+	// Judged as before, on the printed lists.
+	if got, want := fmt.Sprint(voters), fmt.Sprint(prev); got != want {
 		rep.Fail("replica-agreement", "%s has voters %s at membership index %d; another node had %s",
-			node, got, index, prev)
+			node, got, index, want)
 	}
 }

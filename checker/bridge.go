@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"iter"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,8 +24,14 @@ import (
 // record of the node's backlog at that instant, not the node's word), and
 // extends that call's limit.
 func Bridge(rep Reporter, ops []linearizability.Op, late map[int]time.Duration, deadline time.Duration, driftPPM int64, givenUp, shed string) {
+	BridgeSeq(rep, slices.Values(ops), late, deadline, driftPPM, givenUp, shed)
+}
+
+// BridgeSeq is Bridge over a sequence of operations (History.All), so a
+// long history is judged without being copied.
+func BridgeSeq(rep Reporter, ops iter.Seq[linearizability.Op], late map[int]time.Duration, deadline time.Duration, driftPPM int64, givenUp, shed string) {
 	limit := deadline + time.Duration(int64(deadline)*driftPPM/1_000_000)
-	for _, op := range ops {
+	for op := range ops {
 		if op.Return == 0 || strings.HasPrefix(op.Note, givenUp) {
 			continue
 		}

@@ -570,7 +570,8 @@ func CheckFlowsSplit(h *History, timeout time.Duration, cuts map[string][]time.D
 // most flows, costs minutes).
 func CheckFlowsEach(h *History, timeout time.Duration, cuts map[string][]time.Duration, each func(FlowResult) bool) {
 	byFlow := map[string][]Op{}
-	for _, op := range h.ops {
+	for p := range h.all() {
+		op := *p
 		in, ok := op.Input.(FlowInput)
 		if !ok || op.Outcome == Refused {
 			continue
@@ -771,7 +772,8 @@ func describeOpsWith(describe func(input, output any) string, ops []porcupine.Op
 // returns porcupine's verdict on the history it drew.
 func VisualizeFlow(h *History, flow string, timeout time.Duration, w io.Writer) (porcupine.CheckResult, error) {
 	var ops []porcupine.Operation
-	for _, op := range h.ops {
+	for p := range h.all() {
+		op := *p
 		if op.Key != flow || op.Outcome == Refused {
 			continue
 		}

@@ -8,6 +8,7 @@ package linearizability
 
 import (
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -57,9 +58,33 @@ type Op struct {
 }
 
 // History is the record of every operation of a run, in call order.
+//
+// The operations are kept in chunks of opChunk, never moved once
+// recorded: one growing slice of them copied the whole history again at
+// every doubling, a measurable part of a simulated run.
 type History struct {
-	ops   []Op
-	limit int
+	chunks [][]Op
+	n      int
+	limit  int
+}
+
+// opChunk is how many operations one chunk of a History holds.
+const opChunk = 1024
+
+// at is operation id, in place.
+func (h *History) at(id int) *Op { return &h.chunks[id/opChunk][id%opChunk] }
+
+// all yields every operation, in call order, in place.
+func (h *History) all() iter.Seq[*Op] {
+	return func(yield func(*Op) bool) {
+		for _, c := range h.chunks {
+			for i := range c {
+				if !yield(&c[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // DefaultHistoryLimit bounds a history: a workload that issues more calls
@@ -77,11 +102,16 @@ func NewHistory(limit int) *History {
 
 // Call records the start of an operation and returns its id.
 func (h *History) Call(client int, key string, input any, at time.Duration) int {
-	if len(h.ops) >= h.limit {
+	if h.n >= h.limit {
 		panic(fmt.Sprintf("linearizability: history over its limit of %d ops", h.limit))
 	}
-	id := len(h.ops)
-	h.ops = append(h.ops, Op{ID: id, Client: client, Key: key, Input: input, Call: at})
+	id := h.n
+	if id%opChunk == 0 {
+		h.chunks = append(h.chunks, make([]Op, 0, opChunk))
+	}
+	c := &h.chunks[len(h.chunks)-1]
+	*c = append(*c, Op{ID: id, Client: client, Key: key, Input: input, Call: at})
+	h.n++
 	return id
 }
 
@@ -106,10 +136,10 @@ func (h *History) GiveUp(id int, why string, at time.Duration) {
 // Bound records the latest instant at which operation id can take
 // effect (see Op.Until). It may be called before or after the answer.
 func (h *History) Bound(id int, until time.Duration) {
-	if id < 0 || id >= len(h.ops) {
+	if id < 0 || id >= h.n {
 		panic(fmt.Sprintf("linearizability: no op %d", id))
 	}
-	op := &h.ops[id]
+	op := h.at(id)
 	if until < op.Call {
 		until = op.Call
 	}
@@ -117,10 +147,10 @@ func (h *History) Bound(id int, until time.Duration) {
 }
 
 func (h *History) pending(id int) *Op {
-	if id < 0 || id >= len(h.ops) {
+	if id < 0 || id >= h.n {
 		panic(fmt.Sprintf("linearizability: no op %d", id))
 	}
-	op := &h.ops[id]
+	op := h.at(id)
 	if op.Return != 0 || op.Outcome != Unknown {
 		panic(fmt.Sprintf("linearizability: op %d answered twice", id))
 	}
@@ -128,17 +158,43 @@ func (h *History) pending(id int) *Op {
 }
 
 // Op returns operation id.
-func (h *History) Op(id int) Op { return h.ops[id] }
+func (h *History) Op(id int) Op {
+	if id < 0 || id >= h.n {
+		panic(fmt.Sprintf("linearizability: index out of range [%d] with length %d", id, h.n))
+	}
+	return *h.at(id)
+}
+
+// All yields every operation, in call order, without copying the
+// history first as Ops does.
+func (h *History) All() iter.Seq[Op] {
+	return func(yield func(Op) bool) {
+		for op := range h.all() {
+			if !yield(*op) {
+				return
+			}
+		}
+	}
+}
 
 // Ops returns every operation, in call order.
-func (h *History) Ops() []Op { return append([]Op(nil), h.ops...) }
+func (h *History) Ops() []Op {
+	if h.n == 0 {
+		return nil
+	}
+	out := make([]Op, 0, h.n)
+	for _, c := range h.chunks {
+		out = append(out, c...)
+	}
+	return out
+}
 
 // Len is the number of operations.
-func (h *History) Len() int { return len(h.ops) }
+func (h *History) Len() int { return h.n }
 
 // Count returns how many operations have each outcome.
 func (h *History) Count() (ok, refused, unknown int) {
-	for _, op := range h.ops {
+	for op := range h.all() {
 		switch op.Outcome {
 		case OK:
 			ok++

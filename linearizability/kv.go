@@ -178,7 +178,8 @@ type KVResult struct {
 // trace hash; it is reported, not failed.
 func CheckKV(h *History, timeout time.Duration) []KVResult {
 	byKey := map[string][]porcupine.Operation{}
-	for _, op := range h.ops {
+	for p := range h.all() {
+		op := *p
 		in, ok := op.Input.(KVInput)
 		if !ok || op.Outcome == Refused {
 			continue

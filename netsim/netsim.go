@@ -124,6 +124,12 @@ type Network struct {
 	// cuts is the record of every link's blocking and unblocking, in time
 	// order: the partition schedule, for checkers.
 	cuts []linkChange
+	// downErrs is the error a send to each crashed node returns, made
+	// once per node: an error is only read, and a crashed node is sent to
+	// often (every call of every client that picked it).
+	downErrs map[dial.NodeID]error
+	// freeDeliveries are deliveries that have run, for reuse.
+	freeDeliveries []*delivery
 
 	// Counters.
 	Sent, Delivered, Dropped, Duplicated, Refused uint64
@@ -174,7 +180,15 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 		// peer's kernel answers with a reset; a partition, below, is
 		// silent instead.
 		nw.Refused++
-		return fmt.Errorf("%w: %v is down", dial.ErrUnreachable, to)
+		err, ok := nw.downErrs[to]
+		if !ok {
+			if nw.downErrs == nil {
+				nw.downErrs = map[dial.NodeID]error{}
+			}
+			err = fmt.Errorf("%w: %v is down", dial.ErrUnreachable, to)
+			nw.downErrs[to] = err
+		}
+		return err
 	}
 	l := link{from, to}
 	if nw.inFlight[l] >= nw.cfg.MaxInFlight {
@@ -216,35 +230,70 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), ArriveBy: arriveBy, Copies: copies, Fate: Sent}
 	for i := 0; i < copies; i++ {
 		nw.inFlight[l]++
-		nw.k.AtNode(nw.k.Now()+delays[i], sim.EvDeliver, to, digest, func() {
-			nw.inFlight[l]--
-			// A partition that formed while the frame was in flight
-			// drops it too: the wire between them is cut.
-			fate := sent
-			fate.Fate = Lost
-			if nw.blocked[l] {
-				nw.Dropped++
-				nw.watched(fate)
-				return
-			}
-			// The fate is known before the node runs: a watcher sees the
-			// delivery before whatever the node does with the frame.
-			if !dst.Up() || dst.Incarnation() != inc {
-				nw.Dropped++
-				nw.watched(fate)
-				return
-			}
-			fate.Fate = Delivered
-			nw.watched(fate)
-			if dst.Receive(fate.From, fate.Frame, inc) {
-				nw.Delivered++
-			} else {
-				nw.Dropped++
-			}
-		})
+		d := nw.newDelivery()
+		d.sent, d.l, d.dst, d.inc = sent, l, dst, inc
+		nw.k.AtNode(nw.k.Now()+delays[i], sim.EvDeliver, to, digest, d.fn)
 	}
 	nw.watched(sent)
 	return nil
+}
+
+// delivery is one copy of a frame on its way: the event that delivers it.
+// Deliveries are reused once they have run (the kernel keeps no event's
+// function past its run), so a copy on the wire costs no allocation.
+type delivery struct {
+	nw   *Network
+	fn   func() // d.run, bound once
+	sent Sending
+	l    link
+	dst  *sim.Machine
+	inc  uint64
+}
+
+// maxFreeDeliveries bounds the network's list of reusable deliveries.
+const maxFreeDeliveries = 1 << 12
+
+func (nw *Network) newDelivery() *delivery {
+	if n := len(nw.freeDeliveries); n > 0 {
+		d := nw.freeDeliveries[n-1]
+		nw.freeDeliveries = nw.freeDeliveries[:n-1]
+		return d
+	}
+	d := &delivery{nw: nw}
+	d.fn = d.run
+	return d
+}
+
+func (d *delivery) run() {
+	nw, sent, l, dst, inc := d.nw, d.sent, d.l, d.dst, d.inc
+	d.sent, d.dst = Sending{}, nil // let the frame go
+	if len(nw.freeDeliveries) < maxFreeDeliveries {
+		nw.freeDeliveries = append(nw.freeDeliveries, d)
+	}
+	nw.inFlight[l]--
+	// A partition that formed while the frame was in flight
+	// drops it too: the wire between them is cut.
+	fate := sent
+	fate.Fate = Lost
+	if nw.blocked[l] {
+		nw.Dropped++
+		nw.watched(fate)
+		return
+	}
+	// The fate is known before the node runs: a watcher sees the
+	// delivery before whatever the node does with the frame.
+	if !dst.Up() || dst.Incarnation() != inc {
+		nw.Dropped++
+		nw.watched(fate)
+		return
+	}
+	fate.Fate = Delivered
+	nw.watched(fate)
+	if dst.Receive(fate.From, fate.Frame, inc) {
+		nw.Delivered++
+	} else {
+		nw.Dropped++
+	}
 }
 
 // Fate is what became of a frame, or of one copy of it.

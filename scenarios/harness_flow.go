@@ -350,7 +350,7 @@ func (h *flowHarness) checkFlowLinearizable() {
 // checkBridge holds the bridge to its promises (checker.Bridge). Clocks
 // drift by at most 500ppm in these scenarios; 1000ppm covers it.
 func (h *flowHarness) checkBridge() {
-	checker.Bridge(h.run, h.flowHist.Ops(), h.waited, h.deadline, 1000, "client deadline", flow.ErrShed.Error())
+	checker.BridgeSeq(h.run, h.flowHist.All(), h.waited, h.deadline, 1000, "client deadline", flow.ErrShed.Error())
 }
 
 // checkConvergence: after quiescence every successor's copy of a flow

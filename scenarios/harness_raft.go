@@ -33,6 +33,7 @@ var clusterCheckers = []string{"replica-agreement", "promotion", "lease-stream",
 // consensus node running on each, client workloads that record histories,
 // and the checkers that judge them from outside the nodes.
 type raftCluster struct {
+	names []string // checkNow's scratch list of voter names
 	run   *Run
 	k     *sim.Kernel
 	nw    *netsim.Network
@@ -329,7 +330,8 @@ func (c *raftCluster) checkNow() {
 		idx, dig := cn.Digest()
 		c.agreement.Applied(c.run, n.Name(), idx, dig)
 		ms := cn.Membership()
-		c.agreement.Voters(c.run, n.Name(), ms.Index, memberNames(ms.Voters))
+		c.names = appendMemberNames(c.names[:0], ms.Voters)
+		c.agreement.Voters(c.run, n.Name(), ms.Index, c.names)
 		c.checkEvents(n, cn)
 	}
 }
@@ -396,11 +398,16 @@ func memberIDs(ms []consensus.Member) []dial.NodeID {
 }
 
 func memberNames(ms []consensus.Member) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Name
+	return appendMemberNames(make([]string, 0, len(ms)), ms)
+}
+
+// appendMemberNames appends the names of ms to out, sorted.
+func appendMemberNames(out []string, ms []consensus.Member) []string {
+	n := len(out)
+	for _, m := range ms {
+		out = append(out, m.Name)
 	}
-	sort.Strings(out)
+	sort.Strings(out[n:])
 	return out
 }
 
@@ -515,7 +522,7 @@ func (c *raftCluster) finish(chaos *Chaos) {
 	// Every client call got an answer: applied, refused, or given up on
 	// at the client's deadline. A call left hanging is a liveness bug in
 	// the client path (a callback lost), whatever the cluster did.
-	for _, op := range c.hist.Ops() {
+	for op := range c.hist.All() {
 		if op.Return == 0 && op.Call+c.clientDeadline < c.k.Now() {
 			c.run.Fail("liveness", "client %d's call on %s at %v never resolved", op.Client, op.Key, op.Call)
 		}

@@ -187,6 +187,7 @@ type Run struct {
 	faultSeq int
 	aimedSeq int
 	opSeq    map[string]int
+	opNames  map[string][]string // opOf's client names, by prefix
 	// The run's swarm fault mix, if its scenario opts in (swarm.go).
 	swarmOn bool
 	swarm   Swarm

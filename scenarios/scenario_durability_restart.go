@@ -127,7 +127,7 @@ func (d *durability) startWriter(client uint64, f *checker.VersionedFlow, until 
 			return
 		}
 		n := h.nodes[r.IntN(len(h.nodes))]
-		if _, send := h.run.Op(fmt.Sprintf("d%d", client)); !send {
+		if _, send := opOf(h.run, "d", client); !send {
 			next()
 			return
 		}

@@ -271,7 +271,7 @@ func (x *impRun) clientStep(client int, n *sim.Machine, r *rand.Rand, until time
 	next := func(int) {
 		x.h.k.After(time.Duration(r.IntN(20))*time.Millisecond, sim.EvClient, uint64(client), func() { x.clientStep(client, n, r, until) })
 	}
-	if _, send := x.h.run.Op(fmt.Sprintf("i%d", client)); !send {
+	if _, send := opOf(x.h.run, "i", client); !send {
 		next(0)
 		return
 	}

@@ -249,7 +249,7 @@ func (t *ttlEvict) startClient(client uint64, n *sim.Machine, until time.Duratio
 		f := t.flows[name]
 		next := func() { h.k.After(sim.Between(r, 0, 10*time.Millisecond), sim.EvClient, client, step) }
 		write := r.IntN(2) == 0
-		if _, send := h.run.Op(fmt.Sprintf("t%d", client)); !send {
+		if _, send := opOf(h.run, "t", client); !send {
 			next()
 			return
 		}

@@ -313,6 +313,25 @@ func (r *Run) Inject(id FaultID, what string, apply func()) bool {
 	return true
 }
 
+// opOf is Op for the client named prefix followed by id in decimal, as
+// fmt's %d writes it: the names are made once per client, not once per
+// operation.
+func opOf[T int | uint64](r *Run, prefix string, id T) (ord int, send bool) {
+	const cached = 1 << 10
+	if id < 0 || uint64(id) >= cached {
+		return r.Op(fmt.Sprintf("%s%d", prefix, id))
+	}
+	if r.opNames == nil {
+		r.opNames = map[string][]string{}
+	}
+	names := r.opNames[prefix]
+	for uint64(len(names)) <= uint64(id) {
+		names = append(names, prefix+strconv.Itoa(len(names)))
+	}
+	r.opNames[prefix] = names
+	return r.Op(names[id])
+}
+
 // Op names client's next operation and reports whether to send it: false
 // when the run skips it, and the client must then answer itself "not
 // sent" and go on. Call it after the operation's random draws.

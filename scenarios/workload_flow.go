@@ -134,7 +134,7 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 	if req.Op != flow.OpGetAll && req.Op != flow.OpClear && req.Op != flow.OpSetAll {
 		req.Key, in.Key = key, key
 	}
-	if _, send := h.run.Op(fmt.Sprintf("f%d", client)); !send {
+	if _, send := opOf(h.run, "f", client); !send {
 		next()
 		return
 	}
@@ -148,7 +148,8 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 func (h *flowHarness) flowCall(client int, n *sim.Machine, req flow.Request, in linearizability.FlowInput, done func(flow.Response, error)) (op int) {
 	var until time.Duration // the latest instant the call can take effect
 	f := req.Flow
-	op = h.flowHist.Call(client, f, in, h.k.Now())
+	called := h.k.Now()
+	op = h.flowHist.Call(client, f, in, called)
 	defer func() { h.flowHist.Bound(op, until) }()
 	var forwarded bool
 	var taken time.Duration
@@ -156,7 +157,7 @@ func (h *flowHarness) flowCall(client int, n *sim.Machine, req flow.Request, in 
 		now := h.k.Now()
 		// The call waited for the node's fsyncs twice: before the node
 		// took it, and before the event that answered it ran.
-		if w := (taken - h.flowHist.Op(op).Call) + (now - h.k.EventAt()); w > 0 {
+		if w := (taken - called) + (now - h.k.EventAt()); w > 0 { // called is the op's Call
 			h.waited[op] = w
 		}
 		if err == nil || errors.Is(err, flow.ErrNotInteger) {

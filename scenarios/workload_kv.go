@@ -96,7 +96,7 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 		}
 	}
 	pick := r.IntN(20)
-	if _, send := c.run.Op(fmt.Sprintf("kv%d", cl.id)); !send {
+	if _, send := opOf(c.run, "kv", cl.id); !send {
 		next()
 		return
 	}

@@ -80,12 +80,31 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(d))
 	h := c.n.k.atNode(c.n.Local()+trueDelay, EvTimer, c.n, xxhash.Sum64(b[:]), f)
-	return simTimer{h}
+	return c.n.k.newTimer(h)
 }
 
+// simTimer is a timer's Handle behind a pointer, so that it is a
+// clock.Timer without an allocation of its own: a Handle is two words,
+// and an interface holding it would allocate for every timer.
 type simTimer struct{ h Handle }
 
-func (t simTimer) Stop() bool { return t.h.Cancel() }
+func (t *simTimer) Stop() bool { return t.h.Cancel() }
+
+// timerChunk is how many timers one allocation of the kernel's holds.
+const timerChunk = 256
+
+// newTimer returns a timer for h, from a chunk of timers allocated
+// together. A timer is never reused (whoever holds it may Stop it at any
+// time); a chunk is freed once no timer in it is held.
+func (k *Kernel) newTimer(h Handle) *simTimer {
+	if len(k.timers) == 0 {
+		k.timers = make([]simTimer, timerChunk)
+	}
+	t := &k.timers[0]
+	k.timers = k.timers[1:]
+	t.h = h
+	return t
+}
 
 // Step moves the wall reading by delta (negative: backwards).
 func (c *Clock) Step(delta time.Duration) {

@@ -49,12 +49,13 @@ func (k Kind) String() string {
 // not safe for concurrent use: one goroutine runs the whole cluster, which
 // is what makes a run a function of its seed.
 type Kernel struct {
-	seed  uint64
-	now   time.Duration // virtual time since the run began
-	seq   uint64        // tie-breaker: events at one instant run in the order scheduled
-	queue eventQueue
-	free  []*event // run or dropped events, for schedule to reuse (at most maxFreeEvents)
-	trace *xxhash.Digest
+	seed   uint64
+	now    time.Duration // virtual time since the run began
+	seq    uint64        // tie-breaker: events at one instant run in the order scheduled
+	queue  eventQueue
+	free   []*event   // run or dropped events, for schedule to reuse (at most maxFreeEvents)
+	timers []simTimer // the rest of the chunk newTimer hands timers from (clock.go)
+	trace  *xxhash.Digest
 	// traceBuf holds folded events not yet written to trace (see fold).
 	traceBuf []byte
 	events   uint64 // events run (cancelled and stale ones are not counted)

@@ -423,7 +423,16 @@ type frameDecoder struct {
 	b    []byte
 	err  error
 	skip bool // check only: keep no byte strings, build no maps
+	// arena holds the byte strings of a small frame, copied in one
+	// allocation, each capped so that an append to one cannot reach the
+	// next (bytes).
+	arena []byte
 }
+
+// arenaMax is the largest frame whose byte strings share one allocation:
+// a value kept from a larger frame (an anti-entropy answer) would keep
+// the whole of it alive.
+const arenaMax = 4 << 10
 
 func (d *frameDecoder) fail(format string, args ...any) {
 	if d.err == nil {
@@ -524,7 +533,17 @@ func (d *frameDecoder) bytes() []byte {
 	if len(s) == 0 || d.skip {
 		return nil
 	}
-	return append([]byte(nil), s...)
+	if d.arena == nil {
+		n := len(s) + len(d.b)
+		if n > arenaMax {
+			return append([]byte(nil), s...)
+		}
+		// Every byte string still to come fits: the arena never grows.
+		d.arena = make([]byte, 0, n)
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, s...)
+	return d.arena[start:len(d.arena):len(d.arena)]
 }
 
 func (d *frameDecoder) string() string { return string(d.raw()) }

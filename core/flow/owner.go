@@ -130,8 +130,11 @@ func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[st
 	if readOnly && req.Op.writes() {
 		return Response{}, nil, 0, fmt.Errorf("%w: local reads only", ErrBadRequest)
 	}
-	changed = map[string]Value{}
+	// Made at the first write: a read changes nothing and returns nil.
 	write := func(key string, data []byte, tomb bool, ttlMs int64) {
+		if changed == nil {
+			changed = make(map[string]Value, max(1, len(req.Entries)))
+		}
 		prev := f[key]
 		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
 		if ttlMs == 0 {

@@ -65,13 +65,24 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
 		floor = a.m // adopted, waiting only for its fsync
 	}
-	changed := make(map[string]Value, len(in))
-	for k, v := range in { //fenceline:unordered fills changed, key by key
-		if v.Tuple.MIdx < floor {
-			continue
+	// The copy is written whole when every key of it is newer (a push,
+	// mostly): the shard only reads the map it is handed, so in serves.
+	taken := 0
+	for k, v := range in { //fenceline:unordered counting
+		if cur, ok := f[k]; v.Tuple.MIdx >= floor && (!ok || cur.Tuple.Less(v.Tuple)) {
+			taken++
 		}
-		if cur, ok := f[k]; !ok || cur.Tuple.Less(v.Tuple) {
-			changed[k] = v
+	}
+	changed := in
+	if taken < len(in) {
+		changed = make(map[string]Value, taken)
+		for k, v := range in { //fenceline:unordered fills changed, key by key
+			if v.Tuple.MIdx < floor {
+				continue
+			}
+			if cur, ok := f[k]; !ok || cur.Tuple.Less(v.Tuple) {
+				changed[k] = v
+			}
 		}
 	}
 	if len(changed) > 0 && s.commit(flow, changed, mode) == nil {

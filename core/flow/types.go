@@ -176,6 +176,26 @@ var known = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, Er
 
 // Known reports whether err means the operation certainly did not apply.
 func Known(err error) bool {
+	// The everyday refusals are the values unavailable made once: their
+	// answers are made once too.
+	for i, e := range unavailableErrs {
+		if err == e {
+			return unavailableKnown[i]
+		}
+	}
+	return known1(err)
+}
+
+// unavailableKnown is Known of each of unavailableErrs.
+var unavailableKnown = func() []bool {
+	out := make([]bool, len(unavailableErrs))
+	for i, e := range unavailableErrs {
+		out[i] = known1(e)
+	}
+	return out
+}()
+
+func known1(err error) bool {
 	for _, k := range known {
 		if errors.Is(err, k) {
 			return true

@@ -31,6 +31,10 @@ type Backend interface {
 	// when Write returns. Without, the batch is ordered after earlier
 	// batches but may be lost in a crash until the next Sync or sync
 	// Write; this lets an imposter trade durability for throughput.
+	//
+	// Write must not keep batch (the slice) once it returns: the shard
+	// reuses it for the next batch. The mutations' strings and values are
+	// never changed and may be kept.
 	Write(batch []Mutation, sync bool) error
 
 	// Sync makes every batch written so far durable.

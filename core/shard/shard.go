@@ -285,13 +285,7 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	s.stats.Puts++
 	modeChanged := f.mode != mode
 	f.mode = mode
-	keys := make([]string, 0, len(changes))
-	for k := range changes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := changes[k]
+	put := func(k string, v V) {
 		f.keys[k] = v
 		switch {
 		case persist:
@@ -300,6 +294,20 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 			// A memory-only write over a key the backend holds: delete it
 			// there, or a restart would bring the older value back.
 			s.pending = append(s.pending, Mutation{Flow: flow, Key: k})
+		}
+	}
+	if len(changes) == 1 { // one key, the common write: no key slice to sort
+		for k, v := range changes { //fenceline:unordered one entry: one order
+			put(k, v)
+		}
+	} else {
+		keys := make([]string, 0, len(changes))
+		for k := range changes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			put(k, changes[k])
 		}
 	}
 	if meta != nil {

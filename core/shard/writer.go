@@ -74,7 +74,11 @@ func (s *Shard[V]) flush() {
 			break
 		}
 		s.stats.Batches++
-		s.pending = s.pending[n:]
+		// Moved down rather than resliced: pending keeps its capacity,
+		// and the next turn appends without growing it again.
+		m := copy(s.pending, s.pending[n:])
+		clear(s.pending[m:])
+		s.pending = s.pending[:m]
 		rest := s.units[:0]
 		for _, end := range s.units {
 			if end > n {
@@ -90,7 +94,7 @@ func (s *Shard[V]) flush() {
 		}
 	}
 	if s.err == nil {
-		s.pending, s.units = nil, nil
+		s.pending, s.units = s.pending[:0], s.units[:0]
 		s.written = s.seq
 		switch {
 		case wantSync && s.unsynced:
