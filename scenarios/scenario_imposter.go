@@ -106,6 +106,21 @@ type impRun struct {
 	hist                             *linearizability.History
 	ok, unavailable, moves, forwards int
 	served                           map[string]bool // member+flow pairs answered after the heal
+	// requests are every request made, in order. One whose outcome the
+	// client never learned (no answer, a 503, a crash, the run's end) is
+	// recorded when the run ends, not when the client gave up: a request
+	// forwarded to an owner may still make its store calls after the
+	// forwarding node answered 503, and only then is it known which move
+	// it asked for and, by the flow history's record, until when that
+	// move could take effect.
+	requests []*request
+}
+
+// request is one client request: whether its client saw its answer, and
+// what it may have changed if not.
+type request struct {
+	answered bool
+	maybe    func(end time.Duration)
 }
 
 // reqRec is one request's record across its hops, from the store's
@@ -168,6 +183,11 @@ func runImposterScenarios(run *Run) error {
 		x.checkServed(members, 3*time.Second)
 	}); err != nil {
 		return err
+	}
+	for _, r := range x.requests {
+		if !r.answered {
+			r.maybe(k.Now())
+		}
 	}
 	h.run.History("scenario-linearizability", x.hist)
 	h.run.TimeCheck("scenario-linearizability", func() {
@@ -303,6 +323,8 @@ func (x *impRun) request(client int, n *sim.Machine, port int, id, path string, 
 			x.hist.Bound(op, store.Until)
 		}
 	}
+	r := &request{maybe: maybe}
+	x.requests = append(x.requests, r)
 	finish := func(res imposter.Served, err error) {
 		if answered {
 			return
@@ -310,7 +332,7 @@ func (x *impRun) request(client int, n *sim.Machine, port int, id, path string, 
 		answered = true
 		now := k.Now()
 		if !n.Up() || n.Incarnation() != inc {
-			maybe(now) // the node crashed: the client's connection broke
+			// The node crashed: the client's connection broke.
 			then(0)
 			return
 		}
@@ -320,11 +342,11 @@ func (x *impRun) request(client int, n *sim.Machine, port int, id, path string, 
 				h.run.Fail("imposter-served", "%s %s on %s for flow %s answered %d: %s", n.Name(), path, key, id, status, res.Outcome.Body)
 			}
 			x.unavailable++
-			maybe(now)
 			then(status)
 			return
 		}
 		x.ok++
+		r.answered = true
 		if res.Moved {
 			x.moves++
 		}
@@ -336,7 +358,7 @@ func (x *impRun) request(client int, n *sim.Machine, port int, id, path string, 
 		imposter.ServeStateful(&simWorld{x: x, n: n, port: port, rec: rec, client: client, req: req},
 			imposter.Route{Forward: x.forward, Bugs: x.bugs}, req, finish)
 	}) {
-		answered = true
+		answered, r.answered = true, true
 		then(0) // the node is down: refused, nothing happened
 	}
 }

@@ -221,7 +221,7 @@ func runProxyOnce(run *Run, crash bool) error {
 	k.At(500*time.Millisecond, sim.EvClient, xxhash.Sum64String("introduce"), introduce)
 	for i, n := range h.nodes {
 		for j := range perNode {
-			p.client(n, uint64(i*perNode+j), k.Stream(fmt.Sprintf("proxy-client/%s/%d", n.Name(), j)), calm+6*time.Second)
+			p.client(n, uint64(i*perNode+j), k.Stream(fmt.Sprintf("proxy-client/%s/%d", n.Name(), j)), calm+12*time.Second)
 		}
 	}
 	h.startChecks(100 * time.Millisecond)
