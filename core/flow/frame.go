@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
+	"github.com/fenceline/fenceline/core/binenc"
 	"slices"
 	"strconv"
 
@@ -246,46 +246,46 @@ func decodeFrame(frame []byte) (msg, error) { return parseFrame(frame, false) }
 func scanFrame(frame []byte) (msg, error) { return parseFrame(frame, true) }
 
 func parseFrame(frame []byte, headOnly bool) (msg, error) {
-	d := frameDecoder{b: frame, skip: headOnly}
-	if p := d.byte(); d.err == nil && p != FramePrefix {
-		d.fail("prefix %d, not a flow frame", p)
+	d := frameDecoder{Decoder: binenc.Decoder{B: frame}, skip: headOnly}
+	if p := d.Byte(); d.Err == nil && p != FramePrefix {
+		d.Fail("prefix %d, not a flow frame", p)
 	}
-	if v := d.byte(); d.err == nil && v != frameVersion {
-		d.fail("version %d, want %d", v, frameVersion)
+	if v := d.Byte(); d.Err == nil && v != frameVersion {
+		d.Fail("version %d, want %d", v, frameVersion)
 	}
 	var m msg
-	if c := d.byte(); d.err == nil {
+	if c := d.Byte(); d.Err == nil {
 		if c == 0 || int(c) >= len(kindCodes) {
-			d.fail("unknown kind %d", c)
+			d.Fail("unknown kind %d", c)
 		} else {
 			m.Kind = kindCodes[c]
 		}
 	}
-	m.ID = d.uvarint()
-	m.M = d.uvarint()
-	m.Flow = d.string()
-	m.Session = d.uvarint()
-	m.Served = d.uvarint()
-	m.Their = d.uvarint()
-	m.Mode = shard.Mode(d.byte())
+	m.ID = d.Uvarint()
+	m.M = d.Uvarint()
+	m.Flow = d.Str()
+	m.Session = d.Uvarint()
+	m.Served = d.Uvarint()
+	m.Their = d.Uvarint()
+	m.Mode = shard.Mode(d.Byte())
 	m.Err = d.text()
-	if d.bool() {
+	if d.Bool() {
 		if r := d.request(); !d.skip {
 			m.Req = r
 		}
 	}
-	if d.bool() {
+	if d.Bool() {
 		if r := d.response(); !d.skip {
 			m.Resp = r
 		}
 	}
 	m.Entries = d.entries()
-	if n := d.count(); n > 0 {
+	if n := d.Count(); n > 0 {
 		if !d.skip {
 			m.Flows = make(map[string]map[string]Value, n)
 		}
 		var last []byte
-		for i := 0; i < n && d.err == nil; i++ {
+		for i := 0; i < n && d.Err == nil; i++ {
 			f := d.key(i, last)
 			e := d.entries()
 			if !d.skip {
@@ -294,41 +294,41 @@ func parseFrame(frame []byte, headOnly bool) (msg, error) {
 			last = f
 		}
 	}
-	if n := d.count(); n > 0 {
+	if n := d.Count(); n > 0 {
 		if !d.skip {
 			m.Digests = make(map[uint32]uint64, n)
 		}
-		for i, last := 0, uint64(0); i < n && d.err == nil; i++ {
-			p := d.uvarint()
-			if d.err == nil && (p > 1<<32-1 || i > 0 && p <= last) {
-				d.fail("digest partition %d out of order or range", p)
+		for i, last := 0, uint64(0); i < n && d.Err == nil; i++ {
+			p := d.Uvarint()
+			if d.Err == nil && (p > 1<<32-1 || i > 0 && p <= last) {
+				d.Fail("digest partition %d out of order or range", p)
 			}
-			sum := d.uvarint()
+			sum := d.Uvarint()
 			if !d.skip {
 				m.Digests[uint32(p)] = sum
 			}
 			last = p
 		}
 	}
-	if n := d.count(); n > 0 {
+	if n := d.Count(); n > 0 {
 		if !d.skip {
 			m.Modes = make(map[string]shard.Mode, n)
 		}
 		var last []byte
-		for i := 0; i < n && d.err == nil; i++ {
+		for i := 0; i < n && d.Err == nil; i++ {
 			f := d.key(i, last)
-			mode := shard.Mode(d.byte())
+			mode := shard.Mode(d.Byte())
 			if !d.skip {
 				m.Modes[string(f)] = mode
 			}
 			last = f
 		}
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err == nil && len(d.B) > 0 {
+		d.Fail("%d trailing bytes", len(d.B))
 	}
-	if d.err != nil {
-		return msg{}, fmt.Errorf("%w: %v", errFrame, d.err)
+	if d.Err != nil {
+		return msg{}, fmt.Errorf("%w: %v", errFrame, d.Err)
 	}
 	return m, nil
 }
@@ -338,16 +338,16 @@ func parseFrame(frame []byte, headOnly bool) (msg, error) {
 func (d *frameDecoder) request() *Request {
 	var r Request
 	r.Flow = d.text()
-	r.Op = Op(d.byte())
+	r.Op = Op(d.Byte())
 	r.Key = d.text()
 	r.Value = d.bytes()
 	r.Expect = d.bytes()
-	r.ExpectAbsent = d.bool()
-	r.Delta = d.varint()
+	r.ExpectAbsent = d.Bool()
+	r.Delta = d.Varint()
 	r.Entries = d.blobs()
-	r.TTLMs = d.varint()
-	r.Read = ReadMode(d.byte())
-	r.Mode = shard.Mode(d.byte())
+	r.TTLMs = d.Varint()
+	r.Read = ReadMode(d.Byte())
+	r.Mode = shard.Mode(d.Byte())
 	if d.skip {
 		return nil
 	}
@@ -356,13 +356,13 @@ func (d *frameDecoder) request() *Request {
 
 func (d *frameDecoder) response() *Response {
 	var r Response
-	flags := d.byte()
-	if d.err == nil && flags&^(respFound|respSucceeded) != 0 {
-		d.fail("response flags %#x", flags)
+	flags := d.Byte()
+	if d.Err == nil && flags&^(respFound|respSucceeded) != 0 {
+		d.Fail("response flags %#x", flags)
 	}
 	r.Found, r.Succeeded = flags&respFound != 0, flags&respSucceeded != 0
 	r.Value = d.bytes()
-	r.Int = d.varint()
+	r.Int = d.Varint()
 	r.All = d.blobs()
 	if d.skip {
 		return nil
@@ -371,7 +371,7 @@ func (d *frameDecoder) response() *Response {
 }
 
 func (d *frameDecoder) entries() map[string]Value {
-	n := d.count()
+	n := d.Count()
 	if n == 0 {
 		return nil
 	}
@@ -380,15 +380,15 @@ func (d *frameDecoder) entries() map[string]Value {
 		e = make(map[string]Value, n)
 	}
 	var last []byte
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err == nil; i++ {
 		k := d.key(i, last)
 		var v Value
-		v.Tomb = d.bool()
+		v.Tomb = d.Bool()
 		v.Data = d.bytes()
-		v.Tuple.MIdx = d.uvarint()
-		v.Tuple.V = d.uvarint()
-		v.Tuple.Origin = dial.NodeID(d.uvarint())
-		v.ExpiresAtMs = d.varint()
+		v.Tuple.MIdx = d.Uvarint()
+		v.Tuple.V = d.Uvarint()
+		v.Tuple.Origin = dial.NodeID(d.Uvarint())
+		v.ExpiresAtMs = d.Varint()
 		if !d.skip {
 			e[string(k)] = v
 		}
@@ -398,7 +398,7 @@ func (d *frameDecoder) entries() map[string]Value {
 }
 
 func (d *frameDecoder) blobs() map[string][]byte {
-	n := d.count()
+	n := d.Count()
 	if n == 0 {
 		return nil
 	}
@@ -407,7 +407,7 @@ func (d *frameDecoder) blobs() map[string][]byte {
 		e = make(map[string][]byte, n)
 	}
 	var last []byte
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err == nil; i++ {
 		k := d.key(i, last)
 		if v := d.bytes(); !d.skip {
 			e[string(k)] = v
@@ -420,8 +420,7 @@ func (d *frameDecoder) blobs() map[string][]byte {
 // frameDecoder reads a frame's primitives. The first failure sticks: later
 // reads return zero values, and the caller checks err once at the end.
 type frameDecoder struct {
-	b    []byte
-	err  error
+	binenc.Decoder
 	skip bool // check only: keep no byte strings, build no maps
 	// arena holds the byte strings of a small frame, copied in one
 	// allocation, each capped so that an append to one cannot reach the
@@ -434,107 +433,15 @@ type frameDecoder struct {
 // the whole of it alive.
 const arenaMax = 4 << 10
 
-func (d *frameDecoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf(format, args...)
-	}
-}
-
-func (d *frameDecoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.fail("unexpected end of frame")
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-func (d *frameDecoder) bool() bool {
-	c := d.byte()
-	if c > 1 {
-		d.fail("bool %d", c)
-		return false
-	}
-	return c == 1
-}
-
-// uvarint reads a varint and refuses a longer-than-needed one, which would
-// give a second encoding of the same value.
-func (d *frameDecoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) > 0 && d.b[0] < 0x80 { // one byte: most lengths and counts, always minimal
-		v := uint64(d.b[0])
-		d.b = d.b[1:]
-		return v
-	}
-	v, n := binary.Uvarint(d.b)
-	switch {
-	case n == 0:
-		d.fail("unexpected end of frame")
-		return 0
-	case n < 0:
-		d.fail("varint overflows 64 bits")
-		return 0
-	case n != uvarintLen(v):
-		d.fail("non-minimal varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// varint reads a signed (zigzag) varint, as binary.AppendVarint writes it.
-func (d *frameDecoder) varint() int64 {
-	u := d.uvarint()
-	x := int64(u >> 1)
-	if u&1 != 0 {
-		x = ^x
-	}
-	return x
-}
-
-// count reads an element count. Each element takes at least one byte,
-// so a count beyond the bytes left is refused before anything is
-// allocated.
-func (d *frameDecoder) count() int {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail("count %d exceeds the %d bytes left", n, len(d.b))
-		return 0
-	}
-	return int(n)
-}
-
-// raw reads a length-prefixed byte string without copying it.
-func (d *frameDecoder) raw() []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("length %d exceeds the %d bytes left", n, len(d.b))
-		return nil
-	}
-	s := d.b[:n:n]
-	d.b = d.b[n:]
-	return s
-}
-
 // bytes reads a length-prefixed byte string into a fresh slice; empty
 // reads as nil, so that one value has one representation.
 func (d *frameDecoder) bytes() []byte {
-	s := d.raw()
+	s := d.Raw()
 	if len(s) == 0 || d.skip {
 		return nil
 	}
 	if d.arena == nil {
-		n := len(s) + len(d.b)
+		n := len(s) + len(d.B)
 		if n > arenaMax {
 			return append([]byte(nil), s...)
 		}
@@ -546,11 +453,9 @@ func (d *frameDecoder) bytes() []byte {
 	return d.arena[start:len(d.arena):len(d.arena)]
 }
 
-func (d *frameDecoder) string() string { return string(d.raw()) }
-
 // text is string, or "" when the decoder skips.
 func (d *frameDecoder) text() string {
-	if s := d.raw(); !d.skip {
+	if s := d.Raw(); !d.skip {
 		return string(s)
 	}
 	return ""
@@ -559,17 +464,9 @@ func (d *frameDecoder) text() string {
 // key reads the i-th key of a map, which must sort after the last,
 // without copying it.
 func (d *frameDecoder) key(i int, last []byte) []byte {
-	k := d.raw()
-	if d.err == nil && i > 0 && string(k) <= string(last) {
-		d.fail("map key %q out of order", k)
+	k := d.Raw()
+	if d.Err == nil && i > 0 && string(k) <= string(last) {
+		d.Fail("map key %q out of order", k)
 	}
 	return k
-}
-
-// uvarintLen is the length of v's shortest varint encoding.
-func uvarintLen(v uint64) int {
-	if v == 0 {
-		return 1
-	}
-	return (bits.Len64(v) + 6) / 7
 }

@@ -2,9 +2,8 @@ package kv
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"math/bits"
+	"github.com/fenceline/fenceline/core/binenc"
 )
 
 // Wire format of a Command, version 1. All integers are unsigned varints
@@ -48,17 +47,17 @@ func appendOp(b []byte, op Op) []byte {
 	b = append(b, byte(op.Kind))
 	switch op.Kind {
 	case OpPut:
-		b = appendBytes(b, op.Key)
-		b = appendBytes(b, op.Value)
+		b = binenc.AppendBytes(b, op.Key)
+		b = binenc.AppendBytes(b, op.Value)
 	case OpDelete:
-		b = appendBytes(b, op.Key)
+		b = binenc.AppendBytes(b, op.Key)
 	case OpTxn:
 		b = binary.AppendUvarint(b, uint64(len(op.Guards)))
 		for _, g := range op.Guards {
 			b = append(b, byte(g.Kind))
-			b = appendBytes(b, g.Key)
+			b = binenc.AppendBytes(b, g.Key)
 			b = binary.AppendUvarint(b, g.Version)
-			b = appendBytes(b, g.Value)
+			b = binenc.AppendBytes(b, g.Value)
 		}
 		for _, branch := range [][]Op{op.OnSuccess, op.OnFailure} {
 			b = binary.AppendUvarint(b, uint64(len(branch)))
@@ -67,12 +66,12 @@ func appendOp(b []byte, op Op) []byte {
 			}
 		}
 	case OpLeaseAcquire, OpLeaseRenew:
-		b = appendBytes(b, op.Key)
-		b = appendBytes(b, op.Holder)
+		b = binenc.AppendBytes(b, op.Key)
+		b = binenc.AppendBytes(b, op.Holder)
 		b = binary.AppendUvarint(b, uint64(op.TTLMs))
 	case OpLeaseRelease:
-		b = appendBytes(b, op.Key)
-		b = appendBytes(b, op.Holder)
+		b = binenc.AppendBytes(b, op.Key)
+		b = binenc.AppendBytes(b, op.Holder)
 	}
 	return b
 }
@@ -80,7 +79,7 @@ func appendOp(b []byte, op Op) []byte {
 // commandSize is len(EncodeCommand(cmd)) for a shaped cmd, without
 // encoding it, so that Validate can bound a 4 MiB command for free.
 func commandSize(cmd Command) int {
-	return 1 + uvarintLen(uint64(cmd.AtMs)) + opSize(cmd.Op)
+	return 1 + binenc.UvarintLen(uint64(cmd.AtMs)) + opSize(cmd.Op)
 }
 
 func opSize(op Op) int {
@@ -91,18 +90,18 @@ func opSize(op Op) int {
 	case OpDelete:
 		n += bytesSize(op.Key)
 	case OpTxn:
-		n += uvarintLen(uint64(len(op.Guards)))
+		n += binenc.UvarintLen(uint64(len(op.Guards)))
 		for _, g := range op.Guards {
-			n += 1 + bytesSize(g.Key) + uvarintLen(g.Version) + bytesSize(g.Value)
+			n += 1 + bytesSize(g.Key) + binenc.UvarintLen(g.Version) + bytesSize(g.Value)
 		}
 		for _, branch := range [][]Op{op.OnSuccess, op.OnFailure} {
-			n += uvarintLen(uint64(len(branch)))
+			n += binenc.UvarintLen(uint64(len(branch)))
 			for _, sub := range branch {
 				n += opSize(sub)
 			}
 		}
 	case OpLeaseAcquire, OpLeaseRenew:
-		n += bytesSize(op.Key) + bytesSize(op.Holder) + uvarintLen(uint64(op.TTLMs))
+		n += bytesSize(op.Key) + bytesSize(op.Holder) + binenc.UvarintLen(uint64(op.TTLMs))
 	case OpLeaseRelease:
 		n += bytesSize(op.Key) + bytesSize(op.Holder)
 	}
@@ -112,9 +111,9 @@ func opSize(op Op) int {
 // maxPutCommandBytes is the encoded size of a Put of a maximal key and
 // value stamped at MaxAtMs.
 func maxPutCommandBytes(c Config) int {
-	return 1 + uvarintLen(uint64(MaxAtMs)) + 1 +
-		uvarintLen(uint64(c.MaxKeyBytes)) + c.MaxKeyBytes +
-		uvarintLen(uint64(c.MaxValueBytes)) + c.MaxValueBytes
+	return 1 + binenc.UvarintLen(uint64(MaxAtMs)) + 1 +
+		binenc.UvarintLen(uint64(c.MaxKeyBytes)) + c.MaxKeyBytes +
+		binenc.UvarintLen(uint64(c.MaxValueBytes)) + c.MaxValueBytes
 }
 
 // DecodeCommand parses an entry written by EncodeCommand. Errors wrap
@@ -122,18 +121,18 @@ func maxPutCommandBytes(c Config) int {
 // EncodeCommand(DecodeCommand(b)) == b whenever decoding succeeds. It
 // copies what it keeps, so b may be reused afterwards.
 func DecodeCommand(b []byte) (Command, error) {
-	d := decoder{b: b}
-	if v := d.byte(); d.err == nil && v != encodingVersion {
-		d.fail("encoding version %d, want %d", v, encodingVersion)
+	d := decoder{binenc.Decoder{B: b}}
+	if v := d.Byte(); d.Err == nil && v != encodingVersion {
+		d.Fail("encoding version %d, want %d", v, encodingVersion)
 	}
-	at := d.uvarint()
-	if d.err == nil && at > uint64(MaxAtMs) {
-		d.fail("AtMs %d past %d", at, MaxAtMs)
+	at := d.Uvarint()
+	if d.Err == nil && at > uint64(MaxAtMs) {
+		d.Fail("AtMs %d past %d", at, MaxAtMs)
 	}
 	op := d.op(false)
-	d.end()
-	if d.err != nil {
-		return Command{}, fmt.Errorf("%w: %v", ErrMalformed, d.err)
+	d.End()
+	if d.Err != nil {
+		return Command{}, fmt.Errorf("%w: %v", ErrMalformed, d.Err)
 	}
 	cmd := Command{AtMs: int64(at), Op: op}
 	// The grammar already excludes almost everything checkShape refuses;
@@ -146,46 +145,46 @@ func DecodeCommand(b []byte) (Command, error) {
 }
 
 func (d *decoder) op(inTxn bool) Op {
-	kind := OpKind(d.byte())
-	if d.err != nil {
+	kind := OpKind(d.Byte())
+	if d.Err != nil {
 		return Op{}
 	}
 	if kind == OpInvalid || kind >= opKindEnd {
-		d.fail("unknown op kind %d", uint8(kind))
+		d.Fail("unknown op kind %d", uint8(kind))
 		return Op{}
 	}
 	if inTxn && kind != OpPut && kind != OpDelete {
-		d.fail("%v inside a txn", kind)
+		d.Fail("%v inside a txn", kind)
 		return Op{}
 	}
 	op := Op{Kind: kind}
 	switch kind {
 	case OpPut:
-		op.Key = d.string()
+		op.Key = d.Str()
 		op.Value = d.bytes()
 	case OpDelete:
-		op.Key = d.string()
+		op.Key = d.Str()
 	case OpTxn:
-		for n := d.count(); n > 0 && d.err == nil; n-- {
-			g := Guard{Kind: GuardKind(d.byte())}
-			g.Key = d.string()
-			g.Version = d.uvarint()
+		for n := d.Count(); n > 0 && d.Err == nil; n-- {
+			g := Guard{Kind: GuardKind(d.Byte())}
+			g.Key = d.Str()
+			g.Version = d.Uvarint()
 			g.Value = d.bytes()
 			op.Guards = append(op.Guards, g)
 		}
-		for n := d.count(); n > 0 && d.err == nil; n-- {
+		for n := d.Count(); n > 0 && d.Err == nil; n-- {
 			op.OnSuccess = append(op.OnSuccess, d.op(true))
 		}
-		for n := d.count(); n > 0 && d.err == nil; n-- {
+		for n := d.Count(); n > 0 && d.Err == nil; n-- {
 			op.OnFailure = append(op.OnFailure, d.op(true))
 		}
 	case OpLeaseAcquire, OpLeaseRenew:
-		op.Key = d.string()
-		op.Holder = d.string()
-		op.TTLMs = d.int63()
+		op.Key = d.Str()
+		op.Holder = d.Str()
+		op.TTLMs = d.Int63()
 	case OpLeaseRelease:
-		op.Key = d.string()
-		op.Holder = d.string()
+		op.Key = d.Str()
+		op.Holder = d.Str()
 	}
 	return op
 }
@@ -193,120 +192,17 @@ func (d *decoder) op(inTxn bool) Op {
 // decoder reads the primitives shared by commands and snapshots. The first
 // failure sticks: later reads return zero values, and the caller checks err
 // once at the end.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-var errShort = errors.New("unexpected end of input")
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf(format, args...)
-	}
-}
-
-func (d *decoder) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.err = errShort
-		return 0
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c
-}
-
-// uvarint reads a varint and refuses a longer-than-needed one, which would
-// give a second encoding of the same value.
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	switch {
-	case n == 0:
-		d.err = errShort
-		return 0
-	case n < 0:
-		d.fail("varint overflows 64 bits")
-		return 0
-	case n != uvarintLen(v):
-		d.fail("non-minimal varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// int63 reads a varint that must fit an int64.
-func (d *decoder) int63() int64 {
-	v := d.uvarint()
-	if v > 1<<63-1 {
-		d.fail("integer %d overflows int64", v)
-		return 0
-	}
-	return int64(v)
-}
-
-// count reads an element count. Each element takes at least one byte, so
-// a count beyond the bytes left is refused before anything is allocated.
-func (d *decoder) count() int {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail("count %d exceeds the %d bytes left", n, len(d.b))
-		return 0
-	}
-	return int(n)
-}
-
-// raw reads a length-prefixed byte string without copying it.
-func (d *decoder) raw() []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.fail("length %d exceeds the %d bytes left", n, len(d.b))
-		return nil
-	}
-	s := d.b[:n]
-	d.b = d.b[n:]
-	return s
-}
+// decoder is the KV's decoder: binenc's strict primitives, and bytes.
+type decoder struct{ binenc.Decoder }
 
 // bytes reads a length-prefixed byte string into a fresh slice; empty
 // reads as nil, so that one value has one representation.
 func (d *decoder) bytes() []byte {
-	s := d.raw()
+	s := d.Raw()
 	if len(s) == 0 {
 		return nil
 	}
 	return append([]byte(nil), s...)
 }
 
-func (d *decoder) string() string { return string(d.raw()) }
-
-// end refuses trailing bytes: they would make two encodings of one value.
-func (d *decoder) end() {
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-}
-
-func appendBytes[S ~string | ~[]byte](b []byte, s S) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func bytesSize[S ~string | ~[]byte](s S) int { return uvarintLen(uint64(len(s))) + len(s) }
-
-// uvarintLen is the length of v's shortest varint encoding.
-func uvarintLen(v uint64) int {
-	if v == 0 {
-		return 1
-	}
-	return (bits.Len64(v) + 6) / 7
-}
+func bytesSize[S ~string | ~[]byte](s S) int { return binenc.UvarintLen(uint64(len(s))) + len(s) }

@@ -3,6 +3,7 @@ package kv
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/fenceline/fenceline/core/binenc"
 	"maps"
 	"slices"
 
@@ -31,15 +32,15 @@ func (s *State) Snapshot() []byte {
 	b = binary.AppendUvarint(b, uint64(len(s.data)))
 	for _, k := range slices.Sorted(maps.Keys(s.data)) {
 		e := s.data[k]
-		b = appendBytes(b, k)
+		b = binenc.AppendBytes(b, k)
 		b = binary.AppendUvarint(b, e.Version)
-		b = appendBytes(b, e.Value)
+		b = binenc.AppendBytes(b, e.Value)
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.leases)))
 	for _, name := range slices.Sorted(maps.Keys(s.leases)) {
 		l := s.leases[name]
-		b = appendBytes(b, name)
-		b = appendBytes(b, l.Holder)
+		b = binenc.AppendBytes(b, name)
+		b = binenc.AppendBytes(b, l.Holder)
 		b = binary.AppendUvarint(b, l.Token)
 		b = binary.AppendUvarint(b, l.Version)
 		b = binary.AppendUvarint(b, uint64(l.DeadlineMs))
@@ -67,49 +68,49 @@ func (s *State) Digest() uint64 { return xxhash.Sum64(s.Snapshot()) }
 // state is unchanged. The Config is not in the snapshot and is kept; its
 // size bounds are not re-checked here, since they govern new entries.
 func (s *State) Restore(snap []byte) error {
-	d := decoder{b: snap}
-	if v := d.byte(); d.err == nil && v != snapshotVersion {
-		d.fail("snapshot version %d, want %d", v, snapshotVersion)
+	d := decoder{binenc.Decoder{B: snap}}
+	if v := d.Byte(); d.Err == nil && v != snapshotVersion {
+		d.Fail("snapshot version %d, want %d", v, snapshotVersion)
 	}
 	next := State{cfg: s.cfg, data: map[string]Entry{}, leases: map[string]Lease{}}
-	next.version = d.uvarint()
-	next.appliedIndex = d.uvarint()
-	next.appliedMs = d.int63()
-	if d.err == nil && next.appliedMs > MaxAtMs {
-		d.fail("applied time %d past %d", next.appliedMs, MaxAtMs)
+	next.version = d.Uvarint()
+	next.appliedIndex = d.Uvarint()
+	next.appliedMs = d.Int63()
+	if d.Err == nil && next.appliedMs > MaxAtMs {
+		d.Fail("applied time %d past %d", next.appliedMs, MaxAtMs)
 	}
 	prev, first := "", true
 	ascending := func(what, k string) {
-		if d.err == nil && !first && k <= prev {
-			d.fail("%s %q out of order after %q", what, k, prev)
+		if d.Err == nil && !first && k <= prev {
+			d.Fail("%s %q out of order after %q", what, k, prev)
 		}
 		prev, first = k, false
 	}
-	for n := d.count(); n > 0 && d.err == nil; n-- {
-		k := d.string()
+	for n := d.Count(); n > 0 && d.Err == nil; n-- {
+		k := d.Str()
 		ascending("key", k)
-		e := Entry{Version: d.uvarint(), Value: d.bytes()}
-		if d.err == nil && k == "" {
-			d.fail("empty key")
+		e := Entry{Version: d.Uvarint(), Value: d.bytes()}
+		if d.Err == nil && k == "" {
+			d.Fail("empty key")
 		}
 		next.data[k] = e
 	}
 	prev, first = "", true
-	for n := d.count(); n > 0 && d.err == nil; n-- {
-		l := Lease{Name: d.string(), Holder: d.string(), Token: d.uvarint(), Version: d.uvarint(), DeadlineMs: d.int63()}
+	for n := d.Count(); n > 0 && d.Err == nil; n-- {
+		l := Lease{Name: d.Str(), Holder: d.Str(), Token: d.Uvarint(), Version: d.Uvarint(), DeadlineMs: d.Int63()}
 		ascending("lease", l.Name)
-		if d.err == nil && l.Name == "" {
-			d.fail("empty lease name")
+		if d.Err == nil && l.Name == "" {
+			d.Fail("empty lease name")
 		}
 		next.leases[l.Name] = l
 	}
-	d.end()
-	if d.err == nil {
+	d.End()
+	if d.Err == nil {
 		next.log.restart(next.version)
-		d.err = next.checkInvariants()
+		d.Err = next.checkInvariants()
 	}
-	if d.err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSnapshot, d.err)
+	if d.Err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSnapshot, d.Err)
 	}
 	*s = next
 	return nil
