@@ -7,6 +7,8 @@
 //	simrun -check-determinism -seeds 1..20  each seed twice; traces must match
 //	simrun -scenario NAME -bug BUG -seeds 1..50   a planted bug must be caught
 //	simrun -list                            scenarios and their planted bugs
+//	simrun -scenario NAME -bug BUG -seed 2 -shrink   the smallest run that fails the same checker
+//	simrun -seed 3 -inventory -skip 'faults:2 ops:f0/1-'   faults and operations by name; some left out
 //
 // Exit status: 0 when every run passed; 1 when a checker failed, a seed
 // replayed differently or a worker crashed; 2 on a usage error; 3 when
@@ -116,7 +118,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.shrink, "shrink", false, "minimize a failing -seed: leave out faults, then operations, then virtual time, while the same checker still fails; print the smallest run and its replay command")
 	fs.DurationVar(&c.shrinkFor, "shrink-for", 10*time.Minute, "with -shrink: stop looking after this long and print the smallest failing run found")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: simrun [-scenario NAME] [-seed N | -seeds A..B [-j K] [-shard i/n]] [-check-determinism] [-bug B] [-duration D] [-v] | -random -for D [-shard i/n] | -list")
+		fmt.Fprintln(stderr, "usage: simrun [-scenario NAME] [-seed N | -seeds A..B [-j K] [-shard i/n]] [-check-determinism] [-bug B] [-duration D] [-v] [-skip S] [-inventory] [-shrink] | -random -for D [-shard i/n] | -list")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

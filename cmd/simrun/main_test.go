@@ -78,6 +78,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"-j", "0"}, "-j 0"},
 		{[]string{"-seeds", "1..2", "-v"}, "-v traces one seed"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-skip", "faults:0"}, "-skip: skip faults"},
+		{[]string{"-skip", "bogus:1"}, "want faults:LIST, aimed:LIST or ops:CLIENT/LIST"},
+		{[]string{"-skip", "@/nonexistent/skip.txt"}, "-skip @/nonexistent/skip.txt"},
+		{[]string{"-seeds", "1..3", "-shrink"}, "-skip, -inventory and -shrink go with one -seed"},
+		{[]string{"-shrink", "-v"}, "-shrink prints the minimized run's replay command"},
+		{[]string{"-shrink", "-shrink-for", "0s"}, "-shrink-for 0s: must be positive"},
 	} {
 		code, _, stderr := runCLI(tc.args...)
 		require.Equal(t, 2, code, "%v", tc.args)

@@ -98,6 +98,7 @@ func shrink(c config, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "operations: %d -> %d (%d attempts so far)\n", len(origOps), len(keepOps), s.attempts)
 
 	best := s.bestOut
+	bestFaults := inventoryFaults(best)
 	if s.timedOut {
 		fmt.Fprintf(stdout, "out of time (-shrink-for %v): this is the smallest failing run found so far\n", c.shrinkFor)
 	}
@@ -106,7 +107,7 @@ func shrink(c config, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "minimized: %s\n", s.describe(best))
 	fmt.Fprintf(stdout, "kept: %.0f%% of the faults, %.1f%% of the operations; %d attempts in %v\n",
-		pct(len(inventoryFaults(best)), len(origFaults)), pct(len(inventoryOps(best)), len(origOps)), s.attempts, time.Since(s.start).Round(100*time.Millisecond))
+		pct(len(bestFaults), len(origFaults)), pct(len(inventoryOps(best)), len(origOps)), s.attempts, time.Since(s.start).Round(100*time.Millisecond))
 	for _, line := range best.inventory {
 		if f, ok := strings.CutPrefix(line, "finding "+s.target+": "); ok {
 			fmt.Fprintf(stdout, "checker %s: %s\n", s.target, f)
@@ -114,10 +115,10 @@ func shrink(c config, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintln(stdout, "faults kept:")
-	for _, f := range inventoryFaults(best) {
+	for _, f := range bestFaults {
 		fmt.Fprintf(stdout, "  %s\n", f.text)
 	}
-	if len(inventoryFaults(best)) == 0 {
+	if len(bestFaults) == 0 {
 		fmt.Fprintln(stdout, "  none: the failure needs no injected fault")
 	}
 	mc := c
