@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/fenceline/fenceline/core/halt"
+	"github.com/fenceline/fenceline/dial"
 
 	cryptorand "crypto/rand"
 	"io"
@@ -55,53 +56,79 @@ func (k *Kernel) InstallCryptoRand() (restore func()) {
 // call runs f as node n: crypto/rand draws come from n's stream, and a
 // power cut that n's disk raises inside f crashes n right there, as if the
 // machine lost power mid-function. Every call into a node's code goes
-// through here.
+// through here or through receive.
 func (k *Kernel) call(n *Machine, f func()) {
+	prev := k.enter(n)
+	defer k.leave(n, prev)
+	f()
+	k.carriedOn(n)
+}
+
+// receive is call for a frame's delivery to n's handler, without a
+// closure per frame.
+func (k *Kernel) receive(n *Machine, from dial.NodeID, frame []byte) {
+	prev := k.enter(n)
+	defer k.leave(n, prev)
+	n.handler.HandleFrame(from, frame)
+	k.carriedOn(n)
+}
+
+// enter makes n the running node and returns the one it interrupts.
+func (k *Kernel) enter(n *Machine) (prev *Machine) {
 	if k.rand != nil {
 		k.rand.cur = n.crypto
 	}
 	// The node starts this call when it is done with its earlier ones:
 	// a node busy in an fsync takes the event after it (see busyUntil).
-	prev := k.cur
+	prev = k.cur
 	k.cur = n
 	n.busyUntil = max(n.busyUntil, k.now)
-	defer func() {
-		k.cur = prev
-		if k.rand != nil {
-			k.rand.cur = nil
-			if prev != nil {
-				k.rand.cur = prev.crypto
-			}
+	return prev
+}
+
+// leave, deferred by call and receive, gives the kernel back to prev and
+// turns what n's code raised into what a machine does: a power cut or a
+// halt crashes n, a panic crashes n when the run tolerates panics.
+func (k *Kernel) leave(n, prev *Machine) {
+	k.cur = prev
+	if k.rand != nil {
+		k.rand.cur = nil
+		if prev != nil {
+			k.rand.cur = prev.crypto
 		}
-		if r := recover(); r != nil {
-			if _, ok := r.(powerCut); ok {
-				k.Logf("%s power cut mid-operation", n.name)
-				n.Crash()
-				return
-			}
-			if h, ok := r.(halt.Halt); ok {
-				// The node stopped itself, as it must after a storage
-				// failure: fail-stop, not a bug.
-				k.Logf("%s halted: %v", n.name, h.Reason)
-				n.Crash()
-				n.Halts++
-				if k.onHalt != nil {
-					k.onHalt(n, h.Reason)
-				}
-				return
-			}
-			if k.onPanic == nil {
-				panic(r)
-			}
-			// The node's process died of its own bug; the machine lives.
-			k.Logf("%s panicked: %v", n.name, r)
-			n.Crash()
-			k.onPanic(n, r)
+	}
+	r := recover()
+	if r == nil {
+		return
+	}
+	if _, ok := r.(powerCut); ok {
+		k.Logf("%s power cut mid-operation", n.name)
+		n.Crash()
+		return
+	}
+	if h, ok := r.(halt.Halt); ok {
+		// The node stopped itself, as it must after a storage
+		// failure: fail-stop, not a bug.
+		k.Logf("%s halted: %v", n.name, h.Reason)
+		n.Crash()
+		n.Halts++
+		if k.onHalt != nil {
+			k.onHalt(n, h.Reason)
 		}
-	}()
-	f()
+		return
+	}
+	if k.onPanic == nil {
+		panic(r)
+	}
+	// The node's process died of its own bug; the machine lives.
+	k.Logf("%s panicked: %v", n.name, r)
+	n.Crash()
+	k.onPanic(n, r)
+}
+
+// carriedOn reports a node that saw an fsync fail and carried on.
+func (k *Kernel) carriedOn(n *Machine) {
 	if n.up && n.disk.failedSync == n.inc {
-		// The node saw an fsync fail and carried on.
 		n.disk.failedSync = 0
 		if k.onCarriedOn != nil {
 			k.onCarriedOn(n)

@@ -191,7 +191,7 @@ func (n *Machine) Receive(from dial.NodeID, frame []byte, inc uint64) bool {
 	if !n.up || n.inc != inc || n.handler == nil {
 		return false
 	}
-	n.k.call(n, func() { n.handler.HandleFrame(from, frame) })
+	n.k.receive(n, from, frame)
 	return true
 }
 

@@ -58,7 +58,14 @@ func partition(flow string) uint32 { return uint32(xxhash.Sum64String(flow) % ae
 func flowDigest(f map[string]Value) uint64 {
 	d := xxhash.New()
 	var b [8 + 8 + 8 + 1]byte
-	for _, k := range slices.Sorted(maps.Keys(f)) {
+	// A flow has a handful of keys: sorted on the stack, not the heap.
+	var buf [16]string
+	keys := buf[:0]
+	for k := range f { // sorted below
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
 		v := f[k]
 		_, _ = d.WriteString(k)
 		binary.LittleEndian.PutUint64(b[0:], v.Tuple.MIdx)
@@ -83,12 +90,35 @@ func (s *Store) digests(flows []string, owner, replica dial.NodeID) (map[uint32]
 		if id, _ := p.Owner(); id != owner || !p.Contains(replica) {
 			continue
 		}
-		part := partition(f)
-		// Combined in flow-id order, so both sides reach the same sum.
-		sums[part] = sums[part]*1_000_003 + flowDigest(s.sh.Peek(f)) + 1
-		members[part] = append(members[part], f)
+		s.addDigest(sums, f)
+		members[partition(f)] = append(members[partition(f)], f)
 	}
 	return sums, members
+}
+
+// replicaDigests is digests for every owner at once, with this node as
+// the replica: one placement per flow instead of one per flow and owner.
+// An owner whose flows this node holds none of gets an empty map.
+func (s *Store) replicaDigests(flows []string) map[dial.NodeID]map[uint32]uint64 {
+	out := make(map[dial.NodeID]map[uint32]uint64, len(s.voters))
+	for _, id := range s.voters {
+		out[id] = map[uint32]uint64{}
+	}
+	for _, f := range flows {
+		p := s.ring.Placement(ring.ClassFlow, f)
+		owner, _ := p.Owner()
+		if sums := out[owner]; sums != nil && owner != s.env.ID && p.Contains(s.env.ID) {
+			s.addDigest(sums, f)
+		}
+	}
+	return out
+}
+
+// addDigest folds flow f into its partition's sum. Flows are combined in
+// flow-id order, so the owner and the replica reach the same sum.
+func (s *Store) addDigest(sums map[uint32]uint64, f string) {
+	part := partition(f)
+	sums[part] = sums[part]*1_000_003 + flowDigest(s.sh.Peek(f)) + 1
 }
 
 func (s *Store) armAntiEntropy() {
@@ -112,15 +142,14 @@ func (s *Store) antiEntropy() {
 	}
 	s.refresh()
 	s.AERounds++
-	flows := s.sh.Flows() // sorted once for every owner
+	sums := s.replicaDigests(s.sh.Flows())
 	for _, owner := range s.voters {
 		if owner == s.env.ID {
 			continue
 		}
-		sums, _ := s.digests(flows, owner, s.env.ID)
 		// Sent even when empty: the owner may hold flows this replica
 		// has never seen.
-		_ = s.send(owner, msg{Kind: FrameAE, M: s.mIdx, Digests: sums})
+		_ = s.send(owner, msg{Kind: FrameAE, M: s.mIdx, Digests: sums[owner]})
 	}
 }
 
