@@ -36,6 +36,7 @@ type flowHarness struct {
 	deadline    time.Duration
 	aeEvery     time.Duration
 	calm        time.Duration // when the faults stop
+	hold        floorHold     // clients kept past calm until the run did enough (runUnderChaos)
 	perNode     int           // clients pinned to each node
 	allFlows    []string
 
@@ -358,7 +359,7 @@ func (h *flowHarness) checkBridge() {
 func (h *flowHarness) checkConvergence(members []*sim.Machine) {
 	// The promise is convergence within a few anti-entropy rounds of
 	// quiet; a run cut short (-duration) before that is not judged.
-	if quiet := h.k.Now() - h.calm; quiet < 4*h.aeEvery+h.aeEvery/2 {
+	if quiet := h.k.Now() - max(h.calm, h.hold.quietFrom); quiet < 4*h.aeEvery+h.aeEvery/2 {
 		h.run.Undecided("replica-convergence", "%v of quiet is under 4.5 anti-entropy rounds", quiet)
 		return
 	}
@@ -504,6 +505,7 @@ func (h *flowHarness) runUnderChaos(faults FaultConfig, hot, all []string, calm 
 		n.Start()
 	}
 	chaos := StartChaos(h.run, h.nw, h.nodes, faults, calm)
+	h.holdForFlowOps(calm)
 	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
 	h.startChecks(100 * time.Millisecond)
 	h.k.At(calm, sim.EvCheck, xxhash.Sum64String("calm"), func() { h.checkFlowsServed(h.nodes, hot, 3*time.Second) })
@@ -560,4 +562,55 @@ func (h *flowHarness) settleMembersThen(calm time.Duration, member func(*sim.Mac
 	}
 	h.finishFlows(members, chaos)
 	return nil
+}
+
+// floorHold keeps a run's clients working past calm while the run has
+// done less than its work floors ask: a seed whose faults left the
+// cluster little healthy time before calm is judged on enough work
+// instead of failing its floors. A seed that met its floors by calm stops
+// its clients exactly then, as it always did.
+type floorHold struct {
+	from, limit time.Duration // the clients' stop time, and the latest the hold keeps them
+	short       func() bool   // whether the run is still under a floor
+	quietFrom   time.Duration // no client operation can take effect after this
+}
+
+// holdForFloors holds the clients stopping at calm while short says the
+// run is under a floor. The hold ends early enough that every operation
+// it let in has settled with 4.5 anti-entropy rounds of quiet left before
+// the run ends, which the convergence check asks for.
+func (h *flowHarness) holdForFloors(calm time.Duration, short func() bool) {
+	limit := h.run.Duration - (4*h.aeEvery + h.aeEvery/2) - h.settleBy() - time.Second
+	if limit <= calm {
+		return
+	}
+	h.hold = floorHold{from: calm, limit: limit, short: short}
+}
+
+// holdForFlowOps is holdForFloors on the scenario's flow-ops-ok floor.
+func (h *flowHarness) holdForFlowOps(calm time.Duration) {
+	need := h.run.Floor("flow-ops-ok")
+	if need == 0 {
+		return
+	}
+	h.holdForFloors(calm, func() bool {
+		ok, _, _ := h.flowHist.Count()
+		return ok < need
+	})
+}
+
+// settleBy bounds how long after its call a client's operation can take
+// effect: the client gives up by then (callFlowOp, the imposter client).
+func (h *flowHarness) settleBy() time.Duration { return h.deadline + 2*time.Second }
+
+// keeps reports whether a client whose stop time stop has come keeps
+// working, and when it does, notes how late its next operation can take
+// effect.
+func (hd *floorHold) keeps(h *flowHarness, stop time.Duration) bool {
+	now := h.k.Now()
+	if hd.short == nil || stop != hd.from || now >= hd.limit || !hd.short() {
+		return false
+	}
+	hd.quietFrom = max(hd.quietFrom, now+h.settleBy())
+	return true
 }

@@ -184,6 +184,7 @@ type Run struct {
 	// What the run leaves out, and the counters that name faults and
 	// operations (skip.go).
 	skip     Skip
+	floors   []Floor // the scenario's, for a harness that holds its workload to them
 	faultSeq int
 	aimedSeq int
 	opSeq    map[string]int
@@ -294,6 +295,17 @@ func formatWork(work map[string]int, eq, sep string) string {
 	return strings.Join(parts, sep)
 }
 
+// Floor is the least of one kind of work the scenario asks of a run, or
+// 0 when it sets no floor on it.
+func (r *Run) Floor(work string) int {
+	for _, f := range r.floors {
+		if f.Work == work {
+			return f.Least
+		}
+	}
+	return 0
+}
+
 // judgeWork prints what the run did and holds it to the scenario's
 // floors. A shortened run below a floor is undecided: it had less time
 // than the floor was set for.
@@ -364,7 +376,7 @@ func Execute(name string, opts Options) (Result, error) {
 	defer restore()
 	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, Shortened: opts.Duration < s.Duration,
 		CheckTimeout: opts.CheckTimeout, ClientsOff: opts.ClientsOff, out: out, bugs: bugs, result: res, skip: opts.Skip,
-		swarmOn: s.Swarm && !opts.NoSwarm}
+		swarmOn: s.Swarm && !opts.NoSwarm, floors: s.Floors}
 	start := time.Now() // wall time is reported, never used by the run
 	if err := s.Run(run); err != nil {
 		run.Fail("run", "%v", err)

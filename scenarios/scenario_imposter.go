@@ -174,6 +174,7 @@ func runImposterScenarios(run *Run) error {
 	run.Knob("faults", faults)
 	DrawClocks(run, founderNodes, 300*time.Millisecond, 100)
 	chaos := StartChaos(run, h.nw, founderNodes, faults, calm)
+	h.holdForFloors(calm, func() bool { return x.moves < run.Floor("moves") || x.ok < run.Floor("imposter-ok") })
 	x.startClients(h.nodes, calm)
 	h.startChecks(100 * time.Millisecond)
 	x.changeMembership(founderNodes, h.nodes[founders], calm)
@@ -256,7 +257,8 @@ func (x *impRun) changeMembership(founders []*sim.Machine, extra *sim.Machine, c
 	})
 }
 
-// startClients runs closed-loop clients pinned to each node until calm.
+// startClients runs closed-loop clients pinned to each node until calm,
+// or past it while the run is under its floors (floorHold).
 func (x *impRun) startClients(nodes []*sim.Machine, until time.Duration) {
 	if x.h.run.ClientsOff {
 		return
@@ -274,7 +276,7 @@ func (x *impRun) startClients(nodes []*sim.Machine, until time.Duration) {
 }
 
 func (x *impRun) clientStep(client int, n *sim.Machine, r *rand.Rand, until time.Duration) {
-	if x.h.k.Now() >= until {
+	if x.h.k.Now() >= until && !x.h.hold.keeps(x.h, until) {
 		return
 	}
 	port := scenarioPorts[r.IntN(len(scenarioPorts))].port

@@ -82,7 +82,7 @@ func (h *flowHarness) flowStep(client int, n *sim.Machine, r interface {
 	IntN(int) int
 	Int64N(int64) int64
 }, hot, all []string, stopAt time.Duration) {
-	if h.k.Now() >= stopAt {
+	if h.k.Now() >= stopAt && !h.hold.keeps(h, stopAt) {
 		return
 	}
 	next := func() {
