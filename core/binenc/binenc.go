@@ -1,7 +1,8 @@
 // Package binenc holds the primitives of the core's one binary encoding:
 // minimal uvarints, length-prefixed byte strings, and a strict decoder.
-// The replicated KV's commands and snapshots (core/kv) and the flow
-// store's peer frames (core/flow) are written with it. The decoder
+// The replicated KV's commands and snapshots (core/kv), the flow store's
+// peer frames (core/flow) and proxyOnce's claim frames (core/proxyonce)
+// are written with it. The decoder
 // refuses a second encoding of any value (a non-minimal varint, trailing
 // bytes), so that a decoded value re-encodes to the same bytes, and it
 // checks every length and count against the bytes left before anything

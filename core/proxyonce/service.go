@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/binenc"
 	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
@@ -548,45 +549,36 @@ const maxValue = 8 << 20
 
 func (f frame) encode() []byte {
 	b := []byte{FramePrefix, f.kind, f.out}
-	b = binary.AppendUvarint(b, f.id)
-	b = binary.AppendUvarint(b, f.m)
-	b = binary.AppendUvarint(b, uint64(f.token.Owner))
-	b = binary.AppendUvarint(b, f.token.Session)
-	b = binary.AppendUvarint(b, f.token.Seq)
-	b = binary.AppendUvarint(b, uint64(len(f.key)))
-	b = append(b, f.key...)
-	b = binary.AppendUvarint(b, uint64(len(f.value)))
-	return append(b, f.value...)
+	for _, v := range [...]uint64{f.id, f.m, uint64(f.token.Owner), f.token.Session, f.token.Seq} {
+		b = binary.AppendUvarint(b, v)
+	}
+	b = binenc.AppendBytes(b, f.key)
+	return binenc.AppendBytes(b, f.value)
 }
 
 var errFrame = errors.New("proxyonce: malformed frame")
 
+// decodeFrame reads what encode wrote, strictly (core/binenc): a frame
+// decodes only if it re-encodes to the same bytes.
 func decodeFrame(b []byte) (frame, error) {
 	if len(b) < 3 || b[0] != FramePrefix || b[1] < frameClaim || b[1] > frameRelease {
 		return frame{}, errFrame
 	}
 	f := frame{kind: b[1], out: b[2]}
-	b = b[3:]
-	var nums [6]uint64
-	for i := range nums {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return frame{}, errFrame
-		}
-		nums[i], b = v, b[n:]
+	d := binenc.Decoder{B: b[3:]}
+	f.id, f.m = d.Uvarint(), d.Uvarint()
+	f.token = Token{Owner: dial.NodeID(d.Uvarint()), Session: d.Uvarint(), Seq: d.Uvarint()}
+	f.key = d.Str()
+	value := d.Raw()
+	d.End()
+	switch {
+	case d.Err != nil:
+		return frame{}, fmt.Errorf("%w: %w", errFrame, d.Err)
+	case len(value) > maxValue:
+		return frame{}, fmt.Errorf("%w: a %d-byte value", errFrame, len(value))
 	}
-	f.id, f.m = nums[0], nums[1]
-	f.token = Token{Owner: dial.NodeID(nums[2]), Session: nums[3], Seq: nums[4]}
-	if nums[5] > uint64(len(b)) {
-		return frame{}, errFrame
-	}
-	f.key, b = string(b[:nums[5]]), b[nums[5]:]
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > maxValue || n != uint64(len(b)-k) {
-		return frame{}, errFrame
-	}
-	if n > 0 {
-		f.value = append([]byte(nil), b[k:]...)
+	if len(value) > 0 {
+		f.value = append([]byte(nil), value...)
 	}
 	return f, nil
 }

@@ -332,6 +332,10 @@ func TestFrames(t *testing.T) {
 	bad[1] = 9
 	_, err = decodeFrame(bad)
 	require.Error(t, err, "unknown kind")
+	// A second encoding of the same frame: id 7 as a two-byte varint.
+	long := append(append([]byte(nil), b[:3]...), 0x87, 0x00)
+	_, err = decodeFrame(append(long, b[4:]...))
+	require.ErrorIs(t, err, errFrame, "non-minimal varint")
 }
 
 func FuzzDecodeFrame(f *testing.F) {
@@ -342,6 +346,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err != nil {
 			return
 		}
+		require.Equal(t, b, fr.encode(), "what decodes re-encodes to the same bytes")
 		again, err := decodeFrame(fr.encode())
 		require.NoError(t, err)
 		require.Equal(t, fr, again, "what decodes re-encodes to itself")
