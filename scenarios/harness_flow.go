@@ -36,7 +36,7 @@ type flowHarness struct {
 	deadline    time.Duration
 	aeEvery     time.Duration
 	calm        time.Duration // when the faults stop
-	hold        floorHold     // clients kept past calm until the run did enough (runUnderChaos)
+	hold        floorHold     // clients kept past calm until the run did enough (runUnderChaos, imposter-scenarios)
 	perNode     int           // clients pinned to each node
 	allFlows    []string
 
