@@ -33,6 +33,9 @@ import (
 
 func main() {
 	scenarios.TuneGC()
+	if len(os.Args) == 2 && os.Args[1] == workerFlag {
+		os.Exit(workerLoop(os.Stdin, os.Stdout))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -18,7 +18,7 @@ import (
 // running less virtual time (-duration). It is delta debugging (after
 // Zeller and Hildebrandt's ddmin; see reduce) over the run's faults, then
 // a search over its length, then delta debugging over its operations;
-// every attempt is a worker process of this binary, c.jobs at a time. Attempts run in fixed batches
+// every attempt runs in a worker process of this binary, c.jobs at a time. Attempts run in fixed batches
 // and the first failing candidate in a batch's order wins, so the result
 // does not depend on which worker finished first.
 

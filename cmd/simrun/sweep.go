@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -46,9 +44,11 @@ func (o outcome) work() map[string]int {
 	return out
 }
 
-// sweep runs a range of seeds, each in its own process: etcd raft's
-// election randomness comes through the process-wide crypto/rand.Reader,
-// so two seeds in one process would share it.
+// sweep runs a range of seeds in worker processes, one run at a time in
+// each: etcd raft's election randomness comes through the process-wide
+// crypto/rand.Reader, which each run replaces with its own seeded reader
+// while it runs (scenarios.Execute), so two runs in one process must not
+// overlap.
 func sweep(c config, stdout, stderr io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
@@ -208,9 +208,9 @@ type job struct {
 	tag       int // the shrinker's index of the job in its batch
 }
 
-// pool runs each job of work (a seed may appear more than once) in its
-// own worker process, c.jobs at a time, and streams the outcomes in the
-// order they finish.
+// pool runs each job of work (a seed may appear more than once) in
+// worker processes (worker.go), c.jobs at a time, and streams the
+// outcomes in the order they finish.
 func pool(exe string, c config, work []job) <-chan outcome { return poolSkipping(exe, c, work, nil) }
 
 // poolSkipping is pool that drops, when its turn comes, every job skip
@@ -239,8 +239,11 @@ func poolFrom(exe string, c config, next func() (job, bool)) <-chan outcome {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var w *worker // started at the first job, again after a crash
+			defer func() { w.stop() }()
 			for j := range jobs {
-				o := runWorker(exe, c, j)
+				var o outcome
+				w, o = runJob(w, exe, c, j)
 				o.job = j
 				results <- o
 			}
@@ -257,10 +260,9 @@ func poolFrom(exe string, c config, next func() (job, bool)) <-chan outcome {
 	return results
 }
 
-// runWorker runs one seed in a child process and reads its summary line.
-func runWorker(exe string, c config, j job) outcome {
-	seed := j.seed
-	args := []string{"-quiet", "-seed", fmt.Sprint(seed), "-scenario", j.scenario}
+// jobArgs are the simrun arguments that run j alone.
+func jobArgs(c config, j job) []string {
+	args := []string{"-quiet", "-seed", fmt.Sprint(j.seed), "-scenario", j.scenario}
 	if len(j.bugs) > 0 {
 		args = append(args, "-bug", strings.Join(j.bugs, ","))
 	}
@@ -280,17 +282,36 @@ func runWorker(exe string, c config, j job) outcome {
 		args = append(args, "-no-swarm")
 	}
 	if c.out != "" {
-		args = append(args, "-out", filepath.Join(c.out, fmt.Sprintf("%s-%d", j.scenario, seed)))
+		args = append(args, "-out", filepath.Join(c.out, fmt.Sprintf("%s-%d", j.scenario, j.seed)))
 	}
-	cmd := exec.Command(exe, args...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	err := cmd.Run()
-	o := outcome{seed: seed}
+	return args
+}
+
+// runJob runs j in worker w (starting one if w is nil) and reads its
+// outcome. A worker that dies mid-job (a panic outside a node, a kill)
+// makes the job crashed and is not used again: the next job starts a
+// fresh one, so one bad seed costs one process, as it always did.
+func runJob(w *worker, exe string, c config, j job) (*worker, outcome) {
+	var err error
+	if w == nil {
+		if w, err = startWorker(exe); err != nil {
+			return nil, readOutcome(j, nil, 0, err)
+		}
+	}
+	out, code, err := w.do(jobArgs(c, j))
+	if err != nil {
+		w.stop()
+		w = nil
+	}
+	return w, readOutcome(j, out, code, err)
+}
+
+// readOutcome reads a run's output and exit code (err: it did not finish).
+func readOutcome(j job, out []byte, code int, err error) outcome {
+	o := outcome{seed: j.seed}
 	var last string
 	var unsure []string
-	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		switch line := sc.Text(); {
@@ -308,18 +329,17 @@ func runWorker(exe string, c config, j job) outcome {
 	o.trace = field(last, "trace")
 	o.verdict = field(last, "verdict")
 	o.slowest, _ = time.ParseDuration(field(last, "slowest-check"))
-	var exit *exec.ExitError
 	switch {
-	case err == nil && o.verdict == "ok":
-	case errors.As(err, &exit) && exit.ExitCode() == exitUndecided && o.verdict == "undecided":
+	case err == nil && code == exitOK && o.verdict == "ok":
+	case err == nil && code == exitUndecided && o.verdict == "undecided":
 		o.detail = strings.Join(unsure, "\n")
-	case errors.As(err, &exit) && exit.ExitCode() == exitFail && o.verdict == "FAIL":
+	case err == nil && code == exitFail && o.verdict == "FAIL":
 	default:
 		// A panic, a usage error, a kill: the run did not finish.
 		o.verdict = "crashed"
-		o.detail = tail(out.String(), 20)
+		o.detail = tail(string(out), 20)
 		if o.summary == "" {
-			o.summary = fmt.Sprintf("worker exited: %v", err)
+			o.summary = fmt.Sprintf("worker exited: exit status %d %v", code, err)
 		}
 	}
 	return o
