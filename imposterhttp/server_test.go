@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -357,13 +358,23 @@ func TestFaults(t *testing.T) {
 		{"predicates":[{"equals":{"path":"/reset"}}],"responses":[{"fault":"CONNECTION_RESET_BY_PEER"}]},
 		{"predicates":[{"equals":{"path":"/random"}}],"responses":[{"fault":"RANDOM_DATA_THEN_CLOSE"}]},
 		{"predicates":[{"equals":{"path":"/unknown"}}],"responses":[{"fault":"FOO"}]}]}`)
-	for _, path := range []string{"/reset", "/random"} {
-		resp, err := client.Get(at(port, path))
-		if err == nil {
-			resp.Body.Close()
-		}
-		require.Error(t, err, path)
+	// Read raw, as the faults are below HTTP: a reset is a TCP reset; the
+	// random data is 32 bytes that are no HTTP response, then the close.
+	raw := func(path string) ([]byte, error) {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		return io.ReadAll(c)
 	}
+	_, err := raw("/reset")
+	require.ErrorIs(t, err, syscall.ECONNRESET, "CONNECTION_RESET_BY_PEER")
+	got, err := raw("/random")
+	require.NoError(t, err, "RANDOM_DATA_THEN_CLOSE closes after its data")
+	require.Len(t, got, 32)
+	require.False(t, bytes.HasPrefix(got, []byte("HTTP/")), "no HTTP response: %q", got)
 	a := do(t, "GET", at(port, "/unknown"), "")
 	require.Equal(t, 200, a.code, "an unknown fault answers as an empty response")
 	require.Equal(t, float64(3), do(t, "GET", fmt.Sprintf("%s/imposters/%d", base, port), "").json["numberOfRequests"])

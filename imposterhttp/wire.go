@@ -3,7 +3,6 @@ package imposterhttp
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -272,12 +271,17 @@ func (s *Server) serveConn(sv *served, c net.Conn) {
 			return // closed, timed out or reset
 		}
 		req := toEngineRequest(wr, c.RemoteAddr().String())
-		out, done := s.answer(sv, wr, req)
-		if done {
-			return // a fault: the connection is gone
-		}
+		out := s.answer(sv, wr, req)
 		if out.Wait > 0 {
 			time.Sleep(out.Wait)
+		}
+		switch out.Fault {
+		case imposter.FaultReset:
+			resetConn(c)
+			return
+		case imposter.FaultRandom:
+			garbageConn(c)
+			return
 		}
 		closeAfter := writeResponse(bw, out, wr.method == "HEAD") || !wr.keepAlive
 		if err := bw.Flush(); err != nil || closeAfter {
@@ -304,9 +308,9 @@ func refuse(bw *bufio.Writer, code int) {
 	_ = bw.Flush()
 }
 
-// answer runs the engine (and the upstream for a proxy). done means a
-// fault took the connection.
-func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) (imposter.Outcome, bool) {
+// answer runs the engine (and the upstream for a proxy). A fault comes
+// back in the outcome; the connection loop carries it out.
+func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) imposter.Outcome {
 	sv.mu.Lock()
 	stateful := sv.imp.Stateful()
 	var out imposter.Outcome
@@ -318,7 +322,7 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) (imp
 	if stateful {
 		var final bool
 		if out, final, err = s.respondStateful(sv, wr, req); final {
-			return out, false
+			return out
 		}
 	}
 	h := &imposterHandler{s: s, sv: sv}
@@ -339,9 +343,9 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) (imp
 		}
 	}
 	if err != nil {
-		return errorOutcome(err), false
+		return errorOutcome(err)
 	}
-	return out, false
+	return out
 }
 
 // errorOutcome is an imposter's own failure as mountebank's imposters
@@ -501,5 +505,3 @@ func garbageConn(c net.Conn) {
 	_, _ = c.Write(b)
 	_ = c.Close()
 }
-
-var _ = context.Background
