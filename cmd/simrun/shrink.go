@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"slices"
 	"strconv"
@@ -269,13 +270,21 @@ type faultLine struct {
 	text string // "#N t=T what", as printed
 }
 
+// inventoryLines yields, for each line of o's inventory that starts with
+// prefix, the rest of it.
+func inventoryLines(o outcome, prefix string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, line := range o.inventory {
+			if rest, ok := strings.CutPrefix(line, prefix); ok && !yield(rest) {
+				return
+			}
+		}
+	}
+}
+
 func inventoryFaults(o outcome) []faultLine {
 	var out []faultLine
-	for _, line := range o.inventory {
-		rest, ok := strings.CutPrefix(line, "fault #")
-		if !ok {
-			continue
-		}
+	for rest := range inventoryLines(o, "fault #") {
 		num, text, _ := strings.Cut(rest, " ")
 		digits, aimed := strings.CutPrefix(num, "a")
 		if n, err := strconv.Atoi(digits); err == nil {
@@ -295,11 +304,7 @@ type opRef struct {
 // ordinal.
 func inventoryOps(o outcome) []opRef {
 	var out []opRef
-	for _, line := range o.inventory {
-		rest, ok := strings.CutPrefix(line, "ops ")
-		if !ok {
-			continue
-		}
+	for rest := range inventoryLines(o, "ops ") {
 		client, list, _ := strings.Cut(rest, " ")
 		sk, err := scenarios.ParseSkip("ops:" + client + "/" + list)
 		if err != nil {

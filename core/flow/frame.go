@@ -324,9 +324,7 @@ func parseFrame(frame []byte, headOnly bool) (msg, error) {
 			last = f
 		}
 	}
-	if d.Err == nil && len(d.B) > 0 {
-		d.Fail("%d trailing bytes", len(d.B))
-	}
+	d.End()
 	if d.Err != nil {
 		return msg{}, fmt.Errorf("%w: %v", errFrame, d.Err)
 	}
