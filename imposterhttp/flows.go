@@ -3,10 +3,8 @@ package imposterhttp
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -139,17 +137,15 @@ func (s *Server) respondStateful(sv *served, wr *wireRequest, req *imposter.Requ
 // forwardClient carries forwarded requests to owners: bounded, no
 // redirects followed, no transparent gzip, certificates not checked (an
 // https imposter's own certificate is self-signed).
-var forwardClient = &http.Client{
-	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test doubles
-		DisableCompression: true, MaxIdleConnsPerHost: 256, ResponseHeaderTimeout: forwardTimeout},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	Timeout:       forwardTimeout,
-}
+var forwardClient = newRawClient(256, forwardTimeout)
 
 // forward sends the request to the owner's imposter (the owner's host,
 // the same port) with the loop guard, and answers what the owner
-// answered. Any failure is a 503: the request is never served here
-// instead.
+// answered. The request goes as the client sent it (headers in its order
+// and case, Content-Length given the body's length, the body in one
+// piece), and the answer comes back as the owner wrote it, so that a
+// forwarded request is recorded, and answered, as one served here. Any
+// failure is a 503: the request is never served here instead.
 func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing.Owner) (imposter.Outcome, error) {
 	host, _, err := net.SplitHostPort(owner.Addr)
 	if err != nil {
@@ -162,43 +158,31 @@ func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing
 	if !strings.HasPrefix(target, "/") {
 		target = "/" // absent or absolute-form: the path is all that is routed
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, wr.method, scheme+"://"+net.JoinHostPort(host, strconv.Itoa(port))+target, bytes.NewReader(wr.body))
-	if err != nil {
-		return imposter.Outcome{}, fmt.Errorf("%w: %v", imposter.ErrForward, err)
-	}
+	req := &outRequest{method: wr.method, target: target, body: wr.body}
+	hasLength := false
 	for _, h := range wr.headers {
-		switch http.CanonicalHeaderKey(h[0]) {
-		case "Host":
-			req.Host = h[1]
-		case "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Expect", ForwardedHeader:
-		default:
-			req.Header[h[0]] = append(req.Header[h[0]], h[1]) // as sent, case kept
+		switch {
+		case strings.EqualFold(h[0], ForwardedHeader):
+			continue // the cluster's own; set below
+		case strings.EqualFold(h[0], "Content-Length"):
+			if hasLength {
+				continue
+			}
+			hasLength, h[1] = true, strconv.Itoa(len(wr.body))
+		case strings.EqualFold(h[0], "Transfer-Encoding"):
+			hasLength, req.chunked = true, req.chunked || strings.Contains(strings.ToLower(h[1]), "chunked")
 		}
+		req.headers = append(req.headers, h)
 	}
-	req.Header[ForwardedHeader] = []string{from}
-	resp, err := forwardClient.Do(req)
+	if len(wr.body) > 0 && !hasLength {
+		req.headers = append(req.headers, [2]string{"Content-Length", strconv.Itoa(len(wr.body))})
+	}
+	req.headers = append(req.headers, [2]string{ForwardedHeader, from})
+	resp, err := forwardClient.do(context.Background(), scheme, net.JoinHostPort(host, strconv.Itoa(port)), req)
 	if err != nil {
 		return imposter.Outcome{}, fmt.Errorf("%w: %v", imposter.ErrForward, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
-	if err != nil || len(body) > MaxBodyBytes {
-		return imposter.Outcome{}, fmt.Errorf("%w: the answer did not arrive whole", imposter.ErrForward)
-	}
-	out := imposter.Outcome{StatusCode: resp.StatusCode, Body: body}
-	for _, name := range slices.Sorted(maps.Keys(resp.Header)) {
-		switch name {
-		case "Content-Length", "Transfer-Encoding", "Keep-Alive":
-			continue // framed again here
-		}
-		out.Headers = append(out.Headers, imposter.Header{Name: name, Values: resp.Header[name]})
-	}
-	if resp.Close && resp.Header.Get("Connection") == "" {
-		out.Headers = append(out.Headers, imposter.Header{Name: "Connection", Values: []string{"close"}})
-	}
-	return out, nil
+	return imposter.Outcome{StatusCode: resp.status, Body: resp.body, Headers: groupHeaders(resp.headers)}, nil
 }
 
 // MemoryFlows is a flow store in memory, for a server alone (this

@@ -479,79 +479,104 @@ func (h *imposterHandler) call(wr *wireRequest, c *imposter.ProxyCall) (imposter
 // client gets them, as from the real service), certificates not checked
 // (mountebank's choice: it virtualizes test services), bodies passed as
 // they come (no transparent gzip), and a bound on each call.
-var upstreamClient = &http.Client{
-	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test doubles
-		DisableCompression: true, MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: UpstreamTimeout},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	Timeout:       UpstreamTimeout,
-}
+var upstreamClient = newRawClient(64, UpstreamTimeout)
 
 // UpstreamTimeout bounds one proxied call, answer included.
 const UpstreamTimeout = 60 * time.Second
 
+// callUpstream sends the proxied request as mountebank's proxy does: the
+// client's headers in the client's order and case, Host (named "host")
+// set to the target's unless injectHeaders sets it, the client's framing
+// headers kept (Content-Length given the body's length), Content-Length
+// added for a body that came without one, and Connection: keep-alive
+// added last unless the client said otherwise. The answer's headers are
+// recorded as the upstream wrote them.
 func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI string) (imposter.Upstream, error) {
-	body := c.Body()
-	req, err := http.NewRequestWithContext(ctx, method, c.To+requestURI, strings.NewReader(body))
-	if err != nil {
-		return imposter.Upstream{}, err
+	u, err := url.Parse(c.To)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return imposter.Upstream{}, fmt.Errorf("proxy target %q is no http or https URL", c.To)
 	}
-	u, _ := url.Parse(c.To)
-	req.Host = u.Host
+	port, defaultPort := u.Port(), "80"
+	if u.Scheme == "https" {
+		defaultPort = "443"
+	}
+	host := u.Host
+	if port == "" || port == defaultPort {
+		port, host = defaultPort, u.Hostname()
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+	}
+	body := []byte(c.Body())
+	req := &outRequest{method: method, target: requestURI, body: body}
+	hostAt, hostName := -1, "host"
+	var hasLength, hasConn bool
 	for _, name := range c.Headers.Keys() {
 		v, _ := c.Headers.Get(name)
-		var vals []string
+		vals := []string{imposter.ToString(v)}
 		if arr, ok := v.([]any); ok {
+			vals = vals[:0]
 			for _, x := range arr {
 				vals = append(vals, imposter.ToString(x))
 			}
-		} else {
-			vals = []string{imposter.ToString(v)}
 		}
-		switch http.CanonicalHeaderKey(name) {
-		case "Host":
-			if c.InjectedHost() {
-				req.Host = vals[0]
+		switch strings.ToLower(name) {
+		case "host":
+			if hostAt < 0 {
+				hostAt = len(req.headers)
+				req.headers = append(req.headers, [2]string{})
+			}
+			if c.InjectedHost() && len(vals) > 0 {
+				hostName, host = name, vals[0] // the last one set wins, as in node
 			}
 			continue
-		case "Content-Length", "Transfer-Encoding", "Connection":
-			continue // the transport frames the body and keeps connections itself
+		case "content-length":
+			hasLength = true
+			req.headers = append(req.headers, [2]string{name, strconv.Itoa(len(body))})
+			continue
+		case "transfer-encoding":
+			hasLength = true
+			req.chunked = req.chunked || strings.Contains(strings.ToLower(strings.Join(vals, ",")), "chunked")
+		case "connection":
+			hasConn = true
 		}
-		req.Header[name] = vals
+		for _, v := range vals {
+			req.headers = append(req.headers, [2]string{name, v})
+		}
 	}
-	req.Header["Connection"] = []string{"keep-alive"} // as node's client says
+	if hostAt < 0 {
+		hostAt = len(req.headers)
+		req.headers = append(req.headers, [2]string{})
+	}
+	req.headers[hostAt] = [2]string{hostName, host}
+	if len(body) > 0 && !hasLength {
+		req.headers = append(req.headers, [2]string{"Content-Length", strconv.Itoa(len(body))})
+	}
+	if !hasConn {
+		req.headers = append(req.headers, [2]string{"Connection", "keep-alive"})
+	}
 	start := time.Now()
-	resp, err := upstreamClient.Do(req)
+	resp, err := upstreamClient.do(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), port), req)
 	if err != nil {
 		return imposter.Upstream{}, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
-	if err != nil {
-		return imposter.Upstream{}, err
-	}
-	if len(b) > MaxBodyBytes {
-		return imposter.Upstream{}, errTooLarge
-	}
-	up := imposter.Upstream{StatusCode: resp.StatusCode, Body: b, Elapsed: time.Since(start)}
-	for _, name := range slices.Sorted(mapKeys(resp.Header)) {
-		up.Headers = append(up.Headers, imposter.Header{Name: name, Values: resp.Header[name]})
-	}
-	if resp.Close && resp.Header.Get("Connection") == "" {
-		// Go's client keeps Connection: close out of Header; the recording
-		// keeps every header the upstream sent.
-		up.Headers = append(up.Headers, imposter.Header{Name: "Connection", Values: []string{"close"}})
-	}
-	return up, nil
+	return imposter.Upstream{StatusCode: resp.status, Body: resp.body, Elapsed: time.Since(start), Headers: groupHeaders(resp.headers)}, nil
 }
 
-func mapKeys(h http.Header) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range h { //fenceline:unordered sorted by the caller
-			if !yield(k) {
-				return
-			}
+// groupHeaders turns raw header lines into the engine's headers as
+// mountebank does: a name written twice in one case is one header with
+// both values, at its first place; in two cases, two headers.
+func groupHeaders(lines [][2]string) []imposter.Header {
+	out := make([]imposter.Header, 0, len(lines))
+	for _, l := range lines {
+		i := slices.IndexFunc(out, func(h imposter.Header) bool { return h.Name == l[0] })
+		if i < 0 {
+			out = append(out, imposter.Header{Name: l[0], Values: []string{l[1]}})
+		} else {
+			out[i].Values = append(out[i].Values, l[1])
 		}
 	}
+	return out
 }
 
 var errTooLarge = fmt.Errorf("request body over %d bytes", MaxBodyBytes)

@@ -461,4 +461,12 @@ func TestHTTPS(t *testing.T) {
 	require.Equal(t, false, got.json["mutualAuth"])
 	a = do(t, "POST", base+"/imposters", `{"protocol":"https","key":"not a key","cert":"not a cert"}`)
 	require.Equal(t, 400, a.code)
+
+	// A proxy to it (certificates not checked, as mountebank), twice on
+	// one kept TLS connection.
+	proxy := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"https://127.0.0.1:%d","mode":"proxyAlways"}}]}]}`, port))
+	for range 2 {
+		a = do(t, "GET", at(proxy, "/"), "")
+		require.Equal(t, "secure", a.body)
+	}
 }

@@ -154,7 +154,7 @@ const scenarioImposter = `{"protocol":"http","port":4545,
    "predicates":[{"equals":{"path":"/status"}}],"responses":[{"is":{"body":"paid, not shipped"}}]},
   {"scenarioName":"order","requiredScenarioState":"Shipped",
    "predicates":[{"equals":{"path":"/status"}}],"responses":[{"is":{"body":"shipped"}}]},
-  {"predicates":[{"equals":{"path":"/status"}}],"responses":[{"is":{"body":"new"}}]}]}`
+  {"predicates":[{"equals":{"path":"/status"}}],"responses":[{"is":{"headers":{"x-lower":"kept","X-Order-Seen":"yes"},"body":"new"}}]}]}`
 
 // order calls the scenario imposter through a node, for an order.
 func order(p *proc, id, path string) (int, string, string) {
@@ -193,6 +193,18 @@ func TestScenariosAcrossTheCluster(t *testing.T) {
 					require.Equal(t, http.StatusOK, code, "order %s step %d %s through %s: %s %s", id, k, st.path, at(k).name, body, why)
 					require.Equal(t, st.want, body, "order %s step %d %s through %s", id, k, st.path, at(k).name)
 				}
+			}
+			// Through every node, so through the owner and forwarded to
+			// it: the stub's header names and order, as written.
+			for _, p := range ps {
+				c, err := net.Dial("tcp", host(p)+":4545")
+				require.NoError(t, err)
+				_, err = io.WriteString(c, "GET /status HTTP/1.1\r\nHost: x\r\nX-Order: fresh\r\nConnection: close\r\n\r\n")
+				require.NoError(t, err)
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				got, _ := io.ReadAll(c)
+				_ = c.Close()
+				require.Contains(t, string(got), "HTTP/1.1 200 OK\r\nx-lower: kept\r\nX-Order-Seen: yes\r\n", "through %s", p.name)
 			}
 			code, body = call("GET", "http://"+ps[1].http+"/imposters/4545/scenarios?flowId=a", "")
 			require.Equal(t, http.StatusOK, code, body)

@@ -596,9 +596,6 @@ func render(v any) string { return stringify(v, "") }
 
 func (c *comparer) add(kind, path, mb, fl string) {
 	d := diff{cse: c.cse, step: c.step, kind: kind, path: path, mb: trunc(mb), fl: trunc(fl), reason: expectedCases[c.cse]}
-	if d.reason == "" && kind == "recorded-header-case" && proxiedCases[c.cse] {
-		d.reason = "the upstream records the proxy's request as Go's HTTP client writes it (Host in its case, headers in its order)"
-	}
 	for _, r := range append(slices.Clone(globalExpects), c.expects...) {
 		if d.reason != "" {
 			break
@@ -614,16 +611,8 @@ func (c *comparer) add(kind, path, mb, fl string) {
 // globalExpects are the deliberate differences that hold everywhere.
 var globalExpects = []expectRule{
 	{kind: "framing", reason: "fenceline frames imposter responses with Content-Length"},
-	{kind: "key-order", path: regexp.MustCompile(`\.is\.headers$`), reason: "a recorded upstream answer's headers are sorted (Go's client keeps no order)"},
 	{kind: "header-case", path: regexp.MustCompile(`(?i)^(content-type|content-length|transfer-encoding|date|connection)$`),
 		reason: "the headers the server itself reads go out in canonical case"},
-}
-
-// proxiedCases have an upstream imposter that records requests a proxy
-// forwarded.
-var proxiedCases = map[string]bool{
-	"proxyOnce": true, "proxy default mode without generators": true, "injectHeaders": true,
-	"proxy upstream status and query": true,
 }
 
 // expectedCases are whole cases whose differences are deliberate.

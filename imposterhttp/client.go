@@ -1,0 +1,327 @@
+package imposterhttp
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The imposters call out over HTTP/1.1 themselves too (a proxy's upstream,
+// a stateful request forwarded to its owner), for the reason they serve
+// it themselves: mountebank records an upstream's answer with its
+// headers' names as the upstream wrote them and in its order, and sends
+// the client's headers upstream in the client's case and order. Go's
+// client canonicalizes both ways and sorts what it writes.
+//
+// Bounds, each with its behaviour: a response head of at most
+// MaxHeadBytes and a body of at most MaxBodyBytes (the call fails), one
+// deadline over the whole call (dial, write, answer), maxIdlePerHost idle
+// connections per target and maxIdle in all (a connection given back
+// past either is closed), and idleFor before an idle one is closed
+// instead of reused.
+const (
+	maxIdle = 1024
+	idleFor = 30 * time.Second
+)
+
+// outRequest is a request as it goes out: the head exactly as listed
+// (the caller decides names, case, order and framing headers), then the
+// body, framed by Content-Length or, if chunked, as one chunk.
+type outRequest struct {
+	method, target string
+	headers        [][2]string
+	body           []byte
+	chunked        bool
+}
+
+// closes reports whether the request asks the server to close after it.
+func (r *outRequest) closes() bool {
+	for _, h := range r.headers {
+		if strings.EqualFold(h[0], "Connection") && strings.Contains(strings.ToLower(h[1]), "close") {
+			return true
+		}
+	}
+	return false
+}
+
+// wireResponse is an answer as read off the connection.
+type wireResponse struct {
+	status    int
+	headers   [][2]string // name (as sent), value; in order
+	body      []byte
+	keepAlive bool
+}
+
+func (r *wireResponse) header(name string) (string, bool) {
+	for _, h := range r.headers {
+		if strings.EqualFold(h[0], name) {
+			return h[1], true
+		}
+	}
+	return "", false
+}
+
+// rawClient keeps idle connections per scheme and address.
+type rawClient struct {
+	perHost int
+	timeout time.Duration
+
+	mu    sync.Mutex
+	idle  map[string][]*clientConn // newest last
+	total int
+}
+
+type clientConn struct {
+	c     net.Conn
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	since time.Time // idle since
+}
+
+func newRawClient(perHost int, timeout time.Duration) *rawClient {
+	return &rawClient{perHost: perHost, timeout: timeout, idle: map[string][]*clientConn{}}
+}
+
+// errNothingBack is a call whose connection ended before any byte of an
+// answer came back.
+var errNothingBack = errors.New("the connection closed before an answer")
+
+// do sends req to scheme://addr and reads the answer. A reused
+// connection that closes before answering a request that is safe to
+// repeat (GET, HEAD, OPTIONS, TRACE) is retried once on a new one: the
+// server closed it idle, as servers do.
+func (rc *rawClient) do(ctx context.Context, scheme, addr string, req *outRequest) (*wireResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, rc.timeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		cc, reused, err := rc.get(ctx, scheme, addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := rc.roundTrip(ctx, cc, req)
+		if err == nil {
+			if resp.keepAlive && !req.closes() {
+				rc.put(scheme+"://"+addr, cc)
+			} else {
+				_ = cc.c.Close()
+			}
+			return resp, nil
+		}
+		_ = cc.c.Close()
+		if !reused || attempt > 0 || !errors.Is(err, errNothingBack) || !safeToRepeat(req.method) {
+			return nil, err
+		}
+	}
+}
+
+func safeToRepeat(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return true
+	}
+	return false
+}
+
+// get takes an idle connection that is still open, or dials.
+func (rc *rawClient) get(ctx context.Context, scheme, addr string) (cc *clientConn, reused bool, err error) {
+	key := scheme + "://" + addr
+	for {
+		rc.mu.Lock()
+		list := rc.idle[key]
+		if len(list) == 0 {
+			rc.mu.Unlock()
+			break
+		}
+		cc = list[len(list)-1]
+		rc.idle[key] = list[:len(list)-1]
+		if len(list) == 1 {
+			delete(rc.idle, key)
+		}
+		rc.total--
+		rc.mu.Unlock()
+		if time.Since(cc.since) < idleFor && stillOpen(cc) {
+			return cc, true, nil
+		}
+		_ = cc.c.Close()
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	if scheme == "https" {
+		host, _, _ := net.SplitHostPort(addr)
+		tc := tls.Client(c, &tls.Config{ServerName: host, InsecureSkipVerify: true}) //nolint:gosec // test doubles, as mountebank
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, false, err
+		}
+		c = tc
+	}
+	return &clientConn{c: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, false, nil
+}
+
+// stillOpen reports whether an idle connection has neither been closed
+// by its server nor sent anything unasked.
+func stillOpen(cc *clientConn) bool {
+	if cc.br.Buffered() > 0 {
+		return false
+	}
+	c := cc.c
+	tlsConn, isTLS := c.(*tls.Conn)
+	if isTLS {
+		c = tlsConn.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	state, ok := peekState(sc)
+	// Bytes waiting on a TLS connection may be the server's session
+	// tickets, which the TLS layer reads with the next answer.
+	return ok && (state == peekNothing || (state == peekData && isTLS))
+}
+
+// put gives a connection back, or closes it at the bounds.
+func (rc *rawClient) put(key string, cc *clientConn) {
+	cc.since = time.Now()
+	rc.mu.Lock()
+	if len(rc.idle[key]) >= rc.perHost || rc.total >= maxIdle {
+		rc.mu.Unlock()
+		_ = cc.c.Close()
+		return
+	}
+	rc.idle[key] = append(rc.idle[key], cc)
+	rc.total++
+	rc.mu.Unlock()
+}
+
+func (rc *rawClient) roundTrip(ctx context.Context, cc *clientConn, req *outRequest) (*wireResponse, error) {
+	deadline, _ := ctx.Deadline()
+	_ = cc.c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = cc.c.SetDeadline(time.Now()) })
+	defer stop()
+	writeRequest(cc.bw, req)
+	if err := cc.bw.Flush(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNothingBack, err)
+	}
+	for {
+		resp, err := readResponse(cc.br, req.method)
+		if err != nil {
+			return nil, err
+		}
+		if resp.status >= 100 && resp.status < 200 && resp.status != 101 {
+			continue // 100 Continue and other interim answers: the final one follows
+		}
+		return resp, nil
+	}
+}
+
+func writeRequest(bw *bufio.Writer, req *outRequest) {
+	bw.WriteString(req.method)
+	bw.WriteByte(' ')
+	bw.WriteString(req.target)
+	bw.WriteString(" HTTP/1.1\r\n")
+	for _, h := range req.headers {
+		bw.WriteString(headerSafe(h[0]))
+		bw.WriteString(": ")
+		bw.WriteString(headerSafe(h[1]))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+	switch {
+	case req.chunked:
+		if len(req.body) > 0 {
+			bw.WriteString(strconv.FormatInt(int64(len(req.body)), 16))
+			bw.WriteString("\r\n")
+			bw.Write(req.body)
+			bw.WriteString("\r\n")
+		}
+		bw.WriteString("0\r\n\r\n")
+	default:
+		bw.Write(req.body)
+	}
+}
+
+// readResponse reads one answer to a request of the given method.
+func readResponse(br *bufio.Reader, method string) (*wireResponse, error) {
+	if _, err := br.Peek(1); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNothingBack, err)
+	}
+	budget := MaxHeadBytes
+	line, err := readLine(br, &budget)
+	if err != nil {
+		return nil, noEOF(err)
+	}
+	proto, rest, _ := strings.Cut(line, " ")
+	code, _, _ := strings.Cut(rest, " ")
+	status, err := strconv.Atoi(code)
+	if !strings.HasPrefix(proto, "HTTP/1.") || len(code) != 3 || err != nil || status < 100 {
+		return nil, fmt.Errorf("malformed status line %q", line)
+	}
+	r := &wireResponse{status: status}
+	for {
+		line, err := readLine(br, &budget)
+		if err != nil {
+			return nil, noEOF(err)
+		}
+		if line == "" {
+			break
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("malformed header line %q", line)
+		}
+		r.headers = append(r.headers, [2]string{name, strings.Trim(value, " \t")})
+	}
+	conn, _ := r.header("Connection")
+	conn = strings.ToLower(conn)
+	r.keepAlive = !strings.Contains(conn, "close") && (proto != "HTTP/1.0" || strings.Contains(conn, "keep-alive"))
+	if method == "HEAD" || status < 200 || status == 204 || status == 304 {
+		r.keepAlive = r.keepAlive && status != 101
+		return r, nil
+	}
+	te, chunked := r.header("Transfer-Encoding")
+	cl, sized := r.header("Content-Length")
+	switch {
+	case chunked && strings.Contains(strings.ToLower(te), "chunked"):
+		r.body, err = readChunked(br)
+	case sized:
+		n, perr := strconv.ParseInt(strings.TrimSpace(cl), 10, 64)
+		if perr != nil || n < 0 {
+			return nil, fmt.Errorf("malformed Content-Length %q", cl)
+		}
+		if n > MaxBodyBytes {
+			return nil, errTooLarge
+		}
+		r.body = make([]byte, n)
+		_, err = io.ReadFull(br, r.body)
+	default: // the body runs to the close
+		r.keepAlive = false
+		r.body, err = io.ReadAll(io.LimitReader(br, MaxBodyBytes+1))
+		if err == nil && len(r.body) > MaxBodyBytes {
+			err = errTooLarge
+		}
+	}
+	if err != nil {
+		return nil, noEOF(err)
+	}
+	return r, nil
+}
+
+// noEOF makes a connection that ended mid-answer an error that says so.
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
