@@ -24,6 +24,9 @@ const (
 	CodeInvalidJSON      = "invalid JSON"
 	CodeInvalidProxy     = "invalid proxy"
 	CodeCannotStart      = "cannot start server"
+	// CodeInvalidStatus is node's, which mountebank passes on when a
+	// response's statusCode is no HTTP status.
+	CodeInvalidStatus = "ERR_HTTP_INVALID_STATUS_CODE"
 )
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

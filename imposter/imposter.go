@@ -345,13 +345,9 @@ func repeatCount(v any) (int, bool) {
 	return int(math.Min(math.Ceil(n), 1e6)), true
 }
 
-// checkIs validates what the response would send.
+// checkIs validates what the response would send. Its statusCode is
+// not checked here: a behavior may fill it in (postProcess checks it).
 func checkIs(is *Object) error {
-	if sc, ok := is.Get("statusCode"); ok && truthy(sc) { // a falsy one falls back to 200
-		if _, ok := statusOf(sc); !ok {
-			return badData("statusCode must be an HTTP status code", is)
-		}
-	}
 	if h, ok := is.Get("headers"); ok && h != nil {
 		if _, ok := h.(*Object); !ok {
 			return badData("headers must be an object", is)
@@ -455,7 +451,10 @@ func (imp *Imposter) match(r *Request, states States) (*Stub, Outcome, error) {
 	if len(resp.behaviors) == 0 && !preflight {
 		// Nothing in the answer depends on the request: make it once.
 		if resp.answer == nil {
-			out := imp.postProcess(Clone(resp.is).(*Object), r)
+			out, err := imp.postProcess(Clone(resp.is).(*Object), r)
+			if err != nil {
+				return matched, Outcome{}, err
+			}
 			resp.answer = &out
 		}
 		return matched, *resp.answer, nil
@@ -469,9 +468,9 @@ func (imp *Imposter) match(r *Request, states States) (*Stub, Outcome, error) {
 		}
 		wait += d
 	}
-	out := imp.postProcess(is, r)
+	out, err := imp.postProcess(is, r)
 	out.Wait = wait
-	return matched, out, nil
+	return matched, out, err
 }
 
 func (st *Stub) matches(r *Request) bool {
@@ -500,7 +499,12 @@ func (st *Stub) nextResponse() *response {
 // response's; an object body as JSON indented by four spaces; CORS
 // preflight headers; Connection: close unless set; Content-Length
 // corrected if set.
-func (imp *Imposter) postProcess(is *Object, r *Request) Outcome {
+//
+// A status that is no HTTP status (what a copy or lookup token left, or
+// a number outside 100..999) fails the request as node's writeHead fails
+// mountebank's: mountebank takes any statusCode when the stub is made,
+// since a behavior may fill it in.
+func (imp *Imposter) postProcess(is *Object, r *Request) (Outcome, error) {
 	def := imp.defaultResponse
 	if def == nil {
 		def = NewObject()
@@ -516,9 +520,11 @@ func (imp *Imposter) postProcess(is *Object, r *Request) Outcome {
 	}
 	out := Outcome{StatusCode: 200}
 	if sc := pick("statusCode"); sc != nil {
-		if n, ok := statusOf(sc); ok {
-			out.StatusCode = n
+		n, ok := statusOf(sc)
+		if !ok {
+			return Outcome{}, &Error{Code: CodeInvalidStatus, Message: "Invalid status code: " + ToString(sc)}
 		}
+		out.StatusCode = n
 	}
 	headers := NewObject()
 	if h, ok := is.Get("headers"); ok && h != nil {
@@ -579,7 +585,7 @@ func (imp *Imposter) postProcess(is *Object, r *Request) Outcome {
 		}
 		out.Headers = append(out.Headers, h)
 	}
-	return out
+	return out, nil
 }
 
 var base64Clean = regexp.MustCompile(`[^A-Za-z0-9=+/]+`)

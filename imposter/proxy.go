@@ -377,9 +377,9 @@ func (imp *Imposter) Proxied(c *ProxyCall, up Upstream) (Outcome, error) {
 		wait += d
 	}
 	imp.record(c, is)
-	out := imp.postProcess(is, c.req)
+	out, err := imp.postProcess(is, c.req)
 	out.Wait = wait
-	return out, nil
+	return out, err
 }
 
 func (imp *Imposter) record(c *ProxyCall, is *Object) {

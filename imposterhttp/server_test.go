@@ -350,6 +350,20 @@ func TestBehaviorsOverHTTP(t *testing.T) {
 	resp := stubs[2].(map[string]any)["responses"].([]any)[0].(map[string]any)
 	require.Equal(t, []any{map[string]any{"wait": float64(150)}}, resp["behaviors"], "the legacy _behaviors object is upcast")
 	require.NotContains(t, resp, "_behaviors")
+
+	// A statusCode a behavior fills in (mountebank's copy page): taken when
+	// the stub is made, checked when the answer is. One left unfilled, or
+	// no HTTP status, fails that request as node fails mountebank's.
+	port = create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"startsWith":{"path":"/statusCode"}}],"responses":[{"is":{"statusCode":"${code}"},
+			"behaviors":[{"copy":{"from":"path","into":"${code}","using":{"method":"regex","selector":"\\d+$"}}}]}]},
+		{"predicates":[{"equals":{"path":"/bad"}}],"responses":[{"is":{"statusCode":99}}]}]}`)
+	require.Equal(t, 418, do(t, "GET", at(port, "/statusCode/418"), "").code)
+	for path, shown := range map[string]string{"/statusCode/x": "${code}", "/statusCode/1000": "1000", "/bad": "99"} {
+		a := do(t, "GET", at(port, path), "")
+		require.Equal(t, http.StatusInternalServerError, a.code, path)
+		require.Equal(t, `{"errors":[{"code":"ERR_HTTP_INVALID_STATUS_CODE","message":"Invalid status code: `+shown+`"}]}`, a.body, path)
+	}
 }
 
 func TestFaults(t *testing.T) {
