@@ -85,6 +85,9 @@ type clientConn struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	since time.Time // idle since
+	// spoiled: a cancellation may still set a deadline on it, so it is
+	// closed, not kept.
+	spoiled bool
 }
 
 func newRawClient(perHost int, timeout time.Duration) *rawClient {
@@ -109,7 +112,7 @@ func (rc *rawClient) do(ctx context.Context, scheme, addr string, req *outReques
 		}
 		resp, err := rc.roundTrip(ctx, cc, req)
 		if err == nil {
-			if resp.keepAlive && !req.closes() {
+			if resp.keepAlive && !req.closes() && !cc.spoiled {
 				rc.put(scheme+"://"+addr, cc)
 			} else {
 				_ = cc.c.Close()
@@ -117,7 +120,7 @@ func (rc *rawClient) do(ctx context.Context, scheme, addr string, req *outReques
 			return resp, nil
 		}
 		_ = cc.c.Close()
-		if !reused || attempt > 0 || !errors.Is(err, errNothingBack) || !safeToRepeat(req.method) {
+		if !reused || attempt > 0 || !errors.Is(err, errNothingBack) || !safeToRepeat(req.method) || ctx.Err() != nil {
 			return nil, err
 		}
 	}
@@ -176,25 +179,33 @@ func stillOpen(cc *clientConn) bool {
 	if cc.br.Buffered() > 0 {
 		return false
 	}
-	c := cc.c
-	tlsConn, isTLS := c.(*tls.Conn)
-	if isTLS {
-		c = tlsConn.NetConn()
+	if _, isTLS := cc.c.(*tls.Conn); isTLS {
+		// Bytes waiting under TLS may be a session ticket (the TLS layer
+		// takes it and reads on) or a close_notify alert (EOF): only a
+		// read through the layer tells them apart, so it is given a
+		// millisecond to time out.
+		_ = cc.c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		_, err := cc.br.Peek(1)
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout()
 	}
-	sc, ok := c.(syscall.Conn)
+	sc, ok := cc.c.(syscall.Conn)
 	if !ok {
 		return true
 	}
 	state, ok := peekState(sc)
-	// Bytes waiting on a TLS connection may be the server's session
-	// tickets, which the TLS layer reads with the next answer.
-	return ok && (state == peekNothing || (state == peekData && isTLS))
+	return ok && state == peekNothing
 }
 
-// put gives a connection back, or closes it at the bounds.
+// put gives a connection back, or closes it at the bounds. At the bound
+// in all, the connections idle past idleFor are closed first (a target
+// never called again keeps its connections until then).
 func (rc *rawClient) put(key string, cc *clientConn) {
 	cc.since = time.Now()
 	rc.mu.Lock()
+	if rc.total >= maxIdle {
+		rc.evictStale(cc.since)
+	}
 	if len(rc.idle[key]) >= rc.perHost || rc.total >= maxIdle {
 		rc.mu.Unlock()
 		_ = cc.c.Close()
@@ -205,11 +216,38 @@ func (rc *rawClient) put(key string, cc *clientConn) {
 	rc.mu.Unlock()
 }
 
+// evictStale closes the idle connections older than idleFor; rc.mu is
+// held.
+func (rc *rawClient) evictStale(now time.Time) {
+	for key, list := range rc.idle { //fenceline:unordered each list on its own
+		kept := list[:0]
+		for _, cc := range list {
+			if now.Sub(cc.since) < idleFor {
+				kept = append(kept, cc)
+			} else {
+				_ = cc.c.Close()
+				rc.total--
+			}
+		}
+		if len(kept) == 0 {
+			delete(rc.idle, key)
+		} else {
+			rc.idle[key] = kept
+		}
+	}
+}
+
 func (rc *rawClient) roundTrip(ctx context.Context, cc *clientConn, req *outRequest) (*wireResponse, error) {
 	deadline, _ := ctx.Deadline()
 	_ = cc.c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = cc.c.SetDeadline(time.Now()) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			// The cancellation ran, or is running: its deadline could
+			// land on the connection's next user.
+			cc.spoiled = true
+		}
+	}()
 	writeRequest(cc.bw, req)
 	if err := cc.bw.Flush(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errNothingBack, err)
@@ -290,22 +328,20 @@ func readResponse(br *bufio.Reader, method string) (*wireResponse, error) {
 		r.keepAlive = r.keepAlive && status != 101
 		return r, nil
 	}
-	te, chunked := r.header("Transfer-Encoding")
-	cl, sized := r.header("Content-Length")
+	f, err := framingOf(r.headers)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case chunked && strings.Contains(strings.ToLower(te), "chunked"):
+	case f.chunked:
 		r.body, err = readChunked(br)
-	case sized:
-		n, perr := strconv.ParseInt(strings.TrimSpace(cl), 10, 64)
-		if perr != nil || n < 0 {
-			return nil, fmt.Errorf("malformed Content-Length %q", cl)
-		}
-		if n > MaxBodyBytes {
+	case f.sized && !f.encoded:
+		if f.length > MaxBodyBytes {
 			return nil, errTooLarge
 		}
-		r.body = make([]byte, n)
+		r.body = make([]byte, f.length)
 		_, err = io.ReadFull(br, r.body)
-	default: // the body runs to the close
+	default: // the body runs to the close (RFC 9112 §6.3, also for a coding that does not end in chunked)
 		r.keepAlive = false
 		r.body, err = io.ReadAll(io.LimitReader(br, MaxBodyBytes+1))
 		if err == nil && len(r.body) > MaxBodyBytes {

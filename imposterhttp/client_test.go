@@ -137,10 +137,16 @@ func TestRawClientReadsEachFraming(t *testing.T) {
 		{"head", "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n", "HEAD", "", 200, true},
 		{"no content", "HTTP/1.1 204 No Content\r\n\r\n", "DELETE", "", 204, true},
 		{"interim first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "POST", "ok", 200, true},
+		{"coding not chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 1\r\n\r\nabc", "GET", "abc", 200, false},
+		{"chunked over length", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "GET", "abc", 200, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newScript(t, answerEach(tc.resp, 1))
+			perConn := 1 // an answer read to the close needs the close
+			if tc.keepAlive {
+				perConn = 2
+			}
+			s := newScript(t, answerEach(tc.resp, perConn))
 			br := bufio.NewReader(strings.NewReader(tc.resp))
 			resp, err := readResponse(br, tc.method)
 			for err == nil && resp.status == 100 {
@@ -151,13 +157,21 @@ func TestRawClientReadsEachFraming(t *testing.T) {
 			require.Equal(t, tc.body, string(resp.body))
 			require.Equal(t, tc.keepAlive, resp.keepAlive)
 
+			// Twice through the client: a kept connection serves both.
 			rc := newRawClient(4, 5*time.Second)
 			req := get("/")
 			req.method = tc.method
-			resp, err = rc.do(context.Background(), "http", s.addr(), req)
-			require.NoError(t, err)
-			require.Equal(t, tc.status, resp.status)
-			require.Equal(t, tc.body, string(resp.body))
+			for range 2 {
+				resp, err = rc.do(context.Background(), "http", s.addr(), req)
+				require.NoError(t, err)
+				require.Equal(t, tc.status, resp.status)
+				require.Equal(t, tc.body, string(resp.body))
+			}
+			conns := int32(2)
+			if tc.keepAlive {
+				conns = 1
+			}
+			require.Equal(t, conns, s.conns.Load())
 		})
 	}
 }
@@ -169,6 +183,7 @@ func TestRawClientRefusesBadAnswers(t *testing.T) {
 		"not http":       "SSH-2.0-OpenSSH\r\n\r\n",
 		"header line":    "HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
 		"length":         "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+		"two lengths":    "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
 		"too large":      fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", MaxBodyBytes+1),
 		"short body":     "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
 		"cut in head":    "HTTP/1.1 200 OK\r\nX-A: 1\r\n",
@@ -200,12 +215,12 @@ func TestRawClientReusesConnections(t *testing.T) {
 	require.EqualValues(t, 1, s.conns.Load(), "three calls on one connection")
 	// The server has closed it after three answers: the next call, a
 	// POST that must not be sent twice, finds that out before sending.
-	require.Eventually(t, func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return len(rc.idle) == 1
-	}, time.Second, 10*time.Millisecond)
-	time.Sleep(50 * time.Millisecond) // the close reaches this side
+	rc.mu.Lock()
+	kept := rc.idle["http://"+s.addr()]
+	rc.mu.Unlock()
+	require.Len(t, kept, 1)
+	require.Eventually(t, func() bool { return !stillOpen(kept[0]) }, 2*time.Second, 5*time.Millisecond,
+		"the server's close reaches this side")
 	post := &outRequest{method: "POST", target: "/", headers: [][2]string{{"Content-Length", "1"}}, body: []byte("x")}
 	_, err := rc.do(context.Background(), "http", s.addr(), post)
 	require.NoError(t, err)
@@ -251,17 +266,20 @@ func TestRawClientBounds(t *testing.T) {
 	})
 	rc := newRawClient(2, 5*time.Second)
 	var wg sync.WaitGroup
-	for range 4 {
+	errs := make([]error, 4)
+	for i := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := rc.do(context.Background(), "http", s.addr(), get("/"))
-			require.NoError(t, err)
+			_, errs[i] = rc.do(context.Background(), "http", s.addr(), get("/"))
 		}()
 	}
 	require.Eventually(t, func() bool { return s.conns.Load() == 4 }, 2*time.Second, 5*time.Millisecond)
 	close(gate)
 	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 	rc.mu.Lock()
 	require.Len(t, rc.idle[`http://`+s.addr()], 2, "two kept, two closed")
 	require.Equal(t, 2, rc.total)
@@ -272,4 +290,50 @@ func TestRawClientBounds(t *testing.T) {
 	_, err := newRawClient(2, 200*time.Millisecond).do(context.Background(), "http", silent.addr(), get("/"))
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 2*time.Second)
+}
+
+// Bytes after an answer that nobody asked for: the connection is not
+// kept, so they never become the answer to the next request.
+func TestRawClientDropsAConnectionWithStrayBytes(t *testing.T) {
+	s := newScript(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := readRequest(br, nil); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"); err != nil {
+				return
+			}
+		}
+	})
+	rc := newRawClient(4, 5*time.Second)
+	for range 2 {
+		resp, err := rc.do(context.Background(), "http", s.addr(), get("/"))
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.status)
+	}
+	require.EqualValues(t, 2, s.conns.Load())
+}
+
+// A request framed two ways (Content-Length and chunked) goes upstream
+// framed one way, as it was read: chunked, with no Content-Length, so the
+// upstream cannot read a different body or a second request from it.
+func TestProxyFramesTheBodyOneWay(t *testing.T) {
+	got := make(chan *wireRequest, 1)
+	up := newScript(t, func(c net.Conn, br *bufio.Reader) {
+		wr, err := readRequest(br, nil)
+		if err != nil {
+			return
+		}
+		got <- wr
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+	})
+	base, _ := admin(t)
+	proxy := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"http://%s","mode":"proxyTransparent"}}]}]}`, up.addr()))
+	answer := raw(t, proxy, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+	require.True(t, strings.HasPrefix(answer, "HTTP/1.1 200 OK"), answer)
+	wr := <-got
+	require.True(t, wr.chunked)
+	require.Equal(t, "hello", string(wr.body))
+	_, sized := wr.header("Content-Length")
+	require.False(t, sized, "%v", wr.headers)
 }

@@ -142,8 +142,8 @@ var forwardClient = newRawClient(256, forwardTimeout)
 // forward sends the request to the owner's imposter (the owner's host,
 // the same port) with the loop guard, and answers what the owner
 // answered. The request goes as the client sent it (headers in its order
-// and case, Content-Length given the body's length, the body in one
-// piece), and the answer comes back as the owner wrote it, so that a
+// and case, the body framed as it came, in one piece: framedHeaders),
+// and the answer comes back as the owner wrote it, so that a
 // forwarded request is recorded, and answered, as one served here. Any
 // failure is a 503: the request is never served here instead.
 func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing.Owner) (imposter.Outcome, error) {
@@ -158,26 +158,13 @@ func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing
 	if !strings.HasPrefix(target, "/") {
 		target = "/" // absent or absolute-form: the path is all that is routed
 	}
-	req := &outRequest{method: wr.method, target: target, body: wr.body}
-	hasLength := false
+	req := &outRequest{method: wr.method, target: target, body: wr.body, chunked: wr.chunked}
 	for _, h := range wr.headers {
-		switch {
-		case strings.EqualFold(h[0], ForwardedHeader):
-			continue // the cluster's own; set below
-		case strings.EqualFold(h[0], "Content-Length"):
-			if hasLength {
-				continue
-			}
-			hasLength, h[1] = true, strconv.Itoa(len(wr.body))
-		case strings.EqualFold(h[0], "Transfer-Encoding"):
-			hasLength, req.chunked = true, req.chunked || strings.Contains(strings.ToLower(h[1]), "chunked")
+		if !strings.EqualFold(h[0], ForwardedHeader) { // the cluster's own; set below
+			req.headers = append(req.headers, h)
 		}
-		req.headers = append(req.headers, h)
 	}
-	if len(wr.body) > 0 && !hasLength {
-		req.headers = append(req.headers, [2]string{"Content-Length", strconv.Itoa(len(wr.body))})
-	}
-	req.headers = append(req.headers, [2]string{ForwardedHeader, from})
+	req.headers = append(framedHeaders(req.headers, wr.chunked, len(wr.body)), [2]string{ForwardedHeader, from})
 	resp, err := forwardClient.do(context.Background(), scheme, net.JoinHostPort(host, strconv.Itoa(port)), req)
 	if err != nil {
 		return imposter.Outcome{}, fmt.Errorf("%w: %v", imposter.ErrForward, err)

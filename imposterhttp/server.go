@@ -464,7 +464,7 @@ func (h *imposterHandler) call(wr *wireRequest, c *imposter.ProxyCall) (imposter
 			target = u.RequestURI()
 		}
 	}
-	up, err := callUpstream(context.Background(), c, wr.method, target)
+	up, err := callUpstream(context.Background(), c, wr.method, target, wr.chunked)
 	if err != nil {
 		return imposter.Outcome{}, false, &imposter.Error{Code: imposter.CodeInvalidProxy,
 			Message: fmt.Sprintf("Unable to connect to %s", imposter.Marshal(c.To, 0))}
@@ -486,12 +486,11 @@ const UpstreamTimeout = 60 * time.Second
 
 // callUpstream sends the proxied request as mountebank's proxy does: the
 // client's headers in the client's order and case, Host (named "host")
-// set to the target's unless injectHeaders sets it, the client's framing
-// headers kept (Content-Length given the body's length), Content-Length
-// added for a body that came without one, and Connection: keep-alive
+// set to the target's unless injectHeaders sets it, the body framed as
+// the client framed it (framedHeaders), and Connection: keep-alive
 // added last unless the client said otherwise. The answer's headers are
 // recorded as the upstream wrote them.
-func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI string) (imposter.Upstream, error) {
+func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI string, chunked bool) (imposter.Upstream, error) {
 	u, err := url.Parse(c.To)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return imposter.Upstream{}, fmt.Errorf("proxy target %q is no http or https URL", c.To)
@@ -508,9 +507,9 @@ func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI
 		}
 	}
 	body := []byte(c.Body())
-	req := &outRequest{method: method, target: requestURI, body: body}
+	req := &outRequest{method: method, target: requestURI, body: body, chunked: chunked}
 	hostAt, hostName := -1, "host"
-	var hasLength, hasConn bool
+	hasConn := false
 	for _, name := range c.Headers.Keys() {
 		v, _ := c.Headers.Get(name)
 		vals := []string{imposter.ToString(v)}
@@ -530,13 +529,6 @@ func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI
 				hostName, host = name, vals[0] // the last one set wins, as in node
 			}
 			continue
-		case "content-length":
-			hasLength = true
-			req.headers = append(req.headers, [2]string{name, strconv.Itoa(len(body))})
-			continue
-		case "transfer-encoding":
-			hasLength = true
-			req.chunked = req.chunked || strings.Contains(strings.ToLower(strings.Join(vals, ",")), "chunked")
 		case "connection":
 			hasConn = true
 		}
@@ -549,9 +541,7 @@ func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI
 		req.headers = append(req.headers, [2]string{})
 	}
 	req.headers[hostAt] = [2]string{hostName, host}
-	if len(body) > 0 && !hasLength {
-		req.headers = append(req.headers, [2]string{"Content-Length", strconv.Itoa(len(body))})
-	}
+	req.headers = framedHeaders(req.headers, chunked, len(body))
 	if !hasConn {
 		req.headers = append(req.headers, [2]string{"Connection", "keep-alive"})
 	}

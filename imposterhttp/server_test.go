@@ -476,11 +476,15 @@ func TestHTTPS(t *testing.T) {
 	a = do(t, "POST", base+"/imposters", `{"protocol":"https","key":"not a key","cert":"not a cert"}`)
 	require.Equal(t, 400, a.code)
 
-	// A proxy to it (certificates not checked, as mountebank), twice on
-	// one kept TLS connection.
-	proxy := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"https://127.0.0.1:%d","mode":"proxyAlways"}}]}]}`, port))
-	for range 2 {
-		a = do(t, "GET", at(proxy, "/"), "")
-		require.Equal(t, "secure", a.body)
+	// A proxy to an https imposter (certificates not checked, as
+	// mountebank), twice: the second call goes on the kept TLS connection.
+	up := create(t, base, `{"protocol":"https","recordRequests":true,"stubs":[{"responses":[{"is":{"headers":{"Connection":"keep-alive"},"body":"secure"}}]}]}`)
+	proxy := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"https://127.0.0.1:%d","mode":"proxyAlways"}}]}]}`, up))
+	for range 2 { // kept alive: this package's test client would say close, which goes upstream
+		got := raw(t, proxy, "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+		require.True(t, strings.HasSuffix(got, "\r\n\r\nsecure"), got)
 	}
+	reqs := do(t, "GET", fmt.Sprintf("%s/imposters/%d", base, up), "").json["requests"].([]any)
+	require.Len(t, reqs, 2)
+	require.Equal(t, reqs[0].(map[string]any)["requestFrom"], reqs[1].(map[string]any)["requestFrom"], "one TLS connection")
 }

@@ -44,6 +44,71 @@ type wireRequest struct {
 	headers        [][2]string // name (as sent), value; in order
 	body           []byte
 	keepAlive      bool
+	chunked        bool // the body came chunked
+}
+
+// framing is how a message's body is delimited.
+type framing struct {
+	encoded bool  // a Transfer-Encoding is given
+	chunked bool  // and its last coding is chunked
+	length  int64 // Content-Length, when given and not chunked
+	sized   bool
+}
+
+// framingOf reads the framing headers as RFC 9112 §6.3 orders them: a
+// Transfer-Encoding whose last coding is chunked frames the body and any
+// Content-Length is ignored; Content-Length values that differ, or one
+// that is no number, are an error, since the two ends of a connection
+// could read different bodies from them.
+func framingOf(headers [][2]string) (framing, error) {
+	var f framing
+	var codings []string
+	for _, h := range headers {
+		switch {
+		case strings.EqualFold(h[0], "Transfer-Encoding"):
+			f.encoded = true
+			codings = append(codings, strings.Split(h[1], ",")...)
+		case strings.EqualFold(h[0], "Content-Length"):
+			n, err := strconv.ParseInt(strings.TrimSpace(h[1]), 10, 64)
+			if err != nil || n < 0 || (f.sized && n != f.length) {
+				return framing{}, fmt.Errorf("malformed or conflicting Content-Length %q", h[1])
+			}
+			f.length, f.sized = n, true
+		}
+	}
+	if f.encoded {
+		f.chunked = strings.EqualFold(strings.TrimSpace(codings[len(codings)-1]), "chunked")
+		f.length, f.sized = 0, false
+	}
+	return f, nil
+}
+
+// framedHeaders is a head to send with a body of n bytes, framed as the
+// message it came from was: chunked, with its Transfer-Encoding lines and
+// no Content-Length; or by length, with no Transfer-Encoding and one
+// Content-Length (the first one's place and name, the body's length),
+// added at the end if the body needs one.
+func framedHeaders(headers [][2]string, chunked bool, n int) [][2]string {
+	out := make([][2]string, 0, len(headers)+1)
+	sized := false
+	for _, h := range headers {
+		switch {
+		case strings.EqualFold(h[0], "Transfer-Encoding"):
+			if !chunked {
+				continue
+			}
+		case strings.EqualFold(h[0], "Content-Length"):
+			if chunked || sized {
+				continue
+			}
+			sized, h[1] = true, strconv.Itoa(n)
+		}
+		out = append(out, h)
+	}
+	if !chunked && !sized && n > 0 {
+		out = append(out, [2]string{"Content-Length", strconv.Itoa(n)})
+	}
+	return out
 }
 
 // header returns the first value of a header, by name in any case.
@@ -98,17 +163,15 @@ func readRequest(br *bufio.Reader, w *bufio.Writer) (*wireRequest, error) {
 	conn = strings.ToLower(conn)
 	r.keepAlive = !strings.Contains(conn, "close") && (!r.http10 || strings.Contains(conn, "keep-alive"))
 
-	te, chunked := r.header("Transfer-Encoding")
-	chunked = chunked && strings.Contains(strings.ToLower(te), "chunked")
-	length := int64(0)
-	if cl, ok := r.header("Content-Length"); ok && !chunked {
-		if length, err = strconv.ParseInt(strings.TrimSpace(cl), 10, 64); err != nil || length < 0 {
-			return nil, errMalformed
-		}
-		if length > MaxBodyBytes {
-			return nil, errTooLarge
-		}
+	f, err := framingOf(r.headers)
+	if err != nil || (f.encoded && !f.chunked) {
+		return nil, errMalformed // RFC 9112 §6.3: a request's coding must end in chunked
 	}
+	chunked, length := f.chunked, f.length
+	if length > MaxBodyBytes {
+		return nil, errTooLarge
+	}
+	r.chunked = chunked
 	if (chunked || length > 0) && w != nil {
 		if exp, ok := r.header("Expect"); ok && strings.EqualFold(exp, "100-continue") {
 			_, _ = w.WriteString("HTTP/1.1 100 Continue\r\n\r\n")

@@ -114,6 +114,9 @@ func TestWireRefusals(t *testing.T) {
 		{"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "HTTP/1.1 400 Bad Request"},
 		{"POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", "HTTP/1.1 413 Request Entity Too Large"},
 		{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "HTTP/1.1 400 Bad Request"},
+		{"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nabc", "HTTP/1.1 400 Bad Request"},
+		{"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", "HTTP/1.1 400 Bad Request"},
 		{"GET / HTTP/1.1\r\nX-Big: " + strings.Repeat("a", MaxHeadBytes) + "\r\n\r\n", "HTTP/1.1 431 Request Header Fields Too Large"},
 	} {
 		require.True(t, strings.HasPrefix(raw(t, port, tc.send), tc.want), "%.60q", tc.send)
