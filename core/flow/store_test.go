@@ -240,6 +240,29 @@ func TestMergeKeepsTheLargerTuple(t *testing.T) {
 	require.Equal(t, "new", string(s.Copy("f")["k"].Data), "a deposed owner's write loses by arithmetic")
 }
 
+// An owner that adopted a flow at m_idx 2 takes no copy stamped below it:
+// a deposed owner's push in flight, or its copy handed on later, would
+// bring back what a lossy adoption dropped. Keys stamped at 2 or later
+// are taken, whether they come alone or beside stale ones.
+func TestMergeRefusesWhatPredatesTheAdoption(t *testing.T) {
+	s, _, _, c := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	c.m = 2
+	s.refresh()
+	s.adopted[f] = 2
+	stale := Value{Data: []byte("old"), Tuple: Tuple{MIdx: 1, V: 7, Origin: idB}}
+	fresh := Value{Data: []byte("new"), Tuple: Tuple{MIdx: 2, V: 1, Origin: idA}}
+	s.merge(f, map[string]Value{"gone": stale}, shard.Async)
+	require.NotContains(t, s.Copy(f), "gone", "a whole copy from before the adoption")
+	s.merge(f, map[string]Value{"gone": stale, "kept": fresh}, shard.Async)
+	require.NotContains(t, s.Copy(f), "gone", "a stale key beside a fresh one")
+	require.Equal(t, "new", string(s.Copy(f)["kept"].Data))
+	// A replica, which adopted nothing, takes every newer copy.
+	r, _, _, _ := newTestStore(t, idB, Config{})
+	r.merge(f, map[string]Value{"gone": stale}, shard.Async)
+	require.Equal(t, "old", string(r.Copy(f)["gone"].Data))
+}
+
 func TestAdoptionRequestFencesAStaleOwner(t *testing.T) {
 	s, _, net, _ := newTestStore(t, idA, Config{})
 	f := ownedBy(t, idA)
