@@ -44,14 +44,7 @@ type outRequest struct {
 }
 
 // closes reports whether the request asks the server to close after it.
-func (r *outRequest) closes() bool {
-	for _, h := range r.headers {
-		if strings.EqualFold(h[0], "Connection") && strings.Contains(strings.ToLower(h[1]), "close") {
-			return true
-		}
-	}
-	return false
-}
+func (r *outRequest) closes() bool { return !keptAlive(r.headers, false) }
 
 // wireResponse is an answer as read off the connection.
 type wireResponse struct {
@@ -61,14 +54,6 @@ type wireResponse struct {
 	keepAlive bool
 }
 
-func (r *wireResponse) header(name string) (string, bool) {
-	for _, h := range r.headers {
-		if strings.EqualFold(h[0], name) {
-			return h[1], true
-		}
-	}
-	return "", false
-}
 
 // rawClient keeps idle connections per scheme and address.
 type rawClient struct {
@@ -321,9 +306,7 @@ func readResponse(br *bufio.Reader, method string) (*wireResponse, error) {
 		}
 		r.headers = append(r.headers, [2]string{name, strings.Trim(value, " \t")})
 	}
-	conn, _ := r.header("Connection")
-	conn = strings.ToLower(conn)
-	r.keepAlive = !strings.Contains(conn, "close") && (proto != "HTTP/1.0" || strings.Contains(conn, "keep-alive"))
+	r.keepAlive = keptAlive(r.headers, proto == "HTTP/1.0")
 	if method == "HEAD" || status < 200 || status == 204 || status == 304 {
 		r.keepAlive = r.keepAlive && status != 101
 		return r, nil

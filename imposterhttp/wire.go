@@ -112,13 +112,24 @@ func framedHeaders(headers [][2]string, chunked bool, n int) [][2]string {
 }
 
 // header returns the first value of a header, by name in any case.
-func (r *wireRequest) header(name string) (string, bool) {
-	for _, h := range r.headers {
+func (r *wireRequest) header(name string) (string, bool) { return headerIn(r.headers, name) }
+
+// headerIn returns the first value of a header, by name in any case.
+func headerIn(headers [][2]string, name string) (string, bool) {
+	for _, h := range headers {
 		if strings.EqualFold(h[0], name) {
 			return h[1], true
 		}
 	}
 	return "", false
+}
+
+// keptAlive reports whether a message's connection stays open after it:
+// HTTP/1.1 unless it says close, HTTP/1.0 only if it says keep-alive.
+func keptAlive(headers [][2]string, http10 bool) bool {
+	conn, _ := headerIn(headers, "Connection")
+	conn = strings.ToLower(conn)
+	return !strings.Contains(conn, "close") && (!http10 || strings.Contains(conn, "keep-alive"))
 }
 
 var (
@@ -159,9 +170,7 @@ func readRequest(br *bufio.Reader, w *bufio.Writer) (*wireRequest, error) {
 		}
 		r.headers = append(r.headers, [2]string{name, strings.Trim(value, " \t")})
 	}
-	conn, _ := r.header("Connection")
-	conn = strings.ToLower(conn)
-	r.keepAlive = !strings.Contains(conn, "close") && (!r.http10 || strings.Contains(conn, "keep-alive"))
+	r.keepAlive = keptAlive(r.headers, r.http10)
 
 	f, err := framingOf(r.headers)
 	if err != nil || (f.encoded && !f.chunked) {
