@@ -54,7 +54,6 @@ type wireResponse struct {
 	keepAlive bool
 }
 
-
 // rawClient keeps idle connections per scheme and address.
 type rawClient struct {
 	perHost int
