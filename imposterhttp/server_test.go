@@ -364,6 +364,10 @@ func TestBehaviorsOverHTTP(t *testing.T) {
 		require.Equal(t, http.StatusInternalServerError, a.code, path)
 		require.Equal(t, `{"errors":[{"code":"ERR_HTTP_INVALID_STATUS_CODE","message":"Invalid status code: `+shown+`"}]}`, a.body, path)
 	}
+	// The Connection header node gives: close if the request said so,
+	// keep-alive otherwise.
+	require.Contains(t, raw(t, port, "GET /bad HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), "\r\nConnection: close\r\n")
+	require.Contains(t, raw(t, port, "GET /bad HTTP/1.1\r\nHost: x\r\n\r\n"), "\r\nConnection: keep-alive\r\n")
 }
 
 func TestFaults(t *testing.T) {

@@ -415,14 +415,15 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) impo
 		}
 	}
 	if err != nil {
-		return errorOutcome(err)
+		return errorOutcome(err, wr.keepAlive)
 	}
 	return out
 }
 
 // errorOutcome is an imposter's own failure as mountebank's imposters
-// write it: compact JSON, a lower-case content-type, no Connection: close.
-func errorOutcome(err error) imposter.Outcome {
+// write it: compact JSON, a lower-case content-type, and the Connection
+// header node gives any answer, keep-alive unless the request said close.
+func errorOutcome(err error, keepAlive bool) imposter.Outcome {
 	status := http.StatusInternalServerError
 	var busy errBusy
 	if errors.As(err, &busy) {
@@ -432,8 +433,12 @@ func errorOutcome(err error) imposter.Outcome {
 	if !errors.As(err, &e) {
 		e = &imposter.Error{Code: imposter.CodeBadData, Message: err.Error()}
 	}
+	connection := "close"
+	if keepAlive {
+		connection = "keep-alive"
+	}
 	return imposter.Outcome{StatusCode: status, Body: imposter.Marshal(imposter.NewObject().Set("errors", []any{e.Value()}), 0),
-		Headers: []imposter.Header{{Name: "content-type", Values: []string{"application/json"}}}}
+		Headers: []imposter.Header{{Name: "content-type", Values: []string{"application/json"}}, {Name: "Connection", Values: []string{connection}}}}
 }
 
 // toEngineRequest turns a request off the wire into the engine's.
