@@ -400,7 +400,7 @@ func CompileXPath(selector string, ns map[string]string) (*XPath, error) {
 		// by the document's prefix; an empty one makes it an error.
 		ns = map[string]string{}
 	}
-	expr, err := xpath.CompileWithNS(selector, ns)
+	expr, err := xpath.CompileWithNS(selXPathNoNamespace(selector), ns)
 	if err == nil {
 		err = selXPathComplete(selector, ns)
 	}
@@ -425,6 +425,111 @@ func CompileXPath(selector string, ns map[string]string) (*XPath, error) {
 
 // String returns the selector as it was written.
 func (x *XPath) String() string { return x.src }
+
+// selXPathNoNamespace rewrites each unprefixed element name test (item in
+// //item, child::item, a[item]) as *[local-name()='item' and
+// namespace-uri()=”]. In XPath 1.0 an unprefixed name matches only an
+// element in no namespace, so //item does not select <item> inside
+// <root xmlns="urn:d">, as in mountebank; the xpath library matches it by
+// local name and prefix, which a default namespace leaves empty. The name
+// tests are told from function, axis, node type and operator names as
+// XPath 1.0's lexical rules say (§3.7): a name followed by "(" or "::" is
+// none, and one after a token that ends an operand is an operator.
+// Attribute and namespace name tests, string literals and variables stay
+// as written.
+func selXPathNoNamespace(selector string) string {
+	var b strings.Builder
+	operand := false // the previous token ends an operand: a name now is an operator
+	attr := false    // the previous token is @ or attribute:: (or namespace::)
+	isName := func(c byte, first bool) bool {
+		return c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= 0x80 ||
+			!first && (c == '-' || c == '.' || c >= '0' && c <= '9')
+	}
+	nextNonSpace := func(i int) int {
+		for i < len(selector) && strings.IndexByte(" \t\r\n", selector[i]) >= 0 {
+			i++
+		}
+		return i
+	}
+	for i := 0; i < len(selector); {
+		c := selector[i]
+		switch {
+		case c == '\'' || c == '"':
+			end := strings.IndexByte(selector[i+1:], c)
+			if end < 0 {
+				b.WriteString(selector[i:])
+				return b.String()
+			}
+			b.WriteString(selector[i : i+end+2])
+			i += end + 2
+			operand, attr = true, false
+		case c == '$':
+			j := i + 1
+			for j < len(selector) && (isName(selector[j], false) || selector[j] == ':') {
+				j++
+			}
+			b.WriteString(selector[i:j])
+			i = j
+			operand, attr = true, false
+		case isName(c, true):
+			j := i
+			for j < len(selector) && isName(selector[j], j == i) {
+				j++
+			}
+			if j+1 < len(selector) && selector[j] == ':' && selector[j+1] != ':' {
+				j++ // a prefix: the local part (or *) follows
+				for j < len(selector) && (isName(selector[j], false) || selector[j] == '*') {
+					j++
+				}
+			}
+			name := selector[i:j]
+			k := nextNonSpace(j)
+			switch {
+			case operand: // and, or, div, mod
+				b.WriteString(name)
+				operand, attr = false, false
+			case k < len(selector) && selector[k] == '(': // a function or node type
+				b.WriteString(name)
+				operand, attr = false, false
+			case strings.HasPrefix(selector[k:], "::"): // an axis
+				b.WriteString(name)
+				operand, attr = false, name == "attribute" || name == "namespace"
+			case attr || strings.Contains(name, ":"):
+				b.WriteString(name)
+				operand, attr = true, false
+			default:
+				b.WriteString("*[local-name()='" + name + "' and namespace-uri()='']")
+				operand, attr = true, false
+			}
+			i = j
+		case c >= '0' && c <= '9' || c == '.' && i+1 < len(selector) && selector[i+1] >= '0' && selector[i+1] <= '9':
+			j := i
+			for j < len(selector) && (selector[j] >= '0' && selector[j] <= '9' || selector[j] == '.') {
+				j++
+			}
+			b.WriteString(selector[i:j])
+			i = j
+			operand, attr = true, false
+		default:
+			b.WriteByte(c)
+			i++
+			switch c {
+			case ' ', '\t', '\r', '\n':
+			case ')', ']', '.':
+				operand, attr = true, false
+			case '*':
+				// After an operand it multiplies; otherwise it is a name
+				// test, which ends one.
+				operand, attr = !operand, false
+			case '@':
+				operand, attr = false, true
+			default: // / | + - = ! < > , ( [ :
+				operand, attr = false, c == ':' && attr
+			}
+		}
+	}
+	return b.String()
+}
 
 // selXPathComplete reports an error if the xpath library compiled only a
 // prefix of selector: its parser stops at the first token that cannot
