@@ -427,16 +427,19 @@ func CompileXPath(selector string, ns map[string]string) (*XPath, error) {
 func (x *XPath) String() string { return x.src }
 
 // selXPathNoNamespace rewrites each unprefixed element name test (item in
-// //item, child::item, a[item]) as *[local-name()='item' and
-// namespace-uri()=”]. In XPath 1.0 an unprefixed name matches only an
-// element in no namespace, so //item does not select <item> inside
-// <root xmlns="urn:d">, as in mountebank; the xpath library matches it by
-// local name and prefix, which a default namespace leaves empty. The name
-// tests are told from function, axis, node type and operator names as
-// XPath 1.0's lexical rules say (§3.7): a name followed by "(" or "::" is
-// none, and one after a token that ends an operand is an operator.
-// Attribute and namespace name tests, string literals and variables stay
-// as written.
+// //item, child::item, a[item]) as a test of local name and empty
+// namespace:
+//
+//	*[local-name()='item' and namespace-uri()='']
+//
+// In XPath 1.0 an unprefixed name matches only an element in no
+// namespace, so //item does not select <item> inside <root
+// xmlns="urn:d">, as in mountebank; the xpath library matches it by local
+// name and prefix, which a default namespace leaves empty. The name tests
+// are told from function, axis, node type and operator names as XPath
+// 1.0's lexical rules say (§3.7): a name followed by "(" or "::" is none,
+// and one after a token that ends an operand is an operator. Attribute and
+// namespace name tests, string literals and variables stay as written.
 func selXPathNoNamespace(selector string) string {
 	var b strings.Builder
 	operand := false // the previous token ends an operand: a name now is an operator
