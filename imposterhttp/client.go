@@ -254,24 +254,10 @@ func writeRequest(bw *bufio.Writer, req *outRequest) {
 	bw.WriteString(req.target)
 	bw.WriteString(" HTTP/1.1\r\n")
 	for _, h := range req.headers {
-		bw.WriteString(headerSafe(h[0]))
-		bw.WriteString(": ")
-		bw.WriteString(headerSafe(h[1]))
-		bw.WriteString("\r\n")
+		writeHeader(bw, h[0], h[1])
 	}
 	bw.WriteString("\r\n")
-	switch {
-	case req.chunked:
-		if len(req.body) > 0 {
-			bw.WriteString(strconv.FormatInt(int64(len(req.body)), 16))
-			bw.WriteString("\r\n")
-			bw.Write(req.body)
-			bw.WriteString("\r\n")
-		}
-		bw.WriteString("0\r\n\r\n")
-	default:
-		bw.Write(req.body)
-	}
+	writeBody(bw, req.body, req.chunked)
 }
 
 // readResponse reads one answer to a request of the given method.

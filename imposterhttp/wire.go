@@ -524,10 +524,7 @@ func writeResponse(bw *bufio.Writer, out imposter.Outcome, head bool) (closeAfte
 			closeAfter = closeAfter || strings.Contains(strings.ToLower(strings.Join(h.Values, ",")), "close")
 		}
 		for _, v := range h.Values {
-			bw.WriteString(headerSafe(h.Name))
-			bw.WriteString(": ")
-			bw.WriteString(headerSafe(v))
-			bw.WriteString("\r\n")
+			writeHeader(bw, h.Name, v)
 		}
 	}
 	if !hasDate {
@@ -542,20 +539,34 @@ func writeResponse(bw *bufio.Writer, out imposter.Outcome, head bool) (closeAfte
 		bw.WriteString("\r\n")
 	}
 	bw.WriteString("\r\n")
-	switch {
-	case bodyless:
-	case chunked:
-		if len(out.Body) > 0 {
-			bw.WriteString(strconv.FormatInt(int64(len(out.Body)), 16))
-			bw.WriteString("\r\n")
-			bw.Write(out.Body)
-			bw.WriteString("\r\n")
-		}
-		bw.WriteString("0\r\n\r\n")
-	default:
-		bw.Write(out.Body)
+	if !bodyless {
+		writeBody(bw, out.Body, chunked)
 	}
 	return closeAfter
+}
+
+// writeBody writes a message's body: as one chunk and the last, or as it
+// is (its length already in the head).
+func writeBody(bw *bufio.Writer, body []byte, chunked bool) {
+	if !chunked {
+		bw.Write(body)
+		return
+	}
+	if len(body) > 0 {
+		bw.WriteString(strconv.FormatInt(int64(len(body)), 16))
+		bw.WriteString("\r\n")
+		bw.Write(body)
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("0\r\n\r\n")
+}
+
+// writeHeader writes one header line (CR and LF in it become spaces).
+func writeHeader(bw *bufio.Writer, name, value string) {
+	bw.WriteString(headerSafe(name))
+	bw.WriteString(": ")
+	bw.WriteString(headerSafe(value))
+	bw.WriteString("\r\n")
 }
 
 // headerSafe keeps a stub's header from ending the head early.

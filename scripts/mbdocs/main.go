@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -529,7 +530,7 @@ func jsonDiff(path string, want, have any, partial bool, diffs *[]string) {
 			*diffs = append(*diffs, fmt.Sprintf("%s: documented an object, got %s", path, show(have)))
 			return
 		}
-		for _, k := range slices.Sorted(mapKeys(w)) {
+		for _, k := range slices.Sorted(maps.Keys(w)) {
 			hv, present := h[k]
 			if !present {
 				*diffs = append(*diffs, fmt.Sprintf("%s.%s: documented %s, absent", path, k, show(w[k])))
@@ -538,7 +539,7 @@ func jsonDiff(path string, want, have any, partial bool, diffs *[]string) {
 			jsonDiff(path+"."+k, w[k], hv, partial, diffs)
 		}
 		if !partial {
-			for _, k := range slices.Sorted(mapKeys(h)) {
+			for _, k := range slices.Sorted(maps.Keys(h)) {
 				if _, documented := w[k]; !documented {
 					*diffs = append(*diffs, fmt.Sprintf("%s.%s: not documented, got %s", path, k, show(h[k])))
 				}
@@ -562,16 +563,6 @@ func jsonDiff(path string, want, have any, partial bool, diffs *[]string) {
 		hj, _ := json.Marshal(have)
 		if !bytes.Equal(wj, hj) {
 			*diffs = append(*diffs, fmt.Sprintf("%s: documented %s, got %s", path, wj, hj))
-		}
-	}
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
 		}
 	}
 }
