@@ -16,9 +16,12 @@ import (
 // Propose stamps op with this node's wall time (once: every replica
 // applies the same stamp, clamped so applied time never goes back) and
 // proposes it. done runs exactly once, on the node's loop: with the
-// applied result; with ErrNoLeader, ErrBusy, ErrStopped or a validation
-// error (not applied); or with ErrTimeout (outcome unknown). A follower
-// forwards the proposal to the leader.
+// applied result; with ErrBusy, ErrStopped or a validation error at once,
+// or ErrNoLeader at the timeout if raft never took it (not applied); or
+// with ErrTimeout (outcome unknown). A follower forwards the proposal to
+// the leader. A proposal raft dropped (no leader known, leadership
+// moving, the forward lost) is proposed again until it applies or the
+// timeout ends (retryWaiting); a copy applied twice applies once (dedupe).
 func (n *Node) Propose(op kv.Op, done func(kv.Result, error)) {
 	cmd := kv.Command{AtMs: n.env.Clock.Now().UnixMilli(), Op: op}
 	if err := n.cfg.KV.Validate(cmd); err != nil {
@@ -37,20 +40,104 @@ func (n *Node) Propose(op kv.Op, done func(kv.Result, error)) {
 	}
 	data := propID{n.id, n.session, seq}.append(make([]byte, 0, propIDBytes+len(payload)))
 	data = append(data, payload...)
-	if err := n.rn.Propose(data); err != nil {
-		done(kv.Result{}, proposeErr(err))
+	p := &pendingProp{done: done, data: data}
+	if err := n.propose(p); err != nil {
+		done(kv.Result{}, err)
 		return
 	}
 	n.Proposed++
-	n.wait(seq, &pendingProp{done: done})
+	n.wait(seq, p)
 	n.pump()
 }
 
-func proposeErr(err error) error {
-	if errors.Is(err, raft.ErrProposalDropped) {
+// propose hands a waiting proposal to raft (again). A drop is no error:
+// the proposal waits for its retry. Any other error is final.
+func (n *Node) propose(p *pendingProp) error {
+	var err error
+	if p.cc != nil {
+		err = n.rn.ProposeConfChange(*p.cc)
+	} else {
+		err = n.rn.Propose(p.data)
+	}
+	n.tried(&p.try, err == nil)
+	p.try.conf = p.cc != nil
+	if err != nil && !errors.Is(err, raft.ErrProposalDropped) {
+		return err
+	}
+	return nil
+}
+
+// tried notes an attempt.
+func (n *Node) tried(a *attempt, accepted bool) {
+	a.conf = false
+	st := n.rn.BasicStatus()
+	a.accepted = a.accepted || accepted
+	a.tick, a.term, a.lead = n.ticks, st.Term, st.Lead
+}
+
+// stale reports whether a waiting call should go to raft again:
+//   - raft never took it (it knew no leader): at once, since a drop costs
+//     nothing, and the first leader known takes it;
+//   - leadership moved since the last attempt (another term or leader): at
+//     once, since a deposed leader's uncommitted entry may be gone;
+//   - a follower forwarded it an election timeout ago and it is not
+//     applied: the forward may have been lost. Not sooner: a slow commit
+//     proposed again is one more entry to write everywhere, and retrying
+//     a loaded cluster's proposals faster than it commits them would load
+//     it more.
+//
+// A leader that appended it in its own term has it in its log: never;
+// but a membership change, every election timeout, even there: raft
+// blanks a change proposed while another is pending (an empty entry
+// takes its place), and the retry is harmless otherwise, a copy applied
+// twice being applied once (dedupe).
+func (n *Node) stale(a attempt) bool {
+	st := n.rn.BasicStatus()
+	if a.conf && n.ticks-a.tick >= uint64(n.cfg.ElectionTicks) {
+		return true
+	}
+	switch {
+	case !a.accepted:
+		return true
+	case st.Term != a.term || st.Lead != a.lead:
+		return true
+	case st.RaftState == raft.StateLeader:
+		return false
+	}
+	return n.ticks-a.tick >= uint64(n.cfg.ElectionTicks)
+}
+
+// retryWaiting proposes again every waiting proposal, and asks again for
+// every waiting read's index, that raft may have dropped, in the order
+// they were made.
+func (n *Node) retryWaiting() {
+	if len(n.pending) == 0 && len(n.reads) == 0 {
+		return
+	}
+	for _, seq := range slices.Sorted(maps.Keys(n.pending)) {
+		if p := n.pending[seq]; n.stale(p.try) {
+			if err := n.propose(p); err != nil {
+				delete(n.pending, seq)
+				p.timer.Stop()
+				p.fail(err)
+			}
+		}
+	}
+	for _, seq := range slices.Sorted(maps.Keys(n.reads)) {
+		if r := n.reads[seq]; r.index == 0 && n.stale(r.try) {
+			n.rn.ReadIndex(n.readCtx(seq))
+			n.tried(&r.try, true)
+		}
+	}
+}
+
+// timedOut is a waiting call's failure at its timeout: ErrNoLeader if
+// raft never took it (certainly not applied), else ErrTimeout.
+func timedOut(a attempt) error {
+	if !a.accepted {
 		return ErrNoLeader
 	}
-	return err
+	return ErrTimeout
 }
 
 // admit reserves a sequence number for a call, or refuses it at the bound.
@@ -70,7 +157,7 @@ func (n *Node) wait(seq uint64, p *pendingProp) {
 	p.timer = n.env.Clock.AfterFunc(n.cfg.ProposalTimeout, func() {
 		if n.pending[seq] == p {
 			delete(n.pending, seq)
-			p.fail(ErrTimeout)
+			p.fail(timedOut(p.try))
 		}
 	})
 }
@@ -94,17 +181,27 @@ func (n *Node) Read(key string, done func(e kv.Entry, found bool, err error)) {
 			done(kv.Entry{}, false, ErrTimeout)
 		}
 	})
-	// Raft drops a read index request silently when it knows no leader;
-	// the timeout above is what turns that into an answer.
-	n.rn.ReadIndex(le64(seq))
+	// Raft drops a read index request silently when it knows no leader,
+	// and a forwarded one may be lost: retryWaiting asks again, and the
+	// timeout above is what turns a read nobody answered into an answer.
+	n.rn.ReadIndex(n.readCtx(seq))
+	n.tried(&r.try, true)
 	n.pump()
 }
 
+// readCtx names a read to raft, cluster-wide: the leader keeps one
+// pending read per context, so two nodes' reads with the same number
+// would share one, and the second would never be answered.
+func (n *Node) readCtx(seq uint64) []byte {
+	return propID{n.id, n.session, seq}.append(make([]byte, 0, propIDBytes))
+}
+
 func (n *Node) readIndexed(rs raft.ReadState) {
-	if len(rs.RequestCtx) != 8 {
+	id, rest, err := splitPropID(rs.RequestCtx)
+	if err != nil || len(rest) != 0 || id.origin != n.id || id.session != n.session {
 		return
 	}
-	seq := leUint64(rs.RequestCtx)
+	seq := id.seq
 	if r := n.reads[seq]; r != nil && r.index == 0 {
 		r.index = rs.Index
 	}
@@ -184,12 +281,13 @@ func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
 		return
 	}
 	cc.Context = appendContext(propID{n.id, n.session, seq}, m)
-	if err := n.rn.ProposeConfChange(cc); err != nil {
-		done(proposeErr(err))
+	p := &pendingProp{conf: done, cc: &cc}
+	if err := n.propose(p); err != nil {
+		done(err)
 		return
 	}
 	n.Proposed++
-	n.wait(seq, &pendingProp{conf: done})
+	n.wait(seq, p)
 	n.pump()
 }
 

@@ -171,7 +171,9 @@ func (n *Node) promoteCaughtUpLearners() {
 	var match = map[uint64]uint64{}
 	n.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
 	for _, id := range learners {
-		if match[id]+n.cfg.PromoteLag >= last || n.cfg.Bugs.PromoteEarly {
+		// Caught up, and heard from: a learner that has acknowledged
+		// nothing yet (match 0) is no voter, however short the log.
+		if (match[id] > 0 && match[id]+n.cfg.PromoteLag >= last) || n.cfg.Bugs.PromoteEarly {
 			n.promoting[id] = n.ticks
 			n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddNode, NodeID: id}, n.member(id), func(error) {})
 			return

@@ -49,6 +49,11 @@ type pendingProp struct {
 	done  func(kv.Result, error)
 	conf  func(error) // set instead of done for membership changes
 	timer clock.Timer
+	// What a retry proposes again: the entry's data, or the membership
+	// change (one of them).
+	data []byte
+	cc   *pb.ConfChange
+	try  attempt
 }
 
 type pendingRead struct {
@@ -56,6 +61,19 @@ type pendingRead struct {
 	done  func(kv.Entry, bool, error)
 	timer clock.Timer
 	index uint64 // 0 until raft answers the read index
+	try   attempt
+}
+
+// attempt is when a waiting call last went to raft, for retries: raft
+// drops a proposal or a read without a word when it knows no leader, while
+// leadership moves, or when the frame that forwards it to the leader is
+// lost, and the caller would wait out its whole timeout for nothing.
+type attempt struct {
+	accepted bool   // raft took it at least once: it may apply
+	tick     uint64 // n.ticks at the last attempt
+	term     uint64 // the term raft was in then
+	lead     uint64 // the leader this node knew of then
+	conf     bool   // a membership change (raft may blank it)
 }
 
 // Node is one member of the raft group.
@@ -288,6 +306,7 @@ func (n *Node) armTick() {
 			n.ticks++
 			n.rn.Tick()
 			n.leaderDuties()
+			n.retryWaiting()
 			n.pump()
 			n.armTick()
 		}
