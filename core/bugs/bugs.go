@@ -177,6 +177,22 @@ type Set struct {
 	// failed here, from this node's copy, instead of refusing it (503):
 	// the fallback that forks a flow on a transient fault.
 	ForwardFallback bool
+
+	// --- one server: the cluster behind one address (core/rollout,
+	// imposter).
+
+	// AnswerBeforeReconciled has a member confirm an admin change's
+	// rollout once it has applied the change, not once its shell serves
+	// it: the change is answered while a member still serves the old
+	// definition, or has not bound the new port.
+	AnswerBeforeReconciled bool
+	// LocalRecordsOnly answers a recorded-requests read from the asked
+	// member's own records alone, as if it were the only server.
+	LocalRecordsOnly bool
+	// LocalCycle advances a stub's response cycle on the member that took
+	// the request instead of at the cycle's owner: every member runs its
+	// own cycle.
+	LocalCycle bool
 }
 
 // Bug is one line of the table: the bug's name, what it breaks in a few
@@ -222,6 +238,9 @@ var Table = []Bug{
 	{"stale-token", "a lapsed or older claim token may still record, over what is recorded", func(s *Set) *bool { return &s.StaleToken }},
 	{"gate-local-read", "a scenario gate reads this node's copy of the flow, not the owner's", func(s *Set) *bool { return &s.GateLocalRead }},
 	{"forward-fallback", "a request whose forward to the owner failed is answered here from the local copy", func(s *Set) *bool { return &s.ForwardFallback }},
+	{"answer-before-reconciled", "a member confirms an admin change once it applied it, before its imposters serve it", func(s *Set) *bool { return &s.AnswerBeforeReconciled }},
+	{"local-records-only", "recorded requests are read from the asked member alone", func(s *Set) *bool { return &s.LocalRecordsOnly }},
+	{"local-cycle", "a response cycle advances on the member that took the request, not at its owner", func(s *Set) *bool { return &s.LocalCycle }},
 }
 
 // Lookup returns the bug called name.

@@ -14,6 +14,7 @@ import (
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/recfile"
+	"github.com/fenceline/fenceline/core/rollout"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
@@ -58,6 +59,9 @@ type Config struct {
 	Transport transport.Config
 	// ProxyOnce configures the claim service.
 	ProxyOnce proxyonce.ServiceConfig
+	// Rollout configures how an admin change waits for every member to
+	// serve it.
+	Rollout rollout.Config
 }
 
 // Node is one cluster node.
@@ -65,9 +69,13 @@ type Node struct {
 	Consensus *consensus.Node
 	Flow      *flow.Store
 	ProxyOnce *proxyonce.Service
+	// Rollout confirms that members serve a configuration revision.
+	Rollout *rollout.Service
 	// Link is the envelope, nil without Config.Transport's keys.
 	Link      *transport.Link
 	BadFrames uint64
+	// behind is the shell's nudge (OnBehind).
+	behind func(rev uint64)
 	// Quarantined, when set, says the flow shard's log was found damaged
 	// at boot and where it was moved; the node started with an empty
 	// shard. The binary logs it; an operator may inspect the file.
@@ -128,7 +136,15 @@ func Open(cfg Config, env Env) (*Node, error) {
 	pcfg := cfg.ProxyOnce
 	pcfg.Bugs = cfg.Consensus.Bugs
 	po := proxyonce.NewService(pcfg, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: cn}})
-	n.Consensus, n.Flow, n.ProxyOnce, n.Quarantined = cn, fs, po, quarantined
+	rcfg := cfg.Rollout
+	rcfg.Bugs = cfg.Consensus.Bugs
+	ro := rollout.New(rcfg, rollout.Env{ID: cn.ID(), Clock: env.Clock, Net: net, Ctl: rolloutControl{cn},
+		Behind: func(rev uint64) {
+			if n.behind != nil {
+				n.behind(rev)
+			}
+		}})
+	n.Consensus, n.Flow, n.ProxyOnce, n.Rollout, n.Quarantined = cn, fs, po, ro, quarantined
 	return n, nil
 }
 
@@ -157,6 +173,9 @@ func Classify(frame []byte) (transport.Kind, bool) {
 		family, reply, ok = flow.FrameKind(frame)
 	case proxyonce.FramePrefix:
 		family, reply, ok = proxyonce.FrameKind(frame)
+	case rollout.FramePrefix:
+		class = transport.Control
+		family, reply, ok = rollout.FrameKind(frame)
 	default:
 		class = transport.Control
 		family, reply, ok = consensus.FrameKind(frame)
@@ -209,6 +228,8 @@ func (n *Node) route(from dial.NodeID, frame []byte) {
 		n.Flow.HandleFrame(from, frame)
 	case proxyonce.FramePrefix:
 		n.ProxyOnce.HandleFrame(from, frame)
+	case rollout.FramePrefix:
+		n.Rollout.HandleFrame(from, frame)
 	default:
 		n.Consensus.HandleFrame(from, frame)
 	}
@@ -216,6 +237,7 @@ func (n *Node) route(from dial.NodeID, frame []byte) {
 
 // Stop stops the parts.
 func (n *Node) Stop() {
+	n.Rollout.Stop()
 	n.ProxyOnce.Stop()
 	n.Flow.Stop()
 	n.Consensus.Stop()
@@ -225,6 +247,7 @@ func (n *Node) Stop() {
 // holds and closes its shard, then the consensus part stops and closes its
 // journal. Calls in flight are answered as failed.
 func (n *Node) Close() error {
+	n.Rollout.Stop()
 	n.ProxyOnce.Stop()
 	err := n.Flow.Close()
 	if cerr := n.Consensus.Close(); err == nil {
@@ -307,3 +330,25 @@ func (c *claimControl) Record(key string, answer []byte, overwrite bool, done fu
 		}
 	})
 }
+
+// OnBehind registers the shell's nudge: f is told, on the node's loop,
+// that an admin change waits for this node to serve revision rev, which
+// it has applied. f must not block.
+func (n *Node) OnBehind(f func(rev uint64)) { n.behind = f }
+
+// rolloutControl answers the rollout service from the consensus part.
+type rolloutControl struct{ cn *consensus.Node }
+
+func (c rolloutControl) Members() []dial.NodeID {
+	ms := c.cn.Membership()
+	ids := make([]dial.NodeID, 0, len(ms.Voters)+len(ms.Learners))
+	for _, m := range ms.Voters {
+		ids = append(ids, m.ID)
+	}
+	for _, m := range ms.Learners {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+func (c rolloutControl) Applied() uint64 { return c.cn.Revision() }
