@@ -99,7 +99,7 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 			if m.At > t {
 				continue
 			}
-			if id, ok := rings[i].Owner(ring.ClassFlow, flow); ok && id == node {
+			if id, ok := rings[i].Owner(ring.ClassOf(flow), flow); ok && id == node {
 				best = i
 			}
 		}
@@ -167,7 +167,7 @@ func asked(rings []ring.Ring, i int, flow string, node dial.NodeID) bool {
 		if j < 0 {
 			continue
 		}
-		for _, id := range rings[j].Placement(ring.ClassFlow, flow).Nodes() {
+		for _, id := range rings[j].Placement(ring.ClassOf(flow), flow).Nodes() {
 			if id == node {
 				return true
 			}

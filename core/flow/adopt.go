@@ -54,11 +54,11 @@ func (s *Store) startAdoption(flow string, mode shard.Mode) {
 	s.nextID++
 	a := &adoption{flow: flow, m: s.mIdx, id: s.nextID, mode: mode, answered: map[dial.NodeID]bool{}, servedAt: map[dial.NodeID]uint64{}}
 	set := map[dial.NodeID]bool{}
-	for _, id := range s.ring.Placement(ring.ClassFlow, flow).Nodes() {
+	for _, id := range s.ring.Placement(ring.ClassOf(flow), flow).Nodes() {
 		set[id] = true
 	}
 	if s.havePrev {
-		p := s.prevRing.Placement(ring.ClassFlow, flow)
+		p := s.prevRing.Placement(ring.ClassOf(flow), flow)
 		a.prevOwner, _ = p.Owner()
 		for _, id := range p.Nodes() {
 			set[id] = true

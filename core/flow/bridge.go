@@ -32,7 +32,7 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 	s.permits--
 	c := &call{done: done}
 	c.timer = s.env.Clock.AfterFunc(s.cfg.Deadline, func() { s.settle(c, Response{}, unavailable(ErrTimeout)) })
-	owner, ok := s.ring.Owner(ring.ClassFlow, req.Flow)
+	owner, ok := s.ring.Owner(ring.ClassOf(req.Flow), req.Flow)
 	switch {
 	case !ok:
 		s.settle(c, Response{}, unavailable(ErrNoOwner))

@@ -25,7 +25,7 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 	// One encoding for both successors: a sent frame is never changed
 	// (dial.Sender), so the two sends may share its bytes.
 	var frame []byte
-	for _, to := range s.ring.Placement(ring.ClassFlow, flow).Successors() {
+	for _, to := range s.ring.Placement(ring.ClassOf(flow), flow).Successors() {
 		s.Pushed++
 		if frame == nil {
 			frame = encodeFrame(msg{Kind: FramePush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
@@ -86,7 +86,7 @@ func (s *Store) digests(flows []string, owner, replica dial.NodeID) (map[uint32]
 	sums := map[uint32]uint64{}
 	members := map[uint32][]string{}
 	for _, f := range flows {
-		p := s.ring.Placement(ring.ClassFlow, f)
+		p := s.ring.Placement(ring.ClassOf(f), f)
 		if id, _ := p.Owner(); id != owner || !p.Contains(replica) {
 			continue
 		}
@@ -105,7 +105,7 @@ func (s *Store) replicaDigests(flows []string) map[dial.NodeID]map[uint32]uint64
 		out[id] = map[uint32]uint64{}
 	}
 	for _, f := range flows {
-		p := s.ring.Placement(ring.ClassFlow, f)
+		p := s.ring.Placement(ring.ClassOf(f), f)
 		owner, _ := p.Owner()
 		if sums := out[owner]; sums != nil && owner != s.env.ID && p.Contains(s.env.ID) {
 			s.addDigest(sums, f)

@@ -228,7 +228,7 @@ func (s *Store) refresh() {
 }
 
 func ownerOf(r ring.Ring, flow string) dial.NodeID {
-	id, _ := r.Owner(ring.ClassFlow, flow)
+	id, _ := r.Owner(ring.ClassOf(flow), flow)
 	return id
 }
 
@@ -263,13 +263,13 @@ func (s *Store) MIdx() uint64 { return s.env.Ctl.Membership().Index }
 // Owner returns the owner of flow under the membership in force at this
 // node.
 func (s *Store) Owner(flow string) (dial.NodeID, bool) {
-	return s.ringNow().Owner(ring.ClassFlow, flow)
+	return s.ringNow().Owner(ring.ClassOf(flow), flow)
 }
 
 // Placement returns the owner and successors of flow under the membership
 // in force at this node.
 func (s *Store) Placement(flow string) []dial.NodeID {
-	return s.ringNow().Placement(ring.ClassFlow, flow).Nodes()
+	return s.ringNow().Placement(ring.ClassOf(flow), flow).Nodes()
 }
 
 // ringNow is the ring of the membership in force, without refreshing.

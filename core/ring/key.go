@@ -14,6 +14,8 @@ import (
 //	i<port>:<id>    imposter scope, the default
 //	t<tenant>:<id>  tenant scope
 //	f:<id>          fleet scope, one namespace for every imposter
+//	s<port>:<stub>  a stub's response cycle, shared by the cluster
+//	                (placed under ClassSequence, the others ClassFlow)
 //
 // The scoped key is what Ring.Owner hashes, so one owner holds every entry of
 // a flow. The leading letters differ and the port is plain decimal, so no two
@@ -23,6 +25,21 @@ import (
 // ImposterKey scopes flow id to the imposter listening on port: i<port>:<id>.
 func ImposterKey(port uint16, id string) string {
 	return "i" + strconv.FormatUint(uint64(port), 10) + ":" + id
+}
+
+// SequenceKey names the response cycle of the stub called stub (an id
+// the stub keeps across edits) of the imposter on port: s<port>:<stub>.
+func SequenceKey(port uint16, stub string) string {
+	return "s" + strconv.FormatUint(uint64(port), 10) + ":" + stub
+}
+
+// ClassOf is the ring class a key of the flow store is placed under: a
+// response cycle's under ClassSequence, every flow scope under ClassFlow.
+func ClassOf(key string) Class {
+	if len(key) > 0 && key[0] == 's' {
+		return ClassSequence
+	}
+	return ClassFlow
 }
 
 // FleetKey puts flow id in the fleet-wide namespace: f:<id>.

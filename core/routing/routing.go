@@ -90,7 +90,7 @@ func (d *RingDirectory) OwnerOf(flow string) Owner {
 	if d.mIdx == 0 {
 		return Owner{View: Unknown}
 	}
-	id, ok := d.ring.Owner(ring.ClassFlow, flow)
+	id, ok := d.ring.Owner(ring.ClassOf(flow), flow)
 	switch {
 	case !ok:
 		return Owner{View: Unknown, MIdx: d.mIdx}
