@@ -44,13 +44,13 @@ func BenchmarkRespond(b *testing.B) {
 	for _, w := range workloads {
 		imp, err := New(mustParse(b, `{"protocol":"http","stubs":`+w.stubs()+`}`).(*Object), 4545)
 		require.NoError(b, err)
-		out, err := imp.Respond(w.req)
+		out, _, err := imp.Respond(w.req)
 		require.NoError(b, err)
 		require.Equal(b, w.wantBody, string(out.Body))
 		b.Run(w.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_, _ = imp.Respond(w.req)
+				_, _, _ = imp.Respond(w.req)
 			}
 		})
 	}

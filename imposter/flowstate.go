@@ -281,19 +281,33 @@ func (st *Stub) compileScenario(o *Object) error {
 // RespondIn is Respond for a stateful imposter: states is what the
 // request's flow holds (read by the caller), and a stub whose gate the
 // state does not pass does not match. It returns the matched stub's
-// transition, if any, for the caller to apply before answering.
-func (imp *Imposter) RespondIn(r *Request, flow string, states States) (Outcome, *Transition, error) {
+// transition, if any, for the caller to apply before answering, and the
+// Cycle to advance (RespondAt) if the stub's response comes from a
+// shared cycle.
+func (imp *Imposter) RespondIn(r *Request, flow string, states States) (Outcome, *Cycle, *Transition, error) {
 	imp.count(r)
-	st, out, err := imp.match(r, states)
+	st := imp.find(r, states)
+	var out Outcome
+	var cyc *Cycle
+	var err error
+	if imp.sharesCycle(st) {
+		cyc = imp.cycleOf(st)
+	} else {
+		var resp *response
+		if st != nil {
+			resp = st.nextResponse()
+		}
+		out, err = imp.produce(r, st, resp)
+	}
 	if st == nil || st.scenario == "" || !st.moves || err != nil {
-		return out, nil, err
+		return out, cyc, nil, err
 	}
 	tr := &Transition{Flow: flow, Scenario: st.scenario, To: st.to}
 	if st.gated {
 		cur, present := states.state(st.scenario)
 		tr.Gated, tr.From, tr.FromAbsent = true, cur, !present
 	}
-	return out, tr, nil
+	return out, cyc, tr, nil
 }
 
 // The store requests a stateful request makes, built here so that every

@@ -96,7 +96,7 @@ func TestScenarioGatesAndTransitions(t *testing.T) {
 	require.True(t, imp.Stateful())
 	require.Equal(t, []string{"order"}, imp.Scenarios())
 	get := func(path string, states States) (string, *Transition) {
-		out, tr, err := imp.RespondIn(&Request{Method: "GET", Path: path}, "i4545:4545", states)
+		out, _, tr, err := imp.RespondIn(&Request{Method: "GET", Path: path}, "i4545:4545", states)
 		require.NoError(t, err)
 		return string(out.Body), tr
 	}

@@ -9,6 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/shard"
 )
 
 // MaxRecordedRequests bounds the requests an imposter with recordRequests
@@ -35,7 +41,18 @@ type Imposter struct {
 	noMatch         *response // what a request no stub matches gets
 
 	NumberOfRequests int
-	requests         []*Object
+	requests         []Recorded
+	// lastAtNs and recSeq stamp recorded requests (count): arrival times
+	// that never go back, and this member's own order.
+	lastAtNs int64
+	recSeq   uint64
+	// clustered says the imposter is one of a cluster's (Clustered): its
+	// stubs' response cycles are the cluster's, advanced at each cycle's
+	// owner, and its proxyAlways recordings are stored by the cluster and
+	// placed on every member; otherwise each stub keeps its place here,
+	// and recordings are placed here.
+	clustered  bool
+	localCycle bool
 
 	flow FlowState // _rift.flowState
 	// scenarios are the scenario names the stubs use, sorted; rebuilt
@@ -64,6 +81,11 @@ type Stub struct {
 	// a stub that is not in it (a proxy's recording, one added through
 	// the engine's API).
 	defIndex int
+	// id names the stub across edits of its imposter (AssignStubIDs): a
+	// stub keeps its place in its response cycle while its id lives, as
+	// mountebank keeps a stub's place until the stub is replaced. Empty
+	// for a stub given none.
+	id string
 }
 
 type response struct {
@@ -396,10 +418,13 @@ type Header struct {
 // matches). It records the request first, if the imposter records. A
 // stateful imposter's requests go through RespondIn instead: here every
 // scenario reads as Started.
-func (imp *Imposter) Respond(r *Request) (Outcome, error) {
+//
+// With shared cycles (Clustered), a match whose stub cycles through
+// more than one response returns no outcome but a Cycle: the caller
+// advances the cycle at its owner and answers with RespondAt.
+func (imp *Imposter) Respond(r *Request) (Outcome, *Cycle, error) {
 	imp.count(r)
-	_, out, err := imp.match(r, nil)
-	return out, err
+	return imp.match(r, nil)
 }
 
 func (imp *Imposter) count(r *Request) {
@@ -408,22 +433,100 @@ func (imp *Imposter) count(r *Request) {
 		if len(imp.requests) >= MaxRecordedRequests {
 			imp.requests = append(imp.requests[:0], imp.requests[1:]...)
 		}
-		imp.requests = append(imp.requests, r.Value())
+		// Stamped with an arrival time that never goes back on this
+		// member (a clock stepped back cannot reorder its own requests
+		// when the cluster's are merged by time) and this member's count.
+		at := imp.lastAtNs
+		if !r.Arrived.IsZero() {
+			at = max(at, r.Arrived.UnixNano())
+		}
+		imp.lastAtNs = at
+		imp.recSeq++
+		imp.requests = append(imp.requests, Recorded{AtNs: at, Seq: imp.recSeq, Value: r.Value()})
 	}
 }
 
 // Rematch answers a request already counted and recorded: a proxyOnce
 // caller that waited for another's recording matches again.
-func (imp *Imposter) Rematch(r *Request) (Outcome, error) {
-	_, out, err := imp.match(r, nil)
-	return out, err
+func (imp *Imposter) Rematch(r *Request) (Outcome, *Cycle, error) {
+	return imp.match(r, nil)
+}
+
+// Cycle is a matched stub whose response comes from a cycle the cluster
+// shares: Step advances it at its owner (one increment of a counter in
+// the flow store, under the stub's sequence key), and RespondAt answers
+// with the response the counter's new value names.
+type Cycle struct {
+	stub *Stub
+	Step flow.Request
+}
+
+// cycleTTLMs is how long a shared cycle's place is kept after the stub's
+// last request: the flow store's longest TTL (an hour). A stub idle for
+// longer starts its cycle again.
+const cycleTTLMs = 3_600_000
+
+// Clustered makes the imposter one of a cluster's. A stub with more than
+// one response to cycle through is advanced at its cycle's owner, so
+// that it answers in turn whichever member takes each request
+// (localCycle keeps each member's own place instead: the planted bug
+// local-cycle). A proxyAlways response is not placed here but handed to
+// the caller (ProxyCall.Recording), which stores it with the imposter's
+// configuration for every member to place (AddAlwaysRecording).
+func (imp *Imposter) Clustered(localCycle bool) { imp.clustered, imp.localCycle = true, localCycle }
+
+// sharesCycle reports whether st's response comes from the cluster's
+// cycle.
+func (imp *Imposter) sharesCycle(st *Stub) bool {
+	return st != nil && imp.clustered && !imp.localCycle && st.sequenced()
 }
 
 // match finds the first stub whose predicates match and whose scenario
-// gate the flow's states pass, and produces its next response.
-func (imp *Imposter) match(r *Request, states States) (*Stub, Outcome, error) {
+// gate the flow's states pass, and produces its next response; or, for
+// a shared cycle, the Cycle to advance.
+func (imp *Imposter) match(r *Request, states States) (Outcome, *Cycle, error) {
+	st := imp.find(r, states)
+	if imp.sharesCycle(st) {
+		return Outcome{}, imp.cycleOf(st), nil
+	}
 	var resp *response
-	var matched *Stub
+	if st != nil {
+		resp = st.nextResponse()
+	}
+	out, err := imp.produce(r, st, resp)
+	return out, nil, err
+}
+
+// cycleOf is the step that advances st's shared cycle.
+func (imp *Imposter) cycleOf(st *Stub) *Cycle {
+	mode, _ := shard.ParseMode(imp.flow.Durability) // checked at creation
+	key := st.id
+	if key == "" {
+		// A stub with no id (a proxy's recording, which proxyAlways
+		// appends responses to): named by its predicates, which every
+		// member places alike and appending leaves as they are.
+		p, _ := st.config.Get("predicates")
+		key = fmt.Sprintf("r%016x", xxhash.Sum64(stableJSON(p, nil)))
+	}
+	return &Cycle{stub: st, Step: flow.Request{Flow: ring.SequenceKey(uint16(imp.Port), key), Op: flow.OpIncr, Key: "n", Delta: 1,
+		TTLMs: cycleTTLMs, Mode: mode}}
+}
+
+// RespondAt answers a request matched to a shared cycle, with the
+// response the cycle's counter names: n is the counter's value after
+// this request's step (the first request's is 1).
+func (imp *Imposter) RespondAt(r *Request, c *Cycle, n int64) (Outcome, error) {
+	st := c.stub
+	i := int((n - 1) % int64(len(st.cycle)))
+	if i < 0 {
+		i += len(st.cycle)
+	}
+	return imp.produce(r, st, st.responses[st.cycle[i]])
+}
+
+// find returns the first stub whose predicates match and whose scenario
+// gate the flow's states pass; nil if none does.
+func (imp *Imposter) find(r *Request, states States) *Stub {
 	for _, st := range imp.stubs {
 		if st.gated {
 			if cur, _ := states.state(st.scenario); cur != st.required {
@@ -431,10 +534,15 @@ func (imp *Imposter) match(r *Request, states States) (*Stub, Outcome, error) {
 			}
 		}
 		if st.matches(r) {
-			matched, resp = st, st.nextResponse()
-			break
+			return st
 		}
 	}
+	return nil
+}
+
+// produce makes the outcome of response resp of the matched stub st
+// (the default response when resp is nil).
+func (imp *Imposter) produce(r *Request, matched *Stub, resp *response) (Outcome, error) {
 	if resp == nil {
 		if imp.noMatch == nil {
 			imp.noMatch = &response{is: NewObject()}
@@ -442,10 +550,10 @@ func (imp *Imposter) match(r *Request, states States) (*Stub, Outcome, error) {
 		resp = imp.noMatch // the default response
 	}
 	if resp.fault != "" {
-		return matched, Outcome{Fault: resp.fault}, nil
+		return Outcome{Fault: resp.fault}, nil
 	}
 	if resp.proxy != nil {
-		return matched, Outcome{Proxy: imp.proxyCall(r, matched, resp)}, nil
+		return Outcome{Proxy: imp.proxyCall(r, matched, resp)}, nil
 	}
 	preflight := imp.AllowCORS && r.Method == "OPTIONS"
 	if len(resp.behaviors) == 0 && !preflight {
@@ -453,24 +561,24 @@ func (imp *Imposter) match(r *Request, states States) (*Stub, Outcome, error) {
 		if resp.answer == nil {
 			out, err := imp.postProcess(Clone(resp.is).(*Object), r)
 			if err != nil {
-				return matched, Outcome{}, err
+				return Outcome{}, err
 			}
 			resp.answer = &out
 		}
-		return matched, *resp.answer, nil
+		return *resp.answer, nil
 	}
 	is := Clone(resp.is).(*Object)
 	var wait time.Duration
 	for _, b := range resp.behaviors {
 		d, err := b.apply(r, is)
 		if err != nil {
-			return matched, Outcome{}, err
+			return Outcome{}, err
 		}
 		wait += d
 	}
 	out, err := imp.postProcess(is, r)
 	out.Wait = wait
-	return matched, out, err
+	return out, err
 }
 
 func (st *Stub) matches(r *Request) bool {
@@ -480,6 +588,17 @@ func (st *Stub) matches(r *Request) bool {
 		}
 	}
 	return true
+}
+
+// sequenced reports whether the stub's answer depends on its place in
+// its cycle: more than one distinct response to cycle through.
+func (st *Stub) sequenced() bool {
+	for _, i := range st.cycle {
+		if i != st.cycle[0] {
+			return true
+		}
+	}
+	return false
 }
 
 func (st *Stub) nextResponse() *response {
@@ -685,18 +804,27 @@ func (imp *Imposter) DeleteSavedProxyResponses() {
 
 // Inherit carries what serving old taught into imp, a newer definition
 // of the same imposter: the recorded requests and their count, and the
-// place in its response cycle of every stub whose definition did not
-// change (mountebank keeps those when another stub changes). Stubs a
-// proxy recorded into old are not carried: they were never part of its
+// place in its response cycle of every stub that kept its id (mountebank
+// keeps a stub's place until the stub itself is replaced; a stub given
+// no id keeps it while its definition is unchanged). Stubs a proxy
+// recorded into old are not carried: they were never part of its
 // definition.
 func (imp *Imposter) Inherit(old *Imposter) {
 	imp.NumberOfRequests, imp.requests = old.NumberOfRequests, old.requests
+	imp.lastAtNs, imp.recSeq = old.lastAtNs, old.recSeq
 	olds := make([]string, len(old.stubs))
 	for i, st := range old.stubs {
-		olds[i] = string(Marshal(st.config, 0))
+		if st.id != "" {
+			olds[i] = "id:" + st.id
+		} else {
+			olds[i] = string(Marshal(st.config, 0))
+		}
 	}
 	for _, st := range imp.stubs {
-		b := string(Marshal(st.config, 0))
+		b := "id:" + st.id
+		if st.id == "" {
+			b = string(Marshal(st.config, 0))
+		}
 		for i, o := range olds {
 			if o == b {
 				st.next, olds[i] = old.stubs[i].next, "" // each old stub once
@@ -704,6 +832,26 @@ func (imp *Imposter) Inherit(old *Imposter) {
 			}
 		}
 	}
+}
+
+// AssignStubIDs names the definition's stubs, in order, with the ids
+// their stored definition keeps for them.
+func (imp *Imposter) AssignStubIDs(ids []string) error {
+	n := 0
+	for _, st := range imp.stubs {
+		if st.defIndex >= 0 {
+			n++
+		}
+	}
+	if len(ids) != n {
+		return fmt.Errorf("%d stub ids for %d stubs", len(ids), n)
+	}
+	for _, st := range imp.stubs {
+		if st.defIndex >= 0 {
+			st.id = ids[st.defIndex]
+		}
+	}
+	return nil
 }
 
 // ResetRequests forgets the recorded requests and the count.
@@ -718,6 +866,9 @@ type PrintOptions struct {
 	// BaseURL prefixes every link ("http://" and the request's Host), as
 	// mountebank makes links absolute.
 	BaseURL string
+	// Gathered, when set, is what the cluster recorded (MergeRecords),
+	// printed instead of this member's own requests and count.
+	Gathered *Gathered
 }
 
 // StubValue is stub i as GET prints it, with its link.
@@ -739,7 +890,11 @@ func (imp *Imposter) Value(opt PrintOptions) *Object {
 		o.Set("defaultResponse", Clone(v))
 	}
 	if !opt.Replayable {
-		o.Set("numberOfRequests", float64(imp.NumberOfRequests))
+		n := imp.NumberOfRequests
+		if opt.Gathered != nil {
+			n = opt.Gathered.Count
+		}
+		o.Set("numberOfRequests", float64(n))
 	}
 	if !opt.List {
 		o.Set("recordRequests", imp.RecordRequests)
@@ -778,9 +933,17 @@ func (imp *Imposter) Value(opt PrintOptions) *Object {
 		return o
 	}
 	if !opt.Replayable {
-		reqs := make([]any, len(imp.requests))
-		for i, r := range imp.requests {
-			reqs[i] = Clone(r)
+		var reqs []any
+		if opt.Gathered != nil {
+			reqs = make([]any, len(opt.Gathered.Requests))
+			for i, r := range opt.Gathered.Requests {
+				reqs[i] = Clone(r)
+			}
+		} else {
+			reqs = make([]any, len(imp.requests))
+			for i, r := range imp.requests {
+				reqs[i] = Clone(r.Value)
+			}
 		}
 		o.Set("requests", reqs)
 	}

@@ -17,8 +17,9 @@ func newImposter(t *testing.T, creation string) *Imposter {
 
 func respond(t *testing.T, imp *Imposter, r *Request) Outcome {
 	t.Helper()
-	out, err := imp.Respond(r)
+	out, cyc, err := imp.Respond(r)
 	require.NoError(t, err)
+	require.Nil(t, cyc, "an imposter that does not share its cycles never asks to step one")
 	return out
 }
 

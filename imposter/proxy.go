@@ -264,13 +264,17 @@ type ProxyCall struct {
 	stub *Stub
 	resp *response
 	pc   *proxyConfig
-	// recording is the stub a proxyOnce call recorded (Proxied sets it).
+	// recording is the stub a proxyOnce call recorded, or the response
+	// a clustered imposter's proxyAlways call recorded, with its
+	// predicates (Proxied sets it).
 	recording *Object
 }
 
-// Recording is the stub a proxyOnce call recorded, as the imposter
-// placed it: the cluster stores it so that every node replays it. Nil
-// before Proxied, and for the other modes.
+// Recording is what the call recorded, for the cluster to store so that
+// every node places it: a proxyOnce call's stub, as the imposter placed
+// it; a clustered imposter's proxyAlways call's predicates and response,
+// which no member has placed yet (AddAlwaysRecording). Nil before
+// Proxied, and for proxyTransparent.
 func (c *ProxyCall) Recording() *Object { return c.recording }
 
 // ProxyStub is the place, in the imposter's definition, of the proxy
@@ -392,11 +396,14 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 		newResp.Set("behaviors", []any{NewObject().Set("wait", ms)})
 	}
 	preds := c.pc.predicates(c.req)
-	if c.pc.mode == ProxyOnce {
+	if c.pc.mode == ProxyOnce || imp.clustered {
 		// The recording is what the cluster stores and every node
 		// places, this one included, even if the stubs changed here
 		// meanwhile.
 		c.recording = NewObject().Set("predicates", preds).Set("responses", []any{newResp})
+	}
+	if c.pc.mode == ProxyAlways && imp.clustered {
+		return // placed on every member, this one too, once stored
 	}
 	at := -1
 	for i, st := range imp.stubs {
@@ -415,22 +422,67 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 			imp.markRecorded(c.Signature)
 		}
 	case ProxyAlways:
-		want := string(stableJSON(preds, nil))
-		for _, st := range imp.stubs[at+1:] {
-			p, _ := st.config.Get("predicates")
-			if p == nil {
-				p = []any{}
-			}
-			if string(stableJSON(p, nil)) == want {
-				st.addResponse(newResp)
-				return
-			}
+		imp.placeAlways(at, preds, newResp)
+	}
+}
+
+// placeAlways places a proxyAlways response as mountebank does: appended
+// to the first stub after the proxy stub (at) whose predicates equal the
+// recorded ones, or as a new stub at the end.
+func (imp *Imposter) placeAlways(at int, preds any, resp *Object) {
+	want := string(stableJSON(preds, nil))
+	for _, st := range imp.stubs[at+1:] {
+		p, _ := st.config.Get("predicates")
+		if p == nil {
+			p = []any{}
 		}
-		if st, err := NewStub(NewObject().Set("predicates", preds).Set("responses", []any{newResp})); err == nil {
-			imp.stubs = append(imp.stubs, st)
-			imp.stubsChanged()
+		if string(stableJSON(p, nil)) == want {
+			st.addResponse(resp)
+			return
 		}
 	}
+	if st, err := NewStub(NewObject().Set("predicates", preds).Set("responses", []any{resp})); err == nil {
+		imp.stubs = append(imp.stubs, st)
+		imp.stubsChanged()
+	}
+}
+
+// AddAlwaysRecording places a proxyAlways recording made on any member
+// (ProxyCall.Recording: its predicates and one response) as the proxy
+// stub at place proxyStub of the definition records: every member places
+// the cluster's recordings in the order they were stored, so every
+// member's stubs, and the replayable export, come out the same. A
+// recording whose proxy stub is gone (the stubs changed since) is
+// dropped. key names the recording, which is placed once.
+func (imp *Imposter) AddAlwaysRecording(key string, proxyStub int, rec *Object) error {
+	if imp.recorded[key] {
+		return nil
+	}
+	at := -1
+	for i, st := range imp.stubs {
+		if st.defIndex == proxyStub && proxyStub >= 0 {
+			at = i
+		}
+	}
+	if at < 0 {
+		return fmt.Errorf("no stub %d in the definition", proxyStub)
+	}
+	preds, _ := rec.Get("predicates")
+	rs, _ := rec.Get("responses")
+	list, _ := rs.([]any)
+	if len(list) != 1 {
+		return fmt.Errorf("a proxyAlways recording holds one response, not %d", len(list))
+	}
+	resp, ok := list[0].(*Object)
+	if !ok {
+		return fmt.Errorf("a proxyAlways recording's response is no object")
+	}
+	if preds == nil {
+		preds = []any{}
+	}
+	imp.placeAlways(at, preds, Clone(resp).(*Object))
+	imp.markRecorded(key)
+	return nil
 }
 
 // AddRecording places the proxyOnce recording of signature key, made on

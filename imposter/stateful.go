@@ -61,6 +61,10 @@ type Served struct {
 	Moved      bool
 	// Forwarded: the owner served it.
 	Forwarded bool
+	// Cycled: the answer came from a shared cycle, at Place (the
+	// cycle's counter after this request's step).
+	Cycled bool
+	Place  int64
 }
 
 // UnavailableHeader is on every 503 that flow state caused: why.
@@ -118,8 +122,9 @@ func ServeStateful(w World, rt Route, r *Request, done func(Served, error)) {
 	})
 }
 
-// serveHere reads the states, matches, and applies the transition.
-// local reads this node's copy (only the planted bugs do).
+// serveHere reads the states, matches, advances a shared cycle, and
+// applies the transition. local reads this node's copy (only the planted
+// bugs do).
 func serveHere(w World, rt Route, key string, r *Request, local bool, done func(Served, error)) {
 	var read flow.Request
 	w.Engine(func(imp *Imposter) { read = imp.StateRead(key) })
@@ -132,27 +137,84 @@ func serveHere(w World, rt Route, key string, r *Request, local bool, done func(
 			return
 		}
 		var out Outcome
+		var cyc *Cycle
 		var tr *Transition
 		var write flow.Request
 		var rerr error
 		w.Engine(func(imp *Imposter) {
-			out, tr, rerr = imp.RespondIn(r, key, imp.StatesOf(resp))
+			out, cyc, tr, rerr = imp.RespondIn(r, key, imp.StatesOf(resp))
 			if tr != nil {
 				write = imp.Apply(tr)
 			}
 		})
-		if rerr != nil || tr == nil {
+		move := func(sv Served) {
+			if tr == nil {
+				done(sv, nil)
+				return
+			}
+			w.Store(write, func(wresp flow.Response, err error) {
+				if err != nil {
+					// The move may have applied or not: the client cannot be
+					// told which state it was answered from, so it is not.
+					done(unavailableServed(flow.Reason(err)), nil)
+					return
+				}
+				sv.Transition, sv.Moved = tr, !tr.Gated || wresp.Succeeded
+				done(sv, nil)
+			})
+		}
+		if rerr != nil {
 			done(Served{Outcome: out}, rerr)
 			return
 		}
-		w.Store(write, func(wresp flow.Response, err error) {
-			if err != nil {
-				// The move may have applied or not: the client cannot be
-				// told which state it was answered from, so it is not.
-				done(unavailableServed(flow.Reason(err)), nil)
+		if cyc == nil {
+			move(Served{Outcome: out})
+			return
+		}
+		StepCycle(w, r, cyc, func(s Served, err error) {
+			if err != nil || s.Final {
+				done(s, err)
 				return
 			}
-			done(Served{Outcome: out, Transition: tr, Moved: !tr.Gated || wresp.Succeeded}, nil)
+			move(s)
 		})
+	})
+}
+
+// Serve serves r to any imposter in w: a stateful one through
+// ServeStateful; a stateless one here, its match's shared cycle (if any)
+// advanced at the cycle's owner. The HTTP server serves a stateless
+// request whose stub does not cycle without this detour.
+func Serve(w World, rt Route, r *Request, done func(Served, error)) {
+	var stateful bool
+	w.Engine(func(imp *Imposter) { stateful = imp.Stateful() })
+	if stateful {
+		ServeStateful(w, rt, r, done)
+		return
+	}
+	var out Outcome
+	var cyc *Cycle
+	var err error
+	w.Engine(func(imp *Imposter) { out, cyc, err = imp.Respond(r) })
+	if cyc == nil || err != nil {
+		done(Served{Outcome: out}, err)
+		return
+	}
+	StepCycle(w, r, cyc, done)
+}
+
+// StepCycle advances a shared cycle at its owner (one increment in the
+// flow store) and answers with the response its new place names. A
+// store failure is a 503 naming why, never an answer from a place the
+// cycle may not be at: the step may have applied or not.
+func StepCycle(w World, r *Request, c *Cycle, done func(Served, error)) {
+	w.Store(c.Step, func(resp flow.Response, err error) {
+		if err != nil {
+			done(unavailableServed(flow.Reason(err)), nil)
+			return
+		}
+		var out Outcome
+		w.Engine(func(imp *Imposter) { out, err = imp.RespondAt(r, c, resp.Int) })
+		done(Served{Outcome: out, Cycled: true, Place: resp.Int}, err)
 	})
 }

@@ -67,6 +67,9 @@ func (s *Server) register(mux *http.ServeMux) {
 		mux.HandleFunc(r.pattern, s.logged(r.h))
 		mux.HandleFunc(r.pattern+"/{$}", s.logged(r.h))
 	}
+	// The members' own route: each asks the others for their recorded
+	// requests (cluster.go). Not one of mountebank's, and not logged.
+	mux.HandleFunc("POST "+recordsPath, s.records)
 	mux.HandleFunc("GET /{$}", s.logged(s.home))
 	mux.HandleFunc("/", notFound)
 }
@@ -186,6 +189,7 @@ func (s *Server) current(w http.ResponseWriter, r *http.Request) (context.Contex
 	ctx, cancel := context.WithTimeout(r.Context(), configTimeout)
 	err := s.cfg.Sync(ctx)
 	if err == nil {
+		s.caughtUp.Store(true) // this node has caught up: it may serve
 		err = s.reconcile(ctx)
 	}
 	if err != nil {
@@ -204,7 +208,7 @@ func writeUnavailable(w http.ResponseWriter, err error) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	_, cancel, ok := s.current(w, r)
+	ctx, cancel, ok := s.current(w, r)
 	if !ok {
 		return
 	}
@@ -212,14 +216,24 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	opt := imposter.PrintOptions{Replayable: flag(r, "replayable"), RemoveProxies: flag(r, "removeProxies")}
 	opt.List = !opt.Replayable && !opt.RemoveProxies
 	opt.BaseURL = baseURL(r)
+	all := s.sorted()
 	negotiated(w)
-	writeJSON(w, http.StatusOK, imposter.NewObject().Set("imposters", s.values(s.sorted(), opt)))
+	writeJSON(w, http.StatusOK, imposter.NewObject().Set("imposters", s.values(ctx, w, all, opt)))
 }
 
-func (s *Server) values(all []*served, opt imposter.PrintOptions) []any {
+// values prints the imposters all as opt says, with every member's
+// recorded requests (or, in the list view, their count) unless the
+// view is replayable, which shows neither.
+func (s *Server) values(ctx context.Context, w http.ResponseWriter, all []*served, opt imposter.PrintOptions) []any {
+	var g map[int]*imposter.Gathered
+	if !opt.Replayable {
+		g = s.gathered(ctx, w, all, !opt.List)
+	}
 	out := []any{}
 	for _, sv := range all {
-		out = append(out, sv.value(opt))
+		o := opt
+		o.Gathered = g[sv.def.Port]
+		out = append(out, sv.value(o))
 	}
 	return out
 }
@@ -238,8 +252,10 @@ func (sv *served) value(opt imposter.PrintOptions) *imposter.Object {
 
 // propose applies a change built from the definitions this node serves,
 // after a linearizable read, again if another change raced it (a few
-// times), and reconciles. build answers the caller itself and returns
-// false when the call is refused.
+// times), and reconciles; then it waits until every member serves the
+// change, naming in UnconfirmedHeader those that did not confirm in
+// time. build answers the caller itself and returns false when the call
+// is refused.
 func (s *Server) propose(w http.ResponseWriter, r *http.Request, build func(defs []Definition) (Change, bool)) (context.Context, context.CancelFunc, bool) {
 	ctx, cancel, ok := s.current(w, r)
 	if !ok {
@@ -257,7 +273,7 @@ func (s *Server) propose(w http.ResponseWriter, r *http.Request, build func(defs
 			cancel()
 			return nil, nil, false
 		}
-		err = s.cfg.Apply(ctx, c)
+		rev, err := s.cfg.Apply(ctx, c)
 		if errors.Is(err, ErrConflict) && attempt < maxAttempts {
 			continue
 		}
@@ -275,8 +291,19 @@ func (s *Server) propose(w http.ResponseWriter, r *http.Request, build func(defs
 			}
 			return nil, nil, false
 		}
+		s.rollout(ctx, w, rev)
 		return ctx, cancel, true
 	}
+}
+
+// rollout waits until every member serves rev, and names in a header
+// those that did not confirm it in time.
+func (s *Server) rollout(ctx context.Context, w http.ResponseWriter, rev uint64) {
+	missing, err := s.cluster.AwaitRollout(ctx, rev)
+	if err != nil {
+		missing = append(missing, "rollout not confirmed: "+err.Error())
+	}
+	partial(w, UnconfirmedHeader, missing)
 }
 
 // maxAttempts bounds how often a change is retried after losing a race.
@@ -319,7 +346,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if _, has := creation.Get("port"); has {
 		creation.Set("port", float64(port))
 	}
-	def := Definition{Port: port, JSON: encodeDefinition(newIncarnation(), creation)}
+	def := Definition{Port: port, JSON: newStored(creation).Encode()}
 	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
 		if _, taken := find(defs, port); taken {
 			writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("Port %d is already in use", port)})
@@ -390,14 +417,14 @@ func (s *Server) putAll(w http.ResponseWriter, r *http.Request) {
 		if _, has := c.Get("port"); has {
 			c.Set("port", float64(port))
 		}
-		puts = append(puts, Definition{Port: port, JSON: encodeDefinition(newIncarnation(), c)})
+		puts = append(puts, Definition{Port: port, JSON: newStored(c).Encode()})
 	}
 	defer func() {
 		for _, d := range puts {
 			s.unreserve(d.Port)
 		}
 	}()
-	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+	ctx, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
 		var c Change
 		for _, d := range defs {
 			c.Guards = append(c.Guards, Guard{Port: d.Port, Version: d.Version})
@@ -426,7 +453,7 @@ func (s *Server) putAll(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, imposter.NewObject().Set("imposters", s.values(created, imposter.PrintOptions{List: true, BaseURL: baseURL(r)})))
+	writeJSON(w, http.StatusOK, imposter.NewObject().Set("imposters", s.values(ctx, w, created, imposter.PrintOptions{List: true, BaseURL: baseURL(r)})))
 }
 
 func (s *Server) deleteAll(w http.ResponseWriter, r *http.Request) {
@@ -434,7 +461,7 @@ func (s *Server) deleteAll(w http.ResponseWriter, r *http.Request) {
 	opt := imposter.PrintOptions{Replayable: !strings.EqualFold(r.URL.Query().Get("replayable"), "false"), RemoveProxies: flag(r, "removeProxies"), BaseURL: baseURL(r)}
 	var json []any
 	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
-		json = s.values(s.sorted(), opt) // what this node served, as the change removes it
+		json = s.values(r.Context(), w, s.sorted(), opt) // what the cluster served, as the change removes it
 		var c Change
 		for _, d := range defs {
 			c.Guards = append(c.Guards, Guard{Port: d.Port, Version: d.Version})
@@ -496,7 +523,16 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	negotiated(w)
-	writeJSON(w, http.StatusOK, sv.value(printOptions(r)))
+	writeJSON(w, http.StatusOK, s.view(r.Context(), w, sv, printOptions(r)))
+}
+
+// view is one imposter as opt prints it, with every member's recorded
+// requests (none in the replayable view).
+func (s *Server) view(ctx context.Context, w http.ResponseWriter, sv *served, opt imposter.PrintOptions) *imposter.Object {
+	if !opt.Replayable {
+		opt.Gathered = s.gathered(ctx, w, []*served{sv}, true)[sv.def.Port]
+	}
+	return sv.value(opt)
 }
 
 func (s *Server) deleteOne(w http.ResponseWriter, r *http.Request) {
@@ -512,7 +548,7 @@ func (s *Server) deleteOne(w http.ResponseWriter, r *http.Request) {
 		sv := s.imposters[port]
 		s.mu.Unlock()
 		if sv != nil {
-			val = sv.value(printOptions(r))
+			val = s.view(r.Context(), w, sv, printOptions(r))
 		}
 		return Change{Guards: []Guard{{Port: port, Version: d.Version}}, Delete: []int{port}, DeleteRecordings: []int{port}}, true
 	})
@@ -526,82 +562,120 @@ func (s *Server) deleteOne(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, val)
 }
 
+// resetRequests forgets the imposter's recorded requests, on every
+// member: a change of its stored reset count, which every member applies
+// by forgetting its own.
 func (s *Server) resetRequests(w http.ResponseWriter, r *http.Request) {
-	s.reset(w, r, (*imposter.Imposter).ResetRequests)
+	s.editStored(w, r, true, func(d imposter.Stored) (imposter.Stored, int, []error) {
+		d.Resets++
+		return d, 0, nil
+	}, nil)
 }
 
-// deleteSavedProxyResponses removes what proxies recorded: the proxyOnce
-// recordings the cluster keeps (every node stops replaying them), and
-// what this node's own proxies recorded.
+// deleteSavedProxyResponses removes what proxies recorded, on every
+// member: the cluster's stored recordings, and every response of the
+// definition that a proxy recorded (an imported export's too). As in
+// mountebank, every stub starts its response cycle again.
 func (s *Server) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Request) {
-	port := pathPort(r)
-	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
-		if _, had := find(defs, port); !had {
-			writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeNoSuchResource, Message: "Try POSTing to /imposters first?"})
-			return Change{}, false
-		}
-		return Change{DeleteRecordings: []int{port}}, true
-	})
-	if !ok {
-		return
-	}
-	cancel()
-	s.reset(w, r, (*imposter.Imposter).DeleteSavedProxyResponses)
+	s.editStored(w, r, true, func(d imposter.Stored) (imposter.Stored, int, []error) {
+		d.Creation = imposter.Clone(d.Creation).(*imposter.Object)
+		stubs := imposter.WithoutSavedProxyResponses(imposter.StubConfigs(d.Creation))
+		d.Creation.Set("stubs", stubs)
+		d.StubIDs = newIDs(len(stubs))
+		return d, 0, nil
+	}, func(c *Change, port int) { c.DeleteRecordings = []int{port} })
 }
 
-// reset runs one of the DELETE resets on the path's imposter and answers
-// its full view (content-negotiated, as mountebank's are). Both act on
-// this node's own records: the requests it recorded and the responses
-// its proxies recorded.
-func (s *Server) reset(w http.ResponseWriter, r *http.Request, f func(*imposter.Imposter)) {
-	sv, ok := s.find(w, r)
-	if !ok {
-		return
-	}
-	sv.mu.Lock()
-	f(sv.imp)
-	sv.mu.Unlock()
-	negotiated(w)
-	writeJSON(w, http.StatusOK, sv.value(full(r)))
-}
-
-// changeStubs changes the path's imposter's stubs through the
-// configuration: edit gets the stubs as committed and returns them
-// changed, or answers the caller itself (status and errors) and returns
-// false. The answer is the imposter's full view once this node runs the
-// change.
-func (s *Server) changeStubs(w http.ResponseWriter, r *http.Request, edit func(stubs []any) ([]any, int, []error)) {
+// editStored changes the path's imposter through the configuration: edit
+// gets it as stored and returns it changed, or a status and errors to
+// answer instead; more, if set, adds to the change. The answer is the
+// imposter's full view, with every member's records, once every member
+// serves the change (or the header names those that did not confirm).
+//
+// The resets' answers are content-negotiated, as mountebank's are; the
+// stub changes' are not.
+func (s *Server) editStored(w http.ResponseWriter, r *http.Request, negotiate bool, edit func(d imposter.Stored) (imposter.Stored, int, []error), more func(c *Change, port int)) {
 	port := pathPort(r)
-	_, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
+	ctx, cancel, ok := s.propose(w, r, func(defs []Definition) (Change, bool) {
 		d, had := find(defs, port)
 		if !had {
 			writeErrors(w, http.StatusNotFound, &imposter.Error{Code: imposter.CodeNoSuchResource, Message: "Try POSTing to /imposters first?"})
 			return Change{}, false
 		}
-		inc, creation, err := decodeDefinition(d.JSON)
+		st, err := imposter.DecodeStored(d.JSON)
 		if err != nil {
 			writeUnavailable(w, err)
 			return Change{}, false
 		}
-		list, _ := creation.Get("stubs")
-		stubs, _ := list.([]any)
-		stubs, status, errs := edit(slices.Clone(stubs))
+		st, status, errs := edit(st)
 		if errs != nil {
 			writeErrors(w, status, errs...)
 			return Change{}, false
 		}
-		creation = imposter.Clone(creation).(*imposter.Object)
-		creation.Set("stubs", stubs)
-		return Change{Guards: []Guard{{Port: port, Version: d.Version}},
-			Put: []Definition{{Port: port, JSON: encodeDefinition(inc, creation)}}}, true
+		c := Change{Guards: []Guard{{Port: port, Version: d.Version}}, Put: []Definition{{Port: port, JSON: st.Encode()}}}
+		if more != nil {
+			more(&c, port)
+		}
+		return c, true
 	})
 	if !ok {
 		return
 	}
 	defer cancel()
 	if sv, ok := s.lookup(w, port); ok {
-		writeJSON(w, http.StatusOK, sv.value(full(r)))
+		if negotiate {
+			negotiated(w)
+		}
+		writeJSON(w, http.StatusOK, s.view(ctx, w, sv, full(r)))
 	}
+}
+
+// changeStubs changes the path's imposter's stubs through the
+// configuration: edit gets the stubs as committed, each with its id, and
+// returns them changed (a new or replaced stub with a new id), or
+// answers the caller itself (status and errors) and returns false.
+func (s *Server) changeStubs(w http.ResponseWriter, r *http.Request, edit func(stubs []stubEntry) ([]stubEntry, int, []error)) {
+	s.editStored(w, r, false, func(d imposter.Stored) (imposter.Stored, int, []error) {
+		stubs := imposter.StubConfigs(d.Creation)
+		entries := make([]stubEntry, len(stubs))
+		for i := range stubs {
+			entries[i] = stubEntry{config: stubs[i], id: d.StubIDs[i]}
+		}
+		entries, status, errs := edit(entries)
+		if errs != nil {
+			return d, status, errs
+		}
+		list, ids := make([]any, len(entries)), make([]string, len(entries))
+		for i, e := range entries {
+			list[i], ids[i] = e.config, e.id
+		}
+		d.Creation = imposter.Clone(d.Creation).(*imposter.Object)
+		d.Creation.Set("stubs", list)
+		d.StubIDs = ids
+		return d, 0, nil
+	}, nil)
+}
+
+// stubEntry is a stub as its imposter stores it: its configuration and
+// its id.
+type stubEntry struct {
+	config any
+	id     string
+}
+
+// newStubs is stubs as new entries, each with a new id.
+func newStubs(stubs ...any) []stubEntry {
+	out := make([]stubEntry, len(stubs))
+	for i, st := range stubs {
+		out[i] = stubEntry{config: st, id: newID()}
+	}
+	return out
+}
+
+// newStored is a new creation's stored form: a new incarnation, and a
+// new id for each stub.
+func newStored(creation *imposter.Object) imposter.Stored {
+	return imposter.Stored{Incarnation: newID(), Creation: creation, StubIDs: newIDs(len(imposter.StubConfigs(creation)))}
 }
 
 // compileStubs checks stubs before they are proposed.
@@ -637,7 +711,8 @@ func (s *Server) putStubs(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}
-	s.changeStubs(w, r, func([]any) ([]any, int, []error) { return arr, 0, nil })
+	// mountebank replaces every stub: each starts its cycle again.
+	s.changeStubs(w, r, func([]stubEntry) ([]stubEntry, int, []error) { return newStubs(arr...), 0, nil })
 }
 
 func (s *Server) postStub(w http.ResponseWriter, r *http.Request) {
@@ -649,7 +724,7 @@ func (s *Server) postStub(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := v.(*imposter.Object)
-	s.changeStubs(w, r, func(stubs []any) ([]any, int, []error) {
+	s.changeStubs(w, r, func(stubs []stubEntry) ([]stubEntry, int, []error) {
 		var errs []error
 		index := len(stubs)
 		if iv, has := body.Get("index"); has {
@@ -669,7 +744,7 @@ func (s *Server) postStub(w http.ResponseWriter, r *http.Request) {
 		if errs != nil {
 			return nil, http.StatusBadRequest, errs
 		}
-		return slices.Insert(stubs, index, raw), 0, nil
+		return slices.Insert(stubs, index, newStubs(raw)...), 0, nil
 	})
 }
 
@@ -711,18 +786,18 @@ func (s *Server) putStub(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}
-	s.changeStubs(w, r, func(stubs []any) ([]any, int, []error) {
+	s.changeStubs(w, r, func(stubs []stubEntry) ([]stubEntry, int, []error) {
 		i, errs := stubIndex(r, len(stubs))
 		if errs != nil {
 			return nil, http.StatusNotFound, errs
 		}
-		stubs[i] = v
+		stubs[i] = newStubs(v)[0] // a replaced stub starts its cycle again
 		return stubs, 0, nil
 	})
 }
 
 func (s *Server) deleteStub(w http.ResponseWriter, r *http.Request) {
-	s.changeStubs(w, r, func(stubs []any) ([]any, int, []error) {
+	s.changeStubs(w, r, func(stubs []stubEntry) ([]stubEntry, int, []error) {
 		i, errs := stubIndex(r, len(stubs))
 		if errs != nil {
 			return nil, http.StatusNotFound, errs

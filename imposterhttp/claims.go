@@ -38,7 +38,11 @@ func (s *Server) UseClaims(c Claims) { s.claims = c }
 // retry asks the caller to match the request again.
 func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imposter.Outcome, retry bool, err error) {
 	if c.Signature == "" {
-		return h.call(wr, c)
+		out, retry, err = h.call(wr, c)
+		if err == nil && c.Mode == imposter.ProxyAlways {
+			h.storeAlways(c)
+		}
+		return out, retry, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ClaimWait)
 	defer cancel()
@@ -59,7 +63,7 @@ func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imp
 		return out, false, err
 	}
 	h.sv.mu.Lock()
-	b := encodeRecording(h.sv.incarnation, c.ProxyStub(), rec)
+	b := encodeRecording(recording{incarnation: h.sv.incarnation, proxyStub: c.ProxyStub(), stub: rec})
 	h.sv.mu.Unlock()
 	if err := h.s.claims.Record(ctx, c.Signature, ans.Token, b); err != nil {
 		// The answer came from upstream and is served; the cluster may
@@ -74,16 +78,52 @@ func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imp
 
 // place puts a recording made anywhere into this node's imposter.
 func (h *imposterHandler) place(key string, b []byte) error {
-	inc, at, stub, err := decodeRecording(b)
+	rec, err := decodeRecording(b)
 	if err != nil {
 		return err
 	}
 	h.sv.mu.Lock()
 	defer h.sv.mu.Unlock()
-	if inc != h.sv.incarnation {
+	if rec.incarnation != h.sv.incarnation {
 		return fmt.Errorf("it was made for an earlier imposter on this port")
 	}
-	return h.sv.imp.AddRecording(key, at, stub)
+	return h.sv.imp.AddRecording(key, rec.proxyStub, rec.stub)
+}
+
+// MaxAlwaysRecordings bounds the proxyAlways responses the cluster keeps
+// for one creation of an imposter: past it a proxyAlways stub still
+// proxies, and records nothing more (a warning in the log says so).
+const MaxAlwaysRecordings = 10000
+
+// storeAlways stores a proxyAlways response with the imposter's
+// configuration, where every member places it in the order stored, and
+// returns once it is committed: a read of the imposter through any
+// member afterwards shows it. The answer has come from upstream and is
+// served whatever happens here.
+func (h *imposterHandler) storeAlways(c *imposter.ProxyCall) {
+	rec := c.Recording()
+	if rec == nil {
+		return
+	}
+	h.sv.mu.Lock()
+	port, inc, stored := h.sv.def.Port, h.sv.incarnation, 0
+	for _, r := range h.sv.def.Recordings {
+		if strings.Contains(r.Key, ":always-") {
+			stored++
+		}
+	}
+	b := encodeRecording(recording{incarnation: inc, proxyStub: c.ProxyStub(), always: true, stub: rec})
+	h.sv.mu.Unlock()
+	if stored >= MaxAlwaysRecordings {
+		h.s.log.Warn(fmt.Sprintf("[http:%d] proxyAlways response not recorded: the imposter holds %d, the most kept", port, stored))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ClaimWait)
+	defer cancel()
+	key := strconv.Itoa(port) + ":always-" + newID()
+	if err := h.s.cfg.AddRecording(ctx, port, key, b); err != nil {
+		h.s.log.Warn(fmt.Sprintf("[http:%d] proxyAlways response may not be recorded: %v", port, err))
+	}
 }
 
 // Bounds on proxyOnce claims in a server alone (MemoryClaims): signatures

@@ -25,9 +25,14 @@ type Config interface {
 	// List returns the definitions this node has applied, by port.
 	List(ctx context.Context) ([]Definition, error)
 	// Apply makes a change atomically if every guard holds, and returns
-	// once this node has applied it; ErrConflict if a guard failed.
-	// Any other error may leave the change applied or not.
-	Apply(ctx context.Context, c Change) error
+	// once this node has applied it, with the revision it applied at;
+	// ErrConflict if a guard failed. Any other error may leave the change
+	// applied or not.
+	Apply(ctx context.Context, c Change) (rev uint64, err error)
+	// AddRecording stores a recording made for the imposter on port
+	// under key (unique to it), unless one is stored there, and returns
+	// once this node has applied it. An error may leave it stored or not.
+	AddRecording(ctx context.Context, port int, key string, recording []byte) error
 	// Revision changes whenever what List returns may have changed.
 	Revision(ctx context.Context) (uint64, error)
 }
@@ -62,30 +67,44 @@ func (d Definition) recVersion() (v uint64) {
 	return v + uint64(len(d.Recordings))<<48
 }
 
-// encodeRecording is what a proxyOnce recording stores: the stub, where
-// the definition's proxy stub that made it is, and the creation it was
-// made for (a recording of an imposter since deleted and created again
-// is not replayed).
-func encodeRecording(incarnation string, proxyStub int, stub *imposter.Object) []byte {
-	return imposter.Marshal(imposter.NewObject().Set("incarnation", incarnation).Set("proxyStub", float64(proxyStub)).Set("stub", stub), 0)
+// A recording, as stored: the creation it was made for (a recording of an
+// imposter since deleted and created again is not placed), where the
+// definition's proxy stub that made it is, its mode, and the stub (a
+// proxyOnce recording) or the predicates and response (proxyAlways).
+type recording struct {
+	incarnation string
+	proxyStub   int
+	always      bool
+	stub        *imposter.Object
 }
 
-func decodeRecording(b []byte) (incarnation string, proxyStub int, stub *imposter.Object, err error) {
+func encodeRecording(r recording) []byte {
+	o := imposter.NewObject().Set("incarnation", r.incarnation).Set("proxyStub", float64(r.proxyStub))
+	if r.always {
+		o.Set("mode", imposter.ProxyAlways)
+	}
+	return imposter.Marshal(o.Set("stub", r.stub), 0)
+}
+
+func decodeRecording(b []byte) (recording, error) {
 	v, err := imposter.Parse(string(b))
 	if err != nil {
-		return "", 0, nil, err
+		return recording{}, err
 	}
 	o, _ := v.(*imposter.Object)
 	inc, _ := o.Get("incarnation")
 	at, _ := o.Get("proxyStub")
 	st, _ := o.Get("stub")
-	incarnation, _ = inc.(string)
+	mode, _ := o.Get("mode")
+	var r recording
+	r.incarnation, _ = inc.(string)
 	f, _ := at.(float64)
-	stub, _ = st.(*imposter.Object)
-	if incarnation == "" || stub == nil {
-		return "", 0, nil, fmt.Errorf("not a proxyOnce recording")
+	r.proxyStub, r.always = int(f), mode == imposter.ProxyAlways
+	r.stub, _ = st.(*imposter.Object)
+	if r.incarnation == "" || r.stub == nil {
+		return recording{}, fmt.Errorf("not a proxy recording")
 	}
-	return incarnation, int(f), stub, nil
+	return r, nil
 }
 
 // Guard holds if the port's definition has Version (0: none).
@@ -107,35 +126,21 @@ type Change struct {
 // since it was read.
 var ErrConflict = errors.New("imposter configuration changed concurrently")
 
-// Definition encoding: the creation request as given (port filled in),
-// under an incarnation that a stub change keeps and a new creation
-// replaces, so a node can tell "changed" (keep the recorded requests and
-// the listener) from "deleted and created again" (start afresh).
-func encodeDefinition(incarnation string, creation *imposter.Object) []byte {
-	return imposter.Marshal(imposter.NewObject().Set("incarnation", incarnation).Set("imposter", creation), 0)
-}
-
-func decodeDefinition(b []byte) (incarnation string, creation *imposter.Object, err error) {
-	v, err := imposter.Parse(string(b))
-	if err != nil {
-		return "", nil, err
-	}
-	o, _ := v.(*imposter.Object)
-	inc, _ := o.Get("incarnation")
-	imp, _ := o.Get("imposter")
-	incarnation, _ = inc.(string)
-	creation, _ = imp.(*imposter.Object)
-	if incarnation == "" || creation == nil {
-		return "", nil, fmt.Errorf("not an imposter definition")
-	}
-	return incarnation, creation, nil
-}
-
-// newIncarnation names one creation.
-func newIncarnation() string {
+// newID names one creation, or one stub: random, so that no two
+// members, and no two creations, pick the same.
+func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// newIDs is n new ids.
+func newIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = newID()
+	}
+	return ids
 }
 
 // MemoryConfig is a Config in memory, for a server alone (this package's
@@ -195,12 +200,12 @@ func (m *MemoryConfig) List(context.Context) ([]Definition, error) {
 }
 
 // Apply implements Config.
-func (m *MemoryConfig) Apply(_ context.Context, c Change) error {
+func (m *MemoryConfig) Apply(_ context.Context, c Change) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, g := range c.Guards {
 		if m.defs[g.Port].Version != g.Version {
-			return ErrConflict
+			return m.version, ErrConflict
 		}
 	}
 	for _, p := range c.Delete {
@@ -215,6 +220,12 @@ func (m *MemoryConfig) Apply(_ context.Context, c Change) error {
 		m.version++
 		m.defs[d.Port] = Definition{Port: d.Port, JSON: slices.Clone(d.JSON), Version: m.version}
 	}
+	return m.version, nil
+}
+
+// AddRecording implements Config.
+func (m *MemoryConfig) AddRecording(_ context.Context, port int, key string, b []byte) error {
+	m.record(port, key, b)
 	return nil
 }
 

@@ -134,6 +134,19 @@ func (s *Server) respondStateful(sv *served, wr *wireRequest, req *imposter.Requ
 	return res.Outcome, res.Final, err
 }
 
+// stepCycle advances a shared response cycle at its owner and answers
+// with the response there; final means a 503 (the step failed), which
+// needs no more work.
+func (s *Server) stepCycle(sv *served, wr *wireRequest, req *imposter.Request, c *imposter.Cycle) (imposter.Outcome, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	var res imposter.Served
+	var err error
+	imposter.StepCycle(httpWorld{ctx: ctx, s: s, sv: sv, wr: wr, from: req.RequestFrom}, req, c,
+		func(r imposter.Served, e error) { res, err = r, e })
+	return res.Outcome, res.Final, err
+}
+
 // forwardClient carries forwarded requests to owners: bounded, no
 // redirects followed, no transparent gzip, certificates not checked (an
 // https imposter's own certificate is self-signed).
@@ -205,6 +218,17 @@ func (m *MemoryFlows) Do(_ context.Context, req flow.Request) (flow.Response, er
 	case flow.OpDelete:
 		delete(f, req.Key)
 		return flow.Response{}, nil
+	case flow.OpIncr:
+		n, err := strconv.ParseInt(string(f[req.Key]), 10, 64)
+		if _, ok := f[req.Key]; !ok {
+			n, err = 0, nil
+		}
+		if err != nil {
+			return flow.Response{}, fmt.Errorf("%w: %w", flow.ErrUnavailable, flow.ErrNotInteger)
+		}
+		n += req.Delta
+		f[req.Key] = []byte(strconv.FormatInt(n, 10))
+		return flow.Response{Int: n}, nil
 	case flow.OpCas:
 		cur, ok := f[req.Key]
 		if (req.ExpectAbsent && ok) || (!req.ExpectAbsent && (!ok || !bytes.Equal(cur, req.Expect))) {

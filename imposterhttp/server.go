@@ -61,6 +61,18 @@ type Server struct {
 	route RouteMode
 	// claims serializes proxyOnce's first calls (UseClaims).
 	claims Claims
+	// cluster is the members this server answers for (UseCluster).
+	cluster Cluster
+	// caughtUp: a linearizable read of the configuration has succeeded
+	// since the server started. Until then no pass runs: what the node's
+	// journal holds may be older than a change this node confirmed
+	// before it went down (raft does not sync the commit index), and no
+	// imposter is served from it (Start).
+	caughtUp atomic.Bool
+	// restarted: the node ran before with this data, so the imposters
+	// its first pass starts may have lost requests they recorded then
+	// (SetRestarted); passed is whether a pass has run.
+	restarted, passed bool
 	// lostRaces counts scenario moves dropped because another request
 	// moved the state first.
 	lostRaces atomic.Uint64
@@ -76,10 +88,16 @@ type served struct {
 	mu  sync.Mutex
 	imp *imposter.Imposter
 	ln  net.Listener // nil while the port cannot be bound
-	// def is the definition it runs and incarnation its creation's name.
+	// def is the definition it runs, incarnation its creation's name and
+	// resets its count of DELETE /savedRequests (imposter.Stored).
 	def         Definition
 	incarnation string
+	resets      int
 	creation    *imposter.Object
+	// partial: started when the node restarted, so the requests it
+	// recorded before are gone; a read of the cluster's records names
+	// this node for it, until a reset (guarded by mu).
+	partial bool
 	// bindErr says why the port could not be bound (guarded by mu); the
 	// imposter exists in the cluster's configuration all the same.
 	bindErr   string
@@ -99,9 +117,10 @@ func init() { imposter.ReadFile = os.ReadFile }
 // it is a MemoryConfig; the node hands in the cluster's with UseClaims.
 func New(host string, log *slog.Logger, cfg Config) *Server {
 	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns,
-		flows: NewMemoryFlows()}
+		flows: NewMemoryFlows(), cluster: alone{}}
 	if mc, ok := cfg.(*MemoryConfig); ok {
 		s.claims = NewMemoryClaims(mc)
+		s.caughtUp.Store(true) // a configuration in memory is never behind
 	}
 	s.logs = newLogRing(1000)
 	s.log = slog.New(&ringHandler{ring: s.logs, next: log.Handler()})
@@ -155,7 +174,7 @@ func validate(creation *imposter.Object) []error {
 // imposter that serves nothing and says why.
 func (s *Server) start(d Definition) *served {
 	sv := &served{def: d, conns: map[net.Conn]struct{}{}}
-	inc, creation, imp, err := s.build(d)
+	st, imp, err := s.build(d)
 	sv.imp = imp
 	if err != nil {
 		// Not ours to have written: keep the port taken in the listing.
@@ -164,30 +183,44 @@ func (s *Server) start(d Definition) *served {
 		s.log.Error(fmt.Sprintf("[imposter:%d] %s", d.Port, sv.bindErr))
 		return sv
 	}
-	sv.incarnation, sv.creation = inc, creation
+	sv.incarnation, sv.resets, sv.creation = st.Incarnation, st.Resets, st.Creation
 	s.bind(sv)
 	return sv
 }
 
-// build compiles a definition and places its proxyOnce recordings, those
-// made for this creation, in the order they were made.
-func (s *Server) build(d Definition) (inc string, creation *imposter.Object, imp *imposter.Imposter, err error) {
-	if inc, creation, err = decodeDefinition(d.JSON); err != nil {
-		return "", nil, nil, err
+// build compiles a definition, one of the cluster's, and places the proxy
+// recordings made for this creation, in the order they were stored.
+func (s *Server) build(d Definition) (imposter.Stored, *imposter.Imposter, error) {
+	st, err := imposter.DecodeStored(d.JSON)
+	if err != nil {
+		return st, nil, err
 	}
-	if imp, err = imposter.New(creation, d.Port); err != nil {
-		return "", nil, nil, err
+	imp, err := st.Build(d.Port)
+	if err != nil {
+		return st, nil, err
 	}
-	for _, r := range d.Recordings {
-		rinc, at, stub, err := decodeRecording(r.JSON)
-		if err != nil || rinc != inc {
+	imp.Clustered(false)
+	s.place(imp, st.Incarnation, d.Recordings)
+	return st, imp, nil
+}
+
+// place puts the recordings made for creation inc into imp, in order; a
+// recording already placed is skipped.
+func (s *Server) place(imp *imposter.Imposter, inc string, recs []Recording) {
+	for _, r := range recs {
+		rec, err := decodeRecording(r.JSON)
+		if err != nil || rec.incarnation != inc {
 			continue // not this creation's
 		}
-		if err := imp.AddRecording(r.Key, at, stub); err != nil {
-			s.log.Debug("recording not replayed", "port", d.Port, "key", r.Key, "err", err)
+		if rec.always {
+			err = imp.AddAlwaysRecording(r.Key, rec.proxyStub, rec.stub)
+		} else {
+			err = imp.AddRecording(r.Key, rec.proxyStub, rec.stub)
+		}
+		if err != nil {
+			s.log.Debug("recording not placed", "port", imp.Port, "key", r.Key, "err", err)
 		}
 	}
-	return inc, creation, imp, nil
 }
 
 // bind listens on the imposter's port, or notes why it cannot.
@@ -258,9 +291,17 @@ func (s *Server) unreserve(port int) {
 // applied says: new definitions start, changed ones take the new stubs
 // in place (keeping the listener, the recorded requests and unchanged
 // stubs' response cycles), deleted ones stop.
+//
+// Once it is done it reports to the cluster that this node serves the
+// revision it read before listing: what admin calls wait for.
 func (s *Server) reconcile(ctx context.Context) error {
+	if !s.caughtUp.Load() {
+		return nil // Start has not caught up: nothing is served yet
+	}
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
+	first := !s.passed
+	s.passed = true
 	rev, err := s.cfg.Revision(ctx)
 	if err != nil {
 		return err
@@ -292,6 +333,7 @@ func (s *Server) reconcile(ctx context.Context) error {
 		}
 		sv := s.start(d)
 		sv.lastRetry = time.Now()
+		sv.partial = first && s.restarted
 		s.mu.Lock()
 		s.imposters[d.Port] = sv
 		s.mu.Unlock()
@@ -304,11 +346,12 @@ func (s *Server) reconcile(ctx context.Context) error {
 			sv.stop()
 		}
 	}
+	s.cluster.Served(rev)
 	return nil
 }
 
 // addRecordings places, in a running imposter whose definition did not
-// change, the proxyOnce recordings made since the last pass: the common
+// change, the proxy recordings stored since the last pass: the common
 // change while a proxy records, done without recompiling the imposter.
 // It reports false when recordings went too (the caller rebuilds).
 func (s *Server) addRecordings(cur *served, d Definition) bool {
@@ -323,15 +366,7 @@ func (s *Server) addRecordings(cur *served, d Definition) bool {
 	}
 	cur.mu.Lock()
 	defer cur.mu.Unlock()
-	for _, r := range d.Recordings {
-		inc, at, stub, err := decodeRecording(r.JSON)
-		if err != nil || inc != cur.incarnation {
-			continue // not this creation's
-		}
-		if err := cur.imp.AddRecording(r.Key, at, stub); err != nil {
-			s.log.Debug("recording not replayed", "port", d.Port, "key", r.Key, "err", err)
-		}
-	}
+	s.place(cur.imp, cur.incarnation, d.Recordings)
 	cur.def = d
 	return true
 }
@@ -340,16 +375,22 @@ func (s *Server) addRecordings(cur *served, d Definition) bool {
 const bindRetry = time.Second
 
 // changeInPlace swaps a changed definition of the same creation into a
-// running imposter, if its listener can stay as it is.
+// running imposter, if its listener can stay as it is: the recorded
+// requests carry over (unless the change reset them) and every stub
+// that kept its id keeps its place in its cycle.
 func (s *Server) changeInPlace(cur *served, d Definition) bool {
-	inc, creation, imp, err := s.build(d)
-	if err != nil || inc != cur.incarnation || cur.ln == nil || !sameListener(cur.creation, creation) {
+	st, imp, err := s.build(d)
+	if err != nil || st.Incarnation != cur.incarnation || cur.ln == nil || !sameListener(cur.creation, st.Creation) {
 		return false
 	}
 	cur.mu.Lock()
 	imp.Inherit(cur.imp)
+	if st.Resets != cur.resets {
+		imp.ResetRequests()
+		cur.partial = false // nothing recorded before the reset counts
+	}
 	imp.KeyPEM, imp.CertPEM = cur.imp.KeyPEM, cur.imp.CertPEM
-	cur.imp, cur.def, cur.creation = imp, d, creation
+	cur.imp, cur.def, cur.creation, cur.resets = imp, d, st.Creation, st.Resets
 	cur.mu.Unlock()
 	return true
 }
@@ -376,6 +417,12 @@ func (s *Server) Watch(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.cluster.Nudges():
+			// A change waits for this node: reconcile now.
+			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+				s.log.Debug("reconcile", "err", err)
+			}
+			continue
 		}
 		rev, err := s.cfg.Revision(ctx)
 		if err != nil {
@@ -676,3 +723,40 @@ func removeDotSegments(p string) string {
 	}
 	return strings.Join(out, "/")
 }
+
+// SetRestarted says the node ran before with its data: the imposters its
+// first pass starts recorded requests that are gone.
+func (s *Server) SetRestarted(restarted bool) { s.restarted = restarted }
+
+// Start serves the imposters of the cluster's configuration once this
+// node has caught up with it: a linearizable read, tried every
+// catchUpRetry until one succeeds or ctx ends, then a pass. Until then
+// this node binds no imposter port (its journal may hold an older
+// configuration than one it confirmed before it went down); admin calls
+// catch it up too.
+func (s *Server) Start(ctx context.Context) {
+	for ctx.Err() == nil && !s.caughtUp.Load() {
+		cctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+		err := s.cfg.Sync(cctx)
+		cancel()
+		if err == nil {
+			s.caughtUp.Store(true)
+			if err := s.reconcile(ctx); err != nil {
+				s.log.Warn("imposters not started", "err", err)
+			}
+			return
+		}
+		s.log.Info("waiting to catch up with the cluster's configuration before serving imposters", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(catchUpRetry):
+		}
+	}
+}
+
+// Bounds on Start's catching up: each read's wait, and the pause after a
+// read that failed.
+const (
+	catchUpTimeout = 2 * time.Second
+	catchUpRetry   = 200 * time.Millisecond
+)

@@ -386,14 +386,20 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) impo
 	sv.mu.Lock()
 	stateful := sv.imp.Stateful()
 	var out imposter.Outcome
+	var cyc *imposter.Cycle
 	var err error
 	if !stateful {
-		out, err = sv.imp.Respond(req)
+		out, cyc, err = sv.imp.Respond(req)
 	}
 	sv.mu.Unlock()
 	if stateful {
 		var final bool
 		if out, final, err = s.respondStateful(sv, wr, req); final {
+			return out
+		}
+	} else if cyc != nil && err == nil {
+		var final bool
+		if out, final, err = s.stepCycle(sv, wr, req, cyc); final {
 			return out
 		}
 	}
@@ -404,8 +410,14 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) impo
 		if retry {
 			// A recording of this signature was placed: match again.
 			sv.mu.Lock()
-			out, err = sv.imp.Rematch(req)
+			out, cyc, err = sv.imp.Rematch(req)
 			sv.mu.Unlock()
+			if cyc != nil && err == nil {
+				var final bool
+				if out, final, err = s.stepCycle(sv, wr, req, cyc); final {
+					return out
+				}
+			}
 			if err == nil && out.Proxy != nil && out.Proxy.Signature != "" {
 				// The recording does not answer it (the stubs changed
 				// meanwhile): calling upstream unclaimed could call it

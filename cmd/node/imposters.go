@@ -14,6 +14,7 @@ import (
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/proxyonce"
+	"github.com/fenceline/fenceline/core/rollout"
 	"github.com/fenceline/fenceline/core/routing"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/imposterhttp"
@@ -88,7 +89,7 @@ func recordingKeys(n *node.Node) map[int][]string {
 	return out
 }
 
-func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) error {
+func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) (uint64, error) {
 	var guards []kv.Guard
 	for _, g := range ch.Guards {
 		guards = append(guards, kv.VersionIs(imposterKey(g.Port), g.Version))
@@ -111,7 +112,7 @@ func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) error {
 			}
 		}
 		if len(ops) == 0 {
-			done(kv.Result{Succeeded: true}, nil)
+			done(kv.Result{Succeeded: true, Revision: n.Consensus.Revision()}, nil)
 			return
 		}
 		n.Consensus.Propose(kv.Txn(guards, ops, nil), done)
@@ -121,13 +122,26 @@ func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) error {
 	}
 	switch {
 	case errors.Is(err, kv.ErrInvalid):
-		return fmt.Errorf("%w (at most 1 MiB per imposter and 128 imposters per change): %v", imposterhttp.ErrTooLarge, err)
+		return 0, fmt.Errorf("%w (at most 1 MiB per imposter and 128 imposters per change): %v", imposterhttp.ErrTooLarge, err)
 	case err != nil:
-		return err
+		return 0, err
 	case !res.Succeeded:
-		return imposterhttp.ErrConflict
+		return 0, imposterhttp.ErrConflict
 	}
-	return nil
+	return res.Revision, nil
+}
+
+// AddRecording stores a proxy recording next to the imposter's
+// definition, put only if its key is absent: one raft entry.
+func (c raftConfig) AddRecording(ctx context.Context, _ int, key string, b []byte) error {
+	k := proxyonce.KVKey(key)
+	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) {
+		n.Consensus.Propose(kv.Txn([]kv.Guard{kv.Absent(k)}, []kv.Op{kv.Put(k, b)}, nil), done)
+	})
+	if err == nil {
+		err = res.Err
+	}
+	return err
 }
 
 func (c raftConfig) Revision(ctx context.Context) (uint64, error) {
@@ -225,3 +239,77 @@ func (c raftClaims) Release(key string, t proxyonce.Token) {
 	defer cancel()
 	_ = c.nd.Do(ctx, func(n *node.Node) { n.ProxyOnce.Release(key, t) }) // a lost release lapses
 }
+
+// nodeCluster is the cluster as the imposter server sees it: the
+// committed membership, and the rollout service (core/rollout) that an
+// admin change waits on until every member serves it.
+type nodeCluster struct {
+	nd *realnet.Node
+	// nudges wakes the server's watch when a change waits for this node
+	// (buffered: one pending nudge is enough).
+	nudges chan struct{}
+}
+
+var _ imposterhttp.Cluster = (*nodeCluster)(nil)
+
+func newNodeCluster(ctx context.Context, nd *realnet.Node) (*nodeCluster, error) {
+	c := &nodeCluster{nd: nd, nudges: make(chan struct{}, 1)}
+	err := nd.Do(ctx, func(n *node.Node) {
+		n.OnBehind(func(uint64) {
+			select {
+			case c.nudges <- struct{}{}:
+			default:
+			}
+		})
+	})
+	return c, err
+}
+
+func (c *nodeCluster) Self() uint64 { return uint64(c.nd.ID()) }
+
+func (c *nodeCluster) Members(ctx context.Context) ([]imposterhttp.Member, error) {
+	var out []imposterhttp.Member
+	err := c.nd.Do(ctx, func(n *node.Node) {
+		ms := n.Consensus.Membership()
+		for _, m := range append(slices.Clone(ms.Voters), ms.Learners...) {
+			out = append(out, imposterhttp.Member{ID: uint64(m.ID), Name: m.Name, HTTP: m.HTTP})
+		}
+	})
+	slices.SortFunc(out, func(a, b imposterhttp.Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out, err
+}
+
+// servedTimeout bounds the report of what this node serves: a loop too
+// busy to take it for a second makes a rollout wait for the next one.
+const servedTimeout = time.Second
+
+func (c *nodeCluster) Served(rev uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), servedTimeout)
+	defer cancel()
+	_ = c.nd.Do(ctx, func(n *node.Node) { n.Rollout.Served(rev) })
+}
+
+func (c *nodeCluster) AwaitRollout(ctx context.Context, rev uint64) ([]string, error) {
+	var names map[dial.NodeID]string
+	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(rollout.Result, error)) {
+		ms := n.Consensus.Membership()
+		names = map[dial.NodeID]string{}
+		for _, m := range append(slices.Clone(ms.Voters), ms.Learners...) {
+			names[m.ID] = m.Name
+		}
+		n.Rollout.Await(rev, done)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(res.Missing))
+	for i, id := range res.Missing {
+		out[i] = names[id]
+		if out[i] == "" {
+			out[i] = id.String()
+		}
+	}
+	return out, nil
+}
+
+func (c *nodeCluster) Nudges() <-chan struct{} { return c.nudges }

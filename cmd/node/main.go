@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -146,6 +147,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "node: listen for HTTP on %s: %v\n", c.http, err)
 		return 2
 	}
+	// A node that ran before with this data dir lost the requests its
+	// imposters recorded: reads of them say so.
+	_, statErr := os.Stat(filepath.Join(c.dataDir, "raft"))
+	restarted := statErr == nil
 	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise,
 		HTTP: ln.Addr().String(), Keys: keys, Bootstrap: c.join == "", Log: log})
 	if err != nil {
@@ -163,11 +168,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer imposters.Close()
 	imposters.UseFlows(&clusterFlows{nd: nd}, c.route)
 	imposters.UseClaims(raftClaims{nd})
+	cluster, err := newNodeCluster(context.Background(), nd)
+	if err != nil {
+		_ = ln.Close()
+		_ = nd.Close()
+		fmt.Fprintln(stderr, "node:", err)
+		return 1
+	}
+	imposters.UseCluster(cluster)
+	imposters.SetRestarted(restarted)
 	imposters.Register(api.mux)
 	api.imposters = imposters
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	go imposters.Watch(watchCtx, imposterWatch)
+	go func() {
+		// The imposters the configuration holds are served once this
+		// node has caught up with it; then the watch follows it.
+		imposters.Start(watchCtx)
+		imposters.Watch(watchCtx, imposterWatch)
+	}()
 	if c.pprof {
 		api.servePprof()
 	}
