@@ -27,6 +27,14 @@ func ScenarioLinearizable(rep Reporter, h *linearizability.History, cuts map[str
 	flowLinearizable(rep, "scenario-linearizability", h, cuts, timeout)
 }
 
+// CycleLinearizable holds what clients of a shared response cycle saw
+// to a counter that each request advances by one, cycle by cycle: each
+// answer names its place; a 503 or a timeout is a step that may have
+// happened. Cuts as FlowLinearizable's.
+func CycleLinearizable(rep Reporter, h *linearizability.History, cuts map[string][]time.Duration, timeout time.Duration) {
+	flowLinearizable(rep, "cycle-linearizability", h, cuts, timeout)
+}
+
 // Offender is a Reporter that wants to know which key a failure is about
 // and when it first shows, to draw it (simrun -out).
 type Offender interface {

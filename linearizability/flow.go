@@ -65,6 +65,11 @@ type FlowInput struct {
 	Expect       string // FlowCas: the value guarded on, unless ExpectAbsent
 	ExpectAbsent bool   // FlowCas: the guard is "key absent"
 	Delta        int64  // FlowIncr
+	// Mod, for FlowIncr, makes the key a counter seen only modulo Mod, as
+	// a response cycle of Mod places shows its counter: the key holds the
+	// counter's residue, a step adds Delta modulo Mod, and the answer is
+	// the place the step reached, residue before it plus one (1..Mod).
+	Mod int64
 	// Entries is FlowSetAll's keys and values, as EncodeFlowAll writes a
 	// flow (a string, so inputs stay comparable).
 	Entries string
@@ -343,6 +348,9 @@ func flowStep(s flowState, in FlowInput, out FlowOutput) []any {
 		}
 	case FlowIncr:
 		cur, known := s.lookup(in.Key)
+		if in.Mod > 0 {
+			return cycleStep(s, in, out, cur, known)
+		}
 		if !known {
 			// A successful answer pins the new value; a refusal says only
 			// that the key holds some non-integer, which is not a value.
@@ -392,6 +400,32 @@ func flowStep(s flowState, in FlowInput, out FlowOutput) []any {
 		return []any{seen} // the whole flow is pinned
 	}
 	return nil
+}
+
+// cycleStep is FlowIncr on a counter seen modulo in.Mod (FlowInput.Mod).
+func cycleStep(s flowState, in FlowInput, out FlowOutput, cur flowValue, known bool) []any {
+	set := func(r int64) flowState {
+		return s.with(in.Key, flowValue{Present: true, Value: strconv.FormatInt(r, 10)})
+	}
+	if !known {
+		// The place a step reached pins the residue after it.
+		if out.Unknown {
+			return []any{s}
+		}
+		return []any{set((out.Int - 1 + in.Delta) % in.Mod)}
+	}
+	r, isInt := flowInt(cur)
+	if !isInt {
+		return nil
+	}
+	written := set((r + in.Delta) % in.Mod)
+	switch {
+	case out.Unknown:
+		return []any{s, written}
+	case out.Int != r+1:
+		return nil
+	}
+	return []any{written}
 }
 
 // FlowModel is the porcupine model of one flow, from an empty flow;
@@ -449,6 +483,9 @@ func describeFlowOp(input, output any) string {
 		call, res = fmt.Sprintf("cas(%q, %s → %q)", in.Key, expect, in.Value), strconv.FormatBool(out.Succeeded)
 	case FlowIncr:
 		call, res = fmt.Sprintf("incr(%q, %+d)", in.Key, in.Delta), strconv.FormatInt(out.Int, 10)
+		if in.Mod > 0 {
+			call = fmt.Sprintf("step(%q) of %d places", in.Key, in.Mod)
+		}
 		if out.NotInteger {
 			res = "not an integer"
 		}

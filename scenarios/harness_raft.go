@@ -49,6 +49,9 @@ type raftCluster struct {
 	// proxyCfg configures them.
 	proxies  map[string]*proxyonce.Service
 	proxyCfg proxyonce.ServiceConfig
+	// onBoot, if set, is told of every flow node that boots, as it
+	// boots: the shell a scenario runs beside the core (one-server).
+	onBoot func(m *sim.Machine, env *sim.Env, nd *node.Node)
 
 	hist *linearizability.History
 	// leaseCalls is every lease call clients made, in call order.
@@ -207,6 +210,9 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 					c.links[name] = nd.Link
 				}
 				nd.Consensus.OnMembership(c.recordMembership)
+				if c.onBoot != nil {
+					c.onBoot(c.byID[dial.IDFromName(name)], env, nd)
+				}
 				return nd
 			}
 			cn, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
