@@ -122,6 +122,11 @@ type server struct {
 	base      int
 	vars      map[string]string
 	ports     map[int]string // port -> placeholder, for normalizing answers
+	// rotate, if set, lists the hosts of a cluster's members: each call
+	// goes to the next in turn, as behind a round-robin balancer, with
+	// the Host header the client gave the balancer.
+	rotate []string
+	next   int
 }
 
 var csvPath = "/tmp/diff/lookup.csv"
@@ -156,9 +161,17 @@ func (s *server) exec(st step) resp {
 	for _, h := range st.hdrs {
 		hs = append(hs, hdr{h.k, string(s.expand([]byte(h.v)))})
 	}
-	addr := net.JoinHostPort(s.host, strconv.Itoa(s.adminPort))
+	port := strconv.Itoa(s.adminPort)
 	if !st.admin {
-		addr = net.JoinHostPort(s.host, s.vars[st.port])
+		port = s.vars[st.port]
+	}
+	addr := net.JoinHostPort(s.host, port)
+	if len(s.rotate) > 0 {
+		if !slices.ContainsFunc(hs, func(h hdr) bool { return strings.EqualFold(h.k, "Host") }) {
+			hs = append([]hdr{{"Host", addr}}, hs...)
+		}
+		addr = net.JoinHostPort(s.rotate[s.next%len(s.rotate)], port)
+		s.next++
 	}
 	r := doHTTP(addr, st.tls, st.method, target, hs, body, 8*time.Second)
 	if st.capture != "" && r.outcome == "" {
@@ -1631,6 +1644,7 @@ func main() {
 	list := flag.Bool("list", false, "list the cases and exit")
 	verbose := flag.Bool("v", false, "print each step as it runs")
 	flag.StringVar(&csvPath, "csv", csvPath, "where to write the CSV the lookup case reads")
+	rotate := flag.String("fl-rotate", "", "comma-separated hosts of a fenceline cluster's members (each on -fl's ports): every call goes to the next in turn, as behind a round-robin balancer")
 	flag.Parse()
 
 	all := cases()
@@ -1649,6 +1663,9 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if *rotate != "" {
+		sf.rotate = strings.Split(*rotate, ",")
 	}
 	if err := os.MkdirAll(filepath.Dir(csvPath), 0o755); err == nil {
 		err = os.WriteFile(csvPath, []byte("id,name,city\n123,Alice,Paris\n456,Bob,\"New York\"\n"), 0o644)

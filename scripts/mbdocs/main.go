@@ -150,7 +150,11 @@ func main() {
 	list := flag.Bool("list", false, "list the scenarios and exit")
 	verbose := flag.Bool("v", false, "print every step's verdict")
 	skip := flag.String("skip", "", "a regexp of page/name to count as skipped (not run)")
+	hosts := flag.String("rotate", "", "comma-separated hosts of a cluster's members (each on the pages' ports): every request goes to the next in turn, as behind a round-robin balancer")
 	flag.Parse()
+	if *hosts != "" {
+		rotation = strings.Split(*hosts, ",")
+	}
 	if *docs == "" {
 		fmt.Fprintln(os.Stderr, "mbdocs: -docs is required")
 		os.Exit(2)
@@ -319,7 +323,13 @@ func runScenario(sc scenario, cwd string) []result {
 func execStep(st step, cwd string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", st.text)
+	text := st.text
+	if len(rotation) > 0 {
+		// A command names the server as localhost: it too goes to the
+		// next member.
+		text = strings.ReplaceAll(text, "localhost", nextHost())
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-c", text)
 	cmd.Dir = cwd
 	// nc waits on an open connection after its input ends: the command
 	// gets five seconds, its whole process group is killed after that.
@@ -407,8 +417,25 @@ func httpStep(st step) []string {
 	return compare(st, resp, got)
 }
 
+// rotation lists the members' hosts a request goes to, in turn (-rotate);
+// empty: every request goes to 127.0.0.1.
+var (
+	rotation []string
+	turn     int
+)
+
+// nextHost is where the next request goes.
+func nextHost() string {
+	if len(rotation) == 0 {
+		return "127.0.0.1"
+	}
+	h := rotation[turn%len(rotation)]
+	turn++
+	return h
+}
+
 func send(port int, raw string) (*http.Response, error) {
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(nextHost(), strconv.Itoa(port)), 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
