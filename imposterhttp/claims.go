@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,9 +72,40 @@ func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imp
 		h.s.log.Warn("proxyOnce recording not stored", "signature", c.Signature, "err", err)
 		if !errors.Is(err, proxyonce.ErrAlreadyRecorded) {
 			h.s.claims.Release(c.Signature, ans.Token)
+			return out, false, nil
 		}
 	}
+	// The recording answers the next matching request, whichever member
+	// takes it: not before every member has placed it.
+	if missing := h.s.rolloutHere(ctx); len(missing) > 0 {
+		out.Headers = append(slices.Clone(out.Headers), imposter.Header{Name: UnconfirmedHeader, Values: []string{strings.Join(missing, ", ")}})
+	}
 	return out, false, nil
+}
+
+// rolloutHere waits until every member serves what this node's
+// configuration holds now (a linearizable read, this node's pass, the
+// rollout), and returns the members that did not confirm it.
+func (s *Server) rolloutHere(ctx context.Context) []string {
+	err := s.cfg.Sync(ctx)
+	var rev uint64
+	if err == nil {
+		rev, err = s.cfg.Revision(ctx)
+	}
+	if err == nil {
+		err = s.reconcile(ctx)
+	}
+	var missing []string
+	if err == nil {
+		missing, err = s.cluster.AwaitRollout(ctx, rev)
+	}
+	if err != nil {
+		missing = append(missing, "rollout not confirmed: "+err.Error())
+	}
+	if len(missing) > 0 {
+		s.log.Warn("a recording may not be served by every member yet", "unconfirmed", strings.Join(missing, ", "))
+	}
+	return missing
 }
 
 // place puts a recording made anywhere into this node's imposter.

@@ -154,6 +154,18 @@ func TestOneServerBehindARoundRobin(t *testing.T) {
 	require.Len(t, exp.Stubs[0].Responses, 3, "three proxied /a, one stub")
 	require.Equal(t, "/b", exp.Stubs[1].Predicates[0].DeepEquals["path"])
 
+	// proxyOnce: the first request, through one member, calls upstream
+	// and records; the next, through another member, is answered from
+	// the recording: upstream sees one call.
+	a = r.admin("POST", "/imposters", `{"protocol":"http","port":4549,"recordRequests":true,"stubs":[{"responses":[{"is":{"body":"once"}}]}]}`)
+	require.Equal(t, http.StatusCreated, a.code, a.body)
+	a = r.admin("POST", "/imposters", `{"protocol":"http","port":4550,"stubs":[{"responses":[{"proxy":{"to":"http://127.0.0.1:4549","mode":"proxyOnce","predicateGenerators":[{"matches":{"path":true}}]}}]}]}`)
+	require.Equal(t, http.StatusCreated, a.code, a.body)
+	for _, q := range []string{"/p?x=1", "/p?x=2", "/p?x=3"} {
+		require.Equal(t, "once", r.imposter(4550, q).body)
+	}
+	require.Equal(t, []string{"/p"}, paths(r.admin("GET", "/imposters/4549", "")), "upstream called once, whichever member took each request")
+
 	// A deletion through one member: the next member refuses the connection.
 	a = r.admin("DELETE", "/imposters/4545", "")
 	require.Equal(t, http.StatusOK, a.code, a.body)

@@ -166,14 +166,12 @@ func (s *server) exec(st step) resp {
 		port = s.vars[st.port]
 	}
 	addr := net.JoinHostPort(s.host, port)
+	dialTo := addr
 	if len(s.rotate) > 0 {
-		if !slices.ContainsFunc(hs, func(h hdr) bool { return strings.EqualFold(h.k, "Host") }) {
-			hs = append([]hdr{{"Host", addr}}, hs...)
-		}
-		addr = net.JoinHostPort(s.rotate[s.next%len(s.rotate)], port)
+		dialTo = net.JoinHostPort(s.rotate[s.next%len(s.rotate)], port)
 		s.next++
 	}
-	r := doHTTP(addr, st.tls, st.method, target, hs, body, 8*time.Second)
+	r := doHTTPVia(dialTo, addr, st.tls, st.method, target, hs, body, 8*time.Second)
 	if st.capture != "" && r.outcome == "" {
 		if v, err := parseJSON(r.body); err == nil {
 			if o, ok := v.(*jobj); ok {
@@ -231,9 +229,16 @@ func classify(err error) string {
 }
 
 func doHTTP(addr string, useTLS bool, method, target string, hs []hdr, body []byte, timeout time.Duration) (r resp) {
+	return doHTTPVia(addr, addr, useTLS, method, target, hs, body, timeout)
+}
+
+// doHTTPVia is doHTTP dialing dialTo, with the Host header (unless the
+// step sets one) naming addr: a balancer's member answering the address
+// the client called.
+func doHTTPVia(dialTo, addr string, useTLS bool, method, target string, hs []hdr, body []byte, timeout time.Duration) (r resp) {
 	start := time.Now()
 	defer func() { r.elapsed = time.Since(start) }()
-	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	c, err := net.DialTimeout("tcp", dialTo, 3*time.Second)
 	if err != nil {
 		return resp{outcome: "connect: " + classify(err)}
 	}
