@@ -92,6 +92,18 @@ func (n *Node) tried(a *attempt, accepted bool) {
 // takes its place), and the retry is harmless otherwise, a copy applied
 // twice being applied once (dedupe).
 func (n *Node) stale(a attempt) bool {
+	return n.staleAfter(a, uint64(n.cfg.ElectionTicks))
+}
+
+// staleRead is stale for a read's index request, which goes again after
+// two heartbeats rather than an election timeout: asking again costs the
+// leader one heartbeat round and appends nothing, and a lost request or
+// answer otherwise leaves little of the read's timeout for a retry.
+func (n *Node) staleRead(a attempt) bool {
+	return n.staleAfter(a, uint64(2*n.cfg.HeartbeatTicks))
+}
+
+func (n *Node) staleAfter(a attempt, forwarded uint64) bool {
 	st := n.rn.BasicStatus()
 	if a.conf && n.ticks-a.tick >= uint64(n.cfg.ElectionTicks) {
 		return true
@@ -104,7 +116,7 @@ func (n *Node) stale(a attempt) bool {
 	case st.RaftState == raft.StateLeader:
 		return false
 	}
-	return n.ticks-a.tick >= uint64(n.cfg.ElectionTicks)
+	return n.ticks-a.tick >= forwarded
 }
 
 // retryWaiting proposes again every waiting proposal, and asks again for
@@ -124,7 +136,7 @@ func (n *Node) retryWaiting() {
 		}
 	}
 	for _, seq := range slices.Sorted(maps.Keys(n.reads)) {
-		if r := n.reads[seq]; r.index == 0 && n.stale(r.try) {
+		if r := n.reads[seq]; r.index == 0 && n.staleRead(r.try) {
 			n.rn.ReadIndex(n.readCtx(seq))
 			n.tried(&r.try, true)
 		}

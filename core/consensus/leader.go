@@ -189,6 +189,12 @@ func (n *Node) promoteCaughtUpLearners() {
 // node.
 func (n *Node) OnMembership(f func(Membership)) { n.onMembership = f }
 
+// OnRevision registers f to be told, after entries it applied moved the
+// replicated KV's revision, of the revision: the rollout's cue that this
+// node has applied a change an asker waits for. f runs after the entries'
+// callbacks, and may call back into the node.
+func (n *Node) OnRevision(f func(rev uint64)) { n.onRevision = f }
+
 // LastIndex is the index of the last entry in this node's log: what it
 // holds, committed or not. Checkers compare it across nodes.
 func (n *Node) LastIndex() uint64 { return n.j.LastIndex() }

@@ -113,11 +113,16 @@ type Node struct {
 	// applied, and of the membership an installed snapshot brings (see
 	// OnMembership).
 	onMembership func(Membership)
-	tick         clock.Timer
-	onTick       func() // the tick timer's callback, made once by armTick
-	stopped      bool
-	pumping      bool     // inside pump: a nested call returns at once
-	deferred     []func() // callbacks to run after the current Advance
+	// onRevision, if set, is told of the KV's revision after each batch
+	// of applied entries that moved it (OnRevision); told is the last
+	// revision it was told.
+	onRevision func(rev uint64)
+	told       uint64
+	tick       clock.Timer
+	onTick     func() // the tick timer's callback, made once by armTick
+	stopped    bool
+	pumping    bool     // inside pump: a nested call returns at once
+	deferred   []func() // callbacks to run after the current Advance
 
 	snapIndex uint64 // index of the journal's snapshot
 	snapWant  uint64 // apply index at which a snapshot was requested
@@ -409,6 +414,10 @@ func (n *Node) pump() {
 		}
 		for _, e := range rd.CommittedEntries {
 			n.apply(e)
+		}
+		if v := n.kv.Version(); n.onRevision != nil && v != n.told {
+			n.told = v
+			n.later(func() { n.onRevision(v) })
 		}
 		for _, rs := range rd.ReadStates {
 			n.readIndexed(rs)

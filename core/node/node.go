@@ -144,6 +144,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 				n.behind(rev)
 			}
 		}})
+	cn.OnRevision(ro.Applied) // a change an asker waits for is nudged as soon as it applies
 	n.Consensus, n.Flow, n.ProxyOnce, n.Rollout, n.Quarantined = cn, fs, po, ro, quarantined
 	return n, nil
 }

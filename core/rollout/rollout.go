@@ -169,6 +169,7 @@ type Service struct {
 	held    map[heldKey]heldAsk
 	ticks   uint64 // Resend ticks since boot, for aging held asks
 	ticking bool
+	nudged  uint64 // the last revision Behind was told of
 	stopped bool
 
 	// Counters, for metrics and tests.
@@ -220,6 +221,22 @@ func (s *Service) Served(rev uint64) {
 	s.answerHeld()
 	for _, id := range s.awaitIDs() {
 		s.confirm(id, s.env.ID, rev)
+	}
+}
+
+// Applied is the node's report that it has applied rev: if an asker
+// waits for a revision up to rev that the shell does not serve yet, the
+// shell is nudged now rather than at the asker's next resend.
+func (s *Service) Applied(rev uint64) {
+	if s.env.Behind == nil || len(s.held) == 0 || rev <= s.nudged {
+		return
+	}
+	for _, h := range s.held { //fenceline:unordered a check whether any matches; order reaches nothing
+		if h.rev <= rev && h.rev > s.serving {
+			s.nudged = rev
+			s.env.Behind(rev)
+			return
+		}
 	}
 }
 
@@ -414,7 +431,8 @@ func (s *Service) onAsk(from dial.NodeID, id, rev uint64) {
 	}
 	s.held[k] = heldAsk{rev: rev, seen: s.ticks}
 	s.startTicking()
-	if s.env.Behind != nil && s.env.Ctl.Applied() >= rev {
+	if applied := s.env.Ctl.Applied(); s.env.Behind != nil && applied >= rev {
+		s.nudged = max(s.nudged, applied)
 		s.env.Behind(rev)
 	}
 }

@@ -177,9 +177,14 @@ func TestAHeldAskIsAnsweredWhenTheShellCatchesUp(t *testing.T) {
 		t.Fatalf("member 2 has not applied revision 9; nudging its shell is useless: %v", w.nudged[2])
 	}
 	w.applied[2] = 9
-	w.step(60 * time.Millisecond) // the next resend finds it applied
-	if len(w.nudged[2]) == 0 {
-		t.Fatal("member 2 applied 9 and was not nudged")
+	w.svcs[2].Applied(9) // its node tells it as it applies, before any resend
+	if !slices.Equal(w.nudged[2], []uint64{9}) {
+		t.Fatalf("member 2 applied 9 and was nudged %v; want once, at once", w.nudged[2])
+	}
+	w.svcs[2].Applied(9)
+	w.step(60 * time.Millisecond) // a resend finds it applied: nudged again, the shell may have missed it
+	if len(w.nudged[2]) > 2 {
+		t.Fatalf("nudged %v: once per report, and per resend", w.nudged[2])
 	}
 	w.svcs[2].Served(9)
 	w.deliver()
