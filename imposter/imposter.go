@@ -41,7 +41,10 @@ type Imposter struct {
 	noMatch         *response // what a request no stub matches gets
 
 	NumberOfRequests int
-	requests         []Recorded
+	// requests is a ring of at most MaxRecordedRequests, its oldest at
+	// reqHead once it is full: dropping the oldest costs nothing.
+	requests []Recorded
+	reqHead  int
 	// lastAtNs and recSeq stamp recorded requests (count): arrival times
 	// that never go back, and this member's own order.
 	lastAtNs int64
@@ -430,9 +433,7 @@ func (imp *Imposter) Respond(r *Request) (Outcome, *Cycle, error) {
 func (imp *Imposter) count(r *Request) {
 	imp.NumberOfRequests++
 	if imp.RecordRequests {
-		if len(imp.requests) >= MaxRecordedRequests {
-			imp.requests = append(imp.requests[:0], imp.requests[1:]...)
-		}
+		full := len(imp.requests) >= MaxRecordedRequests
 		// Stamped with an arrival time that never goes back on this
 		// member (a clock stepped back cannot reorder its own requests
 		// when the cluster's are merged by time) and this member's count.
@@ -442,7 +443,13 @@ func (imp *Imposter) count(r *Request) {
 		}
 		imp.lastAtNs = at
 		imp.recSeq++
-		imp.requests = append(imp.requests, Recorded{AtNs: at, Seq: imp.recSeq, Value: r.Value()})
+		rec := Recorded{AtNs: at, Seq: imp.recSeq, Value: r.Value()}
+		if full {
+			imp.requests[imp.reqHead] = rec // the oldest goes
+			imp.reqHead = (imp.reqHead + 1) % len(imp.requests)
+		} else {
+			imp.requests = append(imp.requests, rec)
+		}
 	}
 }
 
@@ -773,35 +780,6 @@ func (imp *Imposter) DeleteStub(index int) {
 	imp.stubsChanged()
 }
 
-// DeleteSavedProxyResponses removes the responses proxies recorded (and
-// stubs left with none).
-func (imp *Imposter) DeleteSavedProxyResponses() {
-	kept := imp.stubs[:0]
-	for _, st := range imp.stubs {
-		rs, _ := st.config.Get("responses")
-		list, _ := rs.([]any)
-		var left []any
-		for _, r := range list {
-			if !isRecorded(r) {
-				left = append(left, r)
-			}
-		}
-		switch {
-		case len(left) == 0:
-			continue
-		case len(left) < len(list):
-			cfg := Clone(st.config).(*Object)
-			cfg.Set("responses", left)
-			if ns, err := NewStub(cfg); err == nil {
-				st = ns
-			}
-		}
-		kept = append(kept, st)
-	}
-	imp.stubs = kept
-	imp.stubsChanged()
-}
-
 // Inherit carries what serving old taught into imp, a newer definition
 // of the same imposter: the recorded requests and their count, and the
 // place in its response cycle of every stub that kept its id (mountebank
@@ -810,7 +788,7 @@ func (imp *Imposter) DeleteSavedProxyResponses() {
 // recorded into old are not carried: they were never part of its
 // definition.
 func (imp *Imposter) Inherit(old *Imposter) {
-	imp.NumberOfRequests, imp.requests = old.NumberOfRequests, old.requests
+	imp.NumberOfRequests, imp.requests, imp.reqHead = old.NumberOfRequests, old.requests, old.reqHead
 	imp.lastAtNs, imp.recSeq = old.lastAtNs, old.recSeq
 	olds := make([]string, len(old.stubs))
 	for i, st := range old.stubs {
@@ -856,7 +834,7 @@ func (imp *Imposter) AssignStubIDs(ids []string) error {
 
 // ResetRequests forgets the recorded requests and the count.
 func (imp *Imposter) ResetRequests() {
-	imp.requests = nil
+	imp.requests, imp.reqHead = nil, 0
 	imp.NumberOfRequests = 0
 }
 
@@ -940,9 +918,9 @@ func (imp *Imposter) Value(opt PrintOptions) *Object {
 				reqs[i] = Clone(r)
 			}
 		} else {
-			reqs = make([]any, len(imp.requests))
-			for i, r := range imp.requests {
-				reqs[i] = Clone(r.Value)
+			reqs = make([]any, 0, len(imp.requests))
+			for r := range imp.records() {
+				reqs = append(reqs, Clone(r.Value))
 			}
 		}
 		o.Set("requests", reqs)

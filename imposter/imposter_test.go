@@ -46,6 +46,19 @@ func TestRecordedRequestsAreBounded(t *testing.T) {
 	require.Len(t, reqs, MaxRecordedRequests)
 	first, _ := reqs.([]any)[0].(*Object).Get("path")
 	require.Equal(t, "/5", first, "the five oldest were dropped")
+	// What the cluster merges is the same, oldest first, each stamped
+	// with this member's count (a ring: dropping the oldest costs
+	// nothing, where a shift cost ten thousand copies per request).
+	recs := imp.LocalRecords(1).List
+	require.Len(t, recs, MaxRecordedRequests)
+	for i, r := range recs {
+		p, _ := r.Value.Get("path")
+		require.Equal(t, fmt.Sprintf("/%d", i+5), p)
+		require.Equal(t, uint64(i+6), r.Seq)
+	}
+	imp.ResetRequests()
+	respond(t, imp, req("GET", "/again", "", ""))
+	require.Len(t, imp.LocalRecords(1).List, 1)
 
 	quiet := newImposter(t, `{"protocol":"http"}`)
 	respond(t, quiet, req("GET", "/", "", ""))

@@ -455,17 +455,9 @@ func (imp *Imposter) placeAlways(at int, preds any, resp *Object) {
 // recording whose proxy stub is gone (the stubs changed since) is
 // dropped. key names the recording, which is placed once.
 func (imp *Imposter) AddAlwaysRecording(key string, proxyStub int, rec *Object) error {
-	if imp.recorded[key] {
-		return nil
-	}
-	at := -1
-	for i, st := range imp.stubs {
-		if st.defIndex == proxyStub && proxyStub >= 0 {
-			at = i
-		}
-	}
-	if at < 0 {
-		return fmt.Errorf("no stub %d in the definition", proxyStub)
+	at, place, err := imp.placing(key, proxyStub)
+	if !place {
+		return err
 	}
 	preds, _ := rec.Get("predicates")
 	rs, _ := rec.Get("responses")
@@ -491,17 +483,9 @@ func (imp *Imposter) AddAlwaysRecording(key string, proxyStub int, rec *Object) 
 // there. A recording of a key already placed here is not added again;
 // one whose proxy stub is gone (the stubs changed since) is dropped.
 func (imp *Imposter) AddRecording(key string, proxyStub int, stub *Object) error {
-	if imp.recorded[key] {
-		return nil
-	}
-	at := -1
-	for i, st := range imp.stubs {
-		if st.defIndex == proxyStub && proxyStub >= 0 {
-			at = i
-		}
-	}
-	if at < 0 {
-		return fmt.Errorf("no stub %d in the definition", proxyStub)
+	at, place, err := imp.placing(key, proxyStub)
+	if !place {
+		return err
 	}
 	st, err := NewStub(stub)
 	if err != nil {
@@ -510,6 +494,26 @@ func (imp *Imposter) AddRecording(key string, proxyStub int, stub *Object) error
 	imp.InsertStub(st, at)
 	imp.markRecorded(key)
 	return nil
+}
+
+// placing finds where a recording made by the proxy stub at place
+// proxyStub of the definition goes: that stub's index now. place is false
+// for a recording already placed (no error) and for one whose proxy stub
+// is gone (an error).
+func (imp *Imposter) placing(key string, proxyStub int) (at int, place bool, err error) {
+	if imp.recorded[key] {
+		return 0, false, nil
+	}
+	at = -1
+	for i, st := range imp.stubs {
+		if st.defIndex == proxyStub && proxyStub >= 0 {
+			at = i
+		}
+	}
+	if at < 0 {
+		return 0, false, fmt.Errorf("no stub %d in the definition", proxyStub)
+	}
+	return at, true, nil
 }
 
 func (imp *Imposter) markRecorded(key string) {

@@ -2,6 +2,7 @@ package imposter
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 
 	"github.com/fenceline/fenceline/core/bugs"
@@ -40,11 +41,23 @@ type Records struct {
 	List  []Recorded
 }
 
+// records is this member's records, oldest first.
+func (imp *Imposter) records() iter.Seq[Recorded] {
+	return func(yield func(Recorded) bool) {
+		n := len(imp.requests)
+		for i := range n {
+			if !yield(imp.requests[(imp.reqHead+i)%n]) {
+				return
+			}
+		}
+	}
+}
+
 // LocalRecords is this member's part: its count and a copy of its records.
 func (imp *Imposter) LocalRecords(node uint64) Records {
-	list := make([]Recorded, len(imp.requests))
-	for i, r := range imp.requests {
-		list[i] = Recorded{AtNs: r.AtNs, Seq: r.Seq, Value: Clone(r.Value).(*Object)}
+	list := make([]Recorded, 0, len(imp.requests))
+	for r := range imp.records() {
+		list = append(list, Recorded{AtNs: r.AtNs, Seq: r.Seq, Value: Clone(r.Value).(*Object)})
 	}
 	return Records{Node: node, Count: imp.NumberOfRequests, List: list}
 }
