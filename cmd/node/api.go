@@ -45,6 +45,9 @@ type api struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	flowOp *prometheus.CounterVec
+	// rollout is how long admin changes waited for every member to serve
+	// them, by whether every member confirmed.
+	rollout *prometheus.HistogramVec
 	// watchers counts open watch streams (bounded by maxWatchers).
 	watchers atomic.Int64
 	// imposters is mountebank's API and the imposters this node serves.
@@ -54,9 +57,12 @@ type api struct {
 func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *slog.Logger) *api {
 	a := &api{nd: nd, keys: keys, name: name, http: httpAddr, log: log, mux: http.NewServeMux(),
 		flowOp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fenceline_flow_ops_total",
-			Help: "Flow-state operations through this node's API, by operation and result."}, []string{"op", "result"})}
+			Help: "Flow-state operations through this node's API, by operation and result."}, []string{"op", "result"}),
+		rollout: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fenceline_rollout_wait_seconds",
+			Help:    "How long a change made through this node waited for every member to serve it, by whether every member confirmed.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 1.5, 30)}, []string{"confirmed"})}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.flowOp, &collector{nd: nd, a: a})
+	reg.MustRegister(a.flowOp, a.rollout, &collector{nd: nd, a: a})
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /_cluster/status", a.status)
 	a.mux.HandleFunc("POST /_cluster/members", a.join)

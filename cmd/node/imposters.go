@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
@@ -245,6 +247,9 @@ func (c raftClaims) Release(key string, t proxyonce.Token) {
 // admin change waits on until every member serves it.
 type nodeCluster struct {
 	nd *realnet.Node
+	// waited observes each rollout's wait, by whether every member
+	// confirmed ("true") or not; nil: not measured.
+	waited *prometheus.HistogramVec
 	// nudges wakes the server's watch when a change waits for this node
 	// (buffered: one pending nudge is enough).
 	nudges chan struct{}
@@ -290,6 +295,7 @@ func (c *nodeCluster) Served(rev uint64) {
 }
 
 func (c *nodeCluster) AwaitRollout(ctx context.Context, rev uint64) ([]string, error) {
+	start := time.Now()
 	var names map[dial.NodeID]string
 	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(rollout.Result, error)) {
 		ms := n.Consensus.Membership()
@@ -308,6 +314,9 @@ func (c *nodeCluster) AwaitRollout(ctx context.Context, rev uint64) ([]string, e
 		if out[i] == "" {
 			out[i] = id.String()
 		}
+	}
+	if c.waited != nil {
+		c.waited.WithLabelValues(strconv.FormatBool(len(out) == 0)).Observe(time.Since(start).Seconds())
 	}
 	return out, nil
 }

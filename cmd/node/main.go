@@ -175,6 +175,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "node:", err)
 		return 1
 	}
+	cluster.waited = api.rollout
 	imposters.UseCluster(cluster)
 	imposters.SetRestarted(restarted)
 	imposters.Register(api.mux)

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"os/exec"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,22 +197,28 @@ func TestOneServerBehindARoundRobin(t *testing.T) {
 // BenchmarkOneServer measures what answering as one server costs, on a
 // three-process loopback cluster, every call to the next member in turn:
 //
-//   - an admin change's latency (a stub replaced), p50 and p99;
+//   - an admin change's latency (a stub replaced), p50 and p99, and of
+//     that the rollout's wait for every member to serve it (the
+//     fenceline_rollout_wait_seconds histogram, by bucket);
 //
 //   - GET /imposters/{port} with 10,000 recorded requests spread over
 //     the three members, p50 and p99;
 //
 //   - a stub with one response next to a stub that cycles through two
-//     (one step at the cycle's owner per request), requests per second
-//     with 32 concurrent clients.
+//     (one step at the cycle's owner per request), requests per second:
+//     wrk (-t2 -c50, keep-alive) against one member when wrk is
+//     installed, else 32 Go clients rotating over the members.
 //
 //     go test -run XXX -bench OneServer -benchtime 1x ./cmd/node
 func BenchmarkOneServer(b *testing.B) {
 	ps := cluster(b)
 	r := &rotor{ps: ps}
+	// Keep-alive answers (mountebank's default closes the connection,
+	// and wrk's are meant to stay open).
+	const ka = `"headers":{"Connection":"keep-alive"}`
 	a := r.admin("POST", "/imposters", `{"protocol":"http","port":4545,"recordRequests":true,"stubs":[
-		{"predicates":[{"equals":{"path":"/cycle"}}],"responses":[{"is":{"body":"a"}},{"is":{"body":"b"}}]},
-		{"responses":[{"is":{"body":"one"}}]}]}`)
+		{"predicates":[{"equals":{"path":"/cycle"}}],"responses":[{"is":{"body":"a",`+ka+`}},{"is":{"body":"b",`+ka+`}}]},
+		{"responses":[{"is":{"body":"one",`+ka+`}}]}]}`)
 	require.Equal(b, http.StatusCreated, a.code, a.body)
 	pct := func(ds []time.Duration, p int) time.Duration {
 		slices.Sort(ds)
@@ -218,12 +228,15 @@ func BenchmarkOneServer(b *testing.B) {
 		var admin []time.Duration
 		for j := range 200 {
 			start := time.Now()
-			a := r.admin("PUT", "/imposters/4545/stubs/1", fmt.Sprintf(`{"responses":[{"is":{"body":"one %d"}}]}`, j))
+			a := r.admin("PUT", "/imposters/4545/stubs/1", fmt.Sprintf(`{"responses":[{"is":{"body":"one %d",%s}}]}`, j, ka))
 			admin = append(admin, time.Since(start))
 			require.Equal(b, http.StatusOK, a.code, a.body)
 		}
 		b.ReportMetric(float64(pct(admin, 50).Microseconds())/1000, "ms-admin-p50")
 		b.ReportMetric(float64(pct(admin, 99).Microseconds())/1000, "ms-admin-p99")
+		w50, w99 := rolloutWait(b, ps)
+		b.ReportMetric(w50*1000, "ms-rollout-p50")
+		b.ReportMetric(w99*1000, "ms-rollout-p99")
 
 		a := r.admin("DELETE", "/imposters/4545/savedRequests", "")
 		require.Equal(b, http.StatusOK, a.code, a.body)
@@ -246,8 +259,8 @@ func BenchmarkOneServer(b *testing.B) {
 		cyc := rate(b, ps, 32, 3*time.Second, "/cycle")
 		b.ReportMetric(one, "req/s-one-response")
 		b.ReportMetric(cyc, "req/s-cycle")
-		b.Logf("admin p50 %v p99 %v; GET 10k p50 %v p99 %v (%d bytes); one response %.0f req/s, cycle %.0f req/s (%.0f%%)",
-			pct(admin, 50), pct(admin, 99), pct(gets, 50), pct(gets, 99), size, one, cyc, 100*cyc/one)
+		b.Logf("admin p50 %v p99 %v (rollout's wait p50 <= %.2fms, p99 <= %.2fms); GET 10k p50 %v p99 %v (%d bytes); one response %.0f req/s, cycle %.0f req/s (%.0f%%)",
+			pct(admin, 50), pct(admin, 99), w50*1000, w99*1000, pct(gets, 50), pct(gets, 99), size, one, cyc, 100*cyc/one)
 	}
 }
 
@@ -286,9 +299,50 @@ func spread(b *testing.B, ps []*proc, conc, total int, path string) {
 	wg.Wait()
 }
 
-// rate is the requests per second conc clients get from path for d, each
-// request to the next member in turn.
+// rolloutWait reads every member's fenceline_rollout_wait_seconds and
+// returns the upper bounds of the buckets holding the 50th and 99th
+// percentiles of the waits they observed together.
+func rolloutWait(b *testing.B, ps []*proc) (p50, p99 float64) {
+	bucket := regexp.MustCompile(`^fenceline_rollout_wait_seconds_bucket\{confirmed="[a-z]+",le="([^"]+)"\} (\d+)$`)
+	counts := map[float64]float64{}
+	for _, p := range ps {
+		a := send("GET", "http://"+p.http+"/metrics", "")
+		require.Equal(b, http.StatusOK, a.code)
+		for _, l := range strings.Split(a.body, "\n") {
+			if m := bucket.FindStringSubmatch(l); m != nil {
+				le, _ := strconv.ParseFloat(m[1], 64)
+				n, _ := strconv.ParseFloat(m[2], 64)
+				counts[le] += n // cumulative per member; summed over members
+			}
+		}
+	}
+	les := slices.Sorted(maps.Keys(counts))
+	total := counts[les[len(les)-1]]
+	require.Positive(b, total, "the members observed rollouts")
+	at := func(q float64) float64 {
+		for _, le := range les {
+			if counts[le] >= q*total {
+				return le
+			}
+		}
+		return les[len(les)-1]
+	}
+	return at(0.5), at(0.99)
+}
+
+// rate is the requests per second path on port 4545 answers 200: with
+// wrk against the first member, if wrk is installed, else from conc Go
+// clients each sending every request to the next member in turn.
 func rate(b *testing.B, ps []*proc, conc int, d time.Duration, path string) float64 {
+	if wrk, err := exec.LookPath("wrk"); err == nil {
+		out, err := exec.Command(wrk, "-t2", "-c50", "-d"+d.String(), fmt.Sprintf("http://%s:4545%s", host(ps[0]), path)).CombinedOutput()
+		require.NoError(b, err, "%s", out)
+		m := regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`).FindSubmatch(out)
+		require.NotNil(b, m, "%s", out)
+		require.NotContains(b, string(out), "Non-2xx", "every answer a 200: %s", out)
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return v
+	}
 	var ok atomic.Int64
 	var next atomic.Int64
 	var wg sync.WaitGroup
