@@ -59,8 +59,12 @@ func (n *Node) propose(p *pendingProp) error {
 	} else {
 		err = n.rn.Propose(p.data)
 	}
+	was := p.try.accepted
 	n.tried(&p.try, err == nil)
 	p.try.conf = p.cc != nil
+	if !was && p.try.accepted {
+		p.try.mIdx = n.mIdx // the membership its first copy was proposed under
+	}
 	if err != nil && !errors.Is(err, raft.ErrProposalDropped) {
 		return err
 	}
@@ -69,7 +73,7 @@ func (n *Node) propose(p *pendingProp) error {
 
 // tried notes an attempt.
 func (n *Node) tried(a *attempt, accepted bool) {
-	a.conf = false
+	a.conf, a.logged = false, false
 	st := n.rn.BasicStatus()
 	a.accepted = a.accepted || accepted
 	a.tick, a.term, a.lead = n.ticks, st.Term, st.Lead
@@ -80,17 +84,20 @@ func (n *Node) tried(a *attempt, accepted bool) {
 //     nothing, and the first leader known takes it;
 //   - leadership moved since the last attempt (another term or leader): at
 //     once, since a deposed leader's uncommitted entry may be gone;
-//   - a follower forwarded it an election timeout ago and it is not
-//     applied: the forward may have been lost. Not sooner: a slow commit
-//     proposed again is one more entry to write everywhere, and retrying
-//     a loaded cluster's proposals faster than it commits them would load
-//     it more.
+//   - a follower forwarded it an election timeout ago and has not seen it
+//     come back in the leader's appends: the forward may have been lost.
+//     Not sooner: a slow commit proposed again is one more entry to write
+//     everywhere, and retrying a loaded cluster's proposals faster than it
+//     commits them would load it more.
 //
-// A leader that appended it in its own term has it in its log: never;
-// but a membership change, every election timeout, even there: raft
-// blanks a change proposed while another is pending (an empty entry
-// takes its place), and the retry is harmless otherwise, a copy applied
-// twice being applied once (dedupe).
+// One this node has in its log, appended in the current term (the
+// leader's own, or a follower's that the leader's appends brought back),
+// never: it commits, or a new term comes. A membership change not in the
+// log, every election timeout, even on the leader: raft blanks a change
+// proposed while another is pending (an empty entry takes its place);
+// the retry is harmless otherwise, a copy applied twice being applied
+// once (dedupe), and retryWaiting stops retrying one once the membership
+// moved.
 func (n *Node) stale(a attempt) bool {
 	return n.staleAfter(a, uint64(n.cfg.ElectionTicks))
 }
@@ -104,15 +111,19 @@ func (n *Node) staleRead(a attempt) bool {
 }
 
 func (n *Node) staleAfter(a attempt, forwarded uint64) bool {
-	st := n.rn.BasicStatus()
-	if a.conf && n.ticks-a.tick >= uint64(n.cfg.ElectionTicks) {
-		return true
+	if a.once {
+		return false
 	}
+	st := n.rn.BasicStatus()
 	switch {
 	case !a.accepted:
 		return true
 	case st.Term != a.term || st.Lead != a.lead:
 		return true
+	case a.logged:
+		return false
+	case a.conf:
+		return n.ticks-a.tick >= uint64(n.cfg.ElectionTicks)
 	case st.RaftState == raft.StateLeader:
 		return false
 	}
@@ -127,7 +138,11 @@ func (n *Node) retryWaiting() {
 		return
 	}
 	for _, seq := range slices.Sorted(maps.Keys(n.pending)) {
-		if p := n.pending[seq]; n.stale(p.try) {
+		p := n.pending[seq]
+		if p.cc != nil && p.try.accepted && p.try.mIdx != n.mIdx {
+			continue // the membership moved: the change may no longer be right
+		}
+		if n.stale(p.try) {
 			if err := n.propose(p); err != nil {
 				delete(n.pending, seq)
 				p.timer.Stop()
@@ -287,6 +302,11 @@ func (n *Node) RemoveMember(id dial.NodeID, done func(error)) {
 }
 
 func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
+	n.proposeConfOnce(cc, m, false, done)
+}
+
+// proposeConfOnce is proposeConf, with once: never proposed again.
+func (n *Node) proposeConfOnce(cc pb.ConfChange, m Member, once bool, done func(error)) {
 	seq, err := n.admit()
 	if err != nil {
 		done(err)
@@ -294,6 +314,7 @@ func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
 	}
 	cc.Context = appendContext(propID{n.id, n.session, seq}, m)
 	p := &pendingProp{conf: done, cc: &cc}
+	p.try.once = once
 	if err := n.propose(p); err != nil {
 		done(err)
 		return

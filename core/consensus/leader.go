@@ -175,7 +175,10 @@ func (n *Node) promoteCaughtUpLearners() {
 		// nothing yet (match 0) is no voter, however short the log.
 		if (match[id] > 0 && match[id]+n.cfg.PromoteLag >= last) || n.cfg.Bugs.PromoteEarly {
 			n.promoting[id] = n.ticks
-			n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddNode, NodeID: id}, n.member(id), func(error) {})
+			// Proposed once: this duty proposes it afresh each election
+			// timeout while it is due, and a retry after the learner was
+			// removed would add it back.
+			n.proposeConfOnce(pb.ConfChange{Type: pb.ConfChangeAddNode, NodeID: id}, n.member(id), true, func(error) {})
 			return
 		}
 	}

@@ -74,6 +74,17 @@ type attempt struct {
 	term     uint64 // the term raft was in then
 	lead     uint64 // the leader this node knew of then
 	conf     bool   // a membership change (raft may blank it)
+	// logged: the entry is in this node's log, appended in term: it
+	// commits, or a new term comes, without being proposed again.
+	logged bool
+	// mIdx is the membership in force when raft first took it: a
+	// membership change is proposed again only while it is, since a change that was
+	// right before another applied may be wrong after it (an AddNode
+	// retried after a RemoveNode of the same node would add it back).
+	mIdx uint64
+	// once: never proposed again (the leader's own promotions, which it
+	// proposes afresh each election timeout while they are due).
+	once bool
 }
 
 // Node is one member of the raft group.
@@ -398,6 +409,9 @@ func (n *Node) pump() {
 			}
 			n.lastTerm = max(n.lastTerm, rd.Term)
 		}
+		if len(rd.Entries) > 0 && len(n.pending) > 0 {
+			n.markLogged(rd.Entries)
+		}
 		if hs != nil || len(rd.Entries) > 0 {
 			mustSync := rd.MustSync
 			if n.cfg.Bugs.NoVoteSync && len(rd.Entries) == 0 {
@@ -426,6 +440,33 @@ func (n *Node) pump() {
 		n.finishReads()
 		n.maybeSnapshot()
 		n.runDeferred()
+	}
+}
+
+// markLogged notes, of each waiting proposal of this node's whose entry
+// is among entries (being appended to this node's log), that it is
+// logged: it is not proposed again unless leadership moves.
+func (n *Node) markLogged(entries []pb.Entry) {
+	term := n.rn.BasicStatus().Term
+	for _, e := range entries {
+		var ctx []byte
+		switch e.Type {
+		case pb.EntryNormal:
+			ctx = e.Data
+		case pb.EntryConfChange:
+			var cc pb.ConfChange
+			if cc.Unmarshal(e.Data) != nil {
+				continue
+			}
+			ctx = cc.Context
+		}
+		id, _, err := splitPropID(ctx)
+		if err != nil || id.origin != n.id || id.session != n.session || e.Term != term {
+			continue
+		}
+		if p := n.pending[id.seq]; p != nil {
+			p.try.logged, p.try.term, p.try.lead = true, term, n.rn.BasicStatus().Lead
+		}
 	}
 }
 
