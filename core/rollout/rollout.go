@@ -347,6 +347,9 @@ func (s *Service) tick(id uint64) {
 
 // confirm notes that member serves rev for await id.
 func (s *Service) confirm(id uint64, from dial.NodeID, serving uint64) {
+	// Any ack, even for an await that ended without it, says the member
+	// is up and serving: it is waited for in full again.
+	delete(s.suspect, from)
 	a := s.awaits[id]
 	if a == nil || serving < a.rev {
 		return

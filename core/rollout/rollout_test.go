@@ -151,6 +151,13 @@ func TestAwaitNamesMembersThatDoNotConfirm(t *testing.T) {
 	if !g.done || !slices.Equal(g.res.Missing, []dial.NodeID{3}) || g.at > 200*time.Millisecond {
 		t.Fatalf("want a suspect named within 200ms, got %+v", g)
 	}
+	// A late ack, for an await that already ended, says it is up: it is
+	// waited for in full again.
+	w.svcs[1].suspect[2] = true
+	w.svcs[1].HandleFrame(2, encode(frameAck, 999, 3))
+	if w.svcs[1].suspect[2] {
+		t.Fatal("a member that acked is still suspect")
+	}
 	// Back, it confirms, and is waited for in full again.
 	w.cut[3] = false
 	w.svcs[3].Served(3)
