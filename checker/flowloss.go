@@ -49,11 +49,11 @@ type FaultRecord interface {
 	// for its copies, or a copy) between a and b, either way, was lost in
 	// [from, to].
 	HandoverLost(flow string, a, b dial.NodeID, from, to time.Duration) bool
-	// HandedOver reports whether a copy of flow that a sent after from
-	// (an adoption answer) reached b by to, and early enough that b's
-	// adoption had to take it in: an adoption may complete without an
+	// HandedOver reports whether a copy of flow that a sent in [from,
+	// sentBy] (an adoption answer) reached b by to, and early enough that
+	// b's adoption had to take it in: an adoption may complete without an
 	// answer once AdoptWait has passed since it began.
-	HandedOver(flow string, a, b dial.NodeID, from, to time.Duration) bool
+	HandedOver(flow string, a, b dial.NodeID, from, sentBy, to time.Duration) bool
 	// Name is a node's name, for the reasons given.
 	Name(node dial.NodeID) string
 }
@@ -72,8 +72,10 @@ type FlowCut struct {
 //   - by the same node, a crash of it in between is a cut at the crash;
 //   - by a node that owns the flow under a later membership than the one
 //     under which the first node served it (a handoff forward), nothing if
-//     the first node's copy, sent after its last service, reached the new
-//     owner before it served (the handover happened); otherwise a cut at
+//     the first node's copy, sent after its last service and before any
+//     crash of it (a copy sent after a restart carries only what survived
+//     the crash), reached the new owner before it served (the handover
+//     happened); otherwise a cut at
 //     the second service if the first node crashed, the link between them
 //     was cut either way, a frame of the flow's handover between them was
 //     lost, or the new owner's adoption does not ask the first node (it is
@@ -138,12 +140,17 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 			ea, eb := epoch(f, a.Node, a.At), epoch(f, b.Node, b.At)
 			fresh := eb > top
 			top = max(top, eb)
-			if eb <= ea || !fresh || faults.HandedOver(f, a.Node, b.Node, a.At, b.At) {
+			crashed, crashAt := faults.Crashed(a.Node, a.At, b.At)
+			sentBy := b.At
+			if crashed {
+				sentBy = crashAt
+			}
+			if eb <= ea || !fresh || faults.HandedOver(f, a.Node, b.Node, a.At, sentBy, b.At) {
 				continue
 			}
 			pa, pb := faults.Name(a.Node), faults.Name(b.Node)
 			reason := ""
-			if crashed, _ := faults.Crashed(a.Node, a.At, b.At); crashed {
+			if crashed {
 				reason = fmt.Sprintf("%s crashed before handing it to %s", pa, pb)
 			} else if faults.Cut(a.Node, b.Node, a.At, b.At) || faults.Cut(b.Node, a.Node, a.At, b.At) {
 				reason = fmt.Sprintf("%s and %s were cut off from each other", pa, pb)

@@ -16,10 +16,11 @@ type crafted struct {
 	cut     [2]dial.NodeID                // one link cut for the whole run
 	lost    bool                          // every handover frame lost
 	handed  bool                          // every handover delivered
+	sentAt  time.Duration                 // when each handover was sent (0: any time)
 }
 
-func (c crafted) HandedOver(string, dial.NodeID, dial.NodeID, time.Duration, time.Duration) bool {
-	return c.handed
+func (c crafted) HandedOver(_ string, _, _ dial.NodeID, from, sentBy, _ time.Duration) bool {
+	return c.handed && (c.sentAt == 0 || (c.sentAt >= from && c.sentAt <= sentBy))
 }
 
 func (crafted) Name(id dial.NodeID) string { return id.String() }
@@ -81,11 +82,19 @@ func TestFlowCuts(t *testing.T) {
 
 	// A handover that happened forgives nothing, whatever else went on.
 	require.Empty(t, FlowCuts(services, ms, crafted{lost: true, handed: true, cut: [2]dial.NodeID{n, p}}))
+	// One sent before the previous owner crashed carried everything; one
+	// sent after its restart carries only what survived the crash, and
+	// the new owner's first service is a cut.
+	crash := map[dial.NodeID]time.Duration{p: 10 * time.Second}
+	require.Empty(t, FlowCuts(services, ms, crafted{crashes: crash, handed: true, sentAt: 9*time.Second + 500*time.Millisecond}))
+	cuts := FlowCuts(services, ms, crafted{crashes: crash, handed: true, sentAt: 11 * time.Second})
+	require.Len(t, cuts, 1)
+	require.Equal(t, 12*time.Second, cuts[0].At)
 
 	// A restart of the serving node between two of its services is a cut
 	// just after the crash: an answer it gave at the crash instant came
 	// before the crash, and is forgiven with it.
-	cuts := FlowCuts(services[:2], ms, crafted{crashes: map[dial.NodeID]time.Duration{p: 5 * time.Second}})
+	cuts = FlowCuts(services[:2], ms, crafted{crashes: map[dial.NodeID]time.Duration{p: 5 * time.Second}})
 	require.Equal(t, []FlowCut{{Flow: f, At: 5*time.Second + 1, Reason: cuts[0].Reason}}, cuts)
 
 	// The deposed owner serving after the new one began is never

@@ -237,10 +237,10 @@ func (r faultRecord) Cut(a, b dial.NodeID, from, to time.Duration) bool {
 // AdoptWait has passed since it began (on the adopter's clock, which may
 // run 0.1% fast), and an answer that comes later may be ignored by design,
 // even if it comes before the adopter first serves the flow.
-func (r faultRecord) HandedOver(f string, a, b dial.NodeID, from, to time.Duration) bool {
+func (r faultRecord) HandedOver(f string, a, b dial.NodeID, from, sentBy, to time.Duration) bool {
 	wait := r.h.flowCfg.AdoptWait - r.h.flowCfg.AdoptWait/1000
 	for _, ho := range r.h.handovers {
-		if ho.flow == f && ho.from == a && ho.to == b && ho.sent >= from && ho.delivered <= to && ho.delivered < ho.asked+wait {
+		if ho.flow == f && ho.from == a && ho.to == b && ho.sent >= from && ho.sent <= sentBy && ho.delivered <= to && ho.delivered < ho.asked+wait {
 			return true
 		}
 	}
