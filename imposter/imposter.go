@@ -56,6 +56,10 @@ type Imposter struct {
 	// and recordings are placed here.
 	clustered  bool
 	localCycle bool
+	// scope names the creation and recording generation the imposter
+	// was built for (Stored.Scope): in proxyOnce signatures and recorded
+	// stubs' cycle keys, so nothing of an earlier one is taken for its.
+	scope string
 
 	flow FlowState // _rift.flowState
 	// scenarios are the scenario names the stubs use, sorted; rebuilt
@@ -480,7 +484,9 @@ const cycleTTLMs = 3_600_000
 // local-cycle). A proxyAlways response is not placed here but handed to
 // the caller (ProxyCall.Recording), which stores it with the imposter's
 // configuration for every member to place (AddAlwaysRecording).
-func (imp *Imposter) Clustered(localCycle bool) { imp.clustered, imp.localCycle = true, localCycle }
+func (imp *Imposter) Clustered(scope string, localCycle bool) {
+	imp.clustered, imp.scope, imp.localCycle = true, scope, localCycle
+}
 
 // sharesCycle reports whether st's response comes from the cluster's
 // cycle.
@@ -513,7 +519,7 @@ func (imp *Imposter) cycleOf(st *Stub) *Cycle {
 		// appends responses to): named by its predicates, which every
 		// member places alike and appending leaves as they are.
 		p, _ := st.config.Get("predicates")
-		key = fmt.Sprintf("r%016x", xxhash.Sum64(stableJSON(p, nil)))
+		key = fmt.Sprintf("r%016x", xxhash.Sum64(stableJSON([]any{imp.scope, p}, nil)))
 	}
 	return &Cycle{stub: st, Step: flow.Request{Flow: ring.SequenceKey(uint16(imp.Port), key), Op: flow.OpIncr, Key: "n", Delta: 1,
 		TTLMs: cycleTTLMs, Mode: mode}}

@@ -292,7 +292,7 @@ func (imp *Imposter) proxyCall(r *Request, st *Stub, resp *response) *ProxyCall 
 		}
 	}
 	if pc.mode == ProxyOnce {
-		c.Signature = proxyonce.KeyOf(imp.Port, pc.signature(r))
+		c.Signature = proxyonce.KeyOf(imp.Port, pc.signature(imp.scope, r))
 	}
 	return c
 }
@@ -300,10 +300,16 @@ func (imp *Imposter) proxyCall(r *Request, st *Stub, resp *response) *ProxyCall 
 // signature is a request's canonical proxyOnce signature: its method, path
 // and query, and the predicates the stub's predicateGenerators make of it
 // (so the parts they name, with their selectors applied), as JSON with
-// every object's keys sorted. Two nodes compute the same bytes for the
-// same request, whatever order its query or headers came in.
-func (pc *proxyConfig) signature(r *Request) []byte {
-	return stableJSON([]any{r.Method, r.Path, orEmpty(r.Query), pc.predicates(r)}, nil)
+// every object's keys sorted, under the imposter's scope (its creation and
+// recording generation: a recording of an earlier one is never its
+// answer). Two nodes compute the same bytes for the same request,
+// whatever order its query or headers came in.
+func (pc *proxyConfig) signature(scope string, r *Request) []byte {
+	sig := []any{r.Method, r.Path, orEmpty(r.Query), pc.predicates(r)}
+	if scope != "" {
+		sig = append([]any{scope}, sig...)
+	}
+	return stableJSON(sig, nil)
 }
 
 // Body is the request body to send upstream.
@@ -495,6 +501,9 @@ func (imp *Imposter) AddRecording(key string, proxyStub int, stub *Object) error
 	imp.markRecorded(key)
 	return nil
 }
+
+// Placed reports whether the recording key is placed here already.
+func (imp *Imposter) Placed(key string) bool { return imp.recorded[key] }
 
 // placing finds where a recording made by the proxy stub at place
 // proxyStub of the definition goes: that stub's index now. place is false

@@ -25,6 +25,21 @@ type Stored struct {
 	// Resets counts DELETE /savedRequests since the creation: a member
 	// that sees it move forgets the requests it recorded.
 	Resets int
+	// Recordings counts DELETE /savedProxyResponses since the creation: a
+	// proxy recording is placed only by the creation, and in the
+	// generation, it was made for, so one the deletion left behind (its
+	// cleanup is best effort) is never placed or replayed again.
+	Recordings int
+}
+
+// Scope names the creation and recording generation: what a proxy
+// recording, a proxyOnce claim's signature and a recorded stub's cycle
+// belong to.
+func (d Stored) Scope() string {
+	if d.Recordings == 0 {
+		return d.Incarnation
+	}
+	return d.Incarnation + "/" + strconv.Itoa(d.Recordings)
 }
 
 // Encode is the stored bytes.
@@ -36,6 +51,9 @@ func (d Stored) Encode() []byte {
 	o := NewObject().Set("incarnation", d.Incarnation).Set("imposter", d.Creation).Set("stubIds", ids)
 	if d.Resets > 0 {
 		o.Set("resets", float64(d.Resets))
+	}
+	if d.Recordings > 0 {
+		o.Set("recordings", float64(d.Recordings))
 	}
 	return Marshal(o, 0)
 }
@@ -63,6 +81,10 @@ func DecodeStored(b []byte) (Stored, error) {
 		f, _ := r.(float64)
 		d.Resets = int(f)
 	}
+	if r, ok := o.Get("recordings"); ok {
+		f, _ := r.(float64)
+		d.Recordings = int(f)
+	}
 	n := len(StubConfigs(d.Creation))
 	if raw, ok := o.Get("stubIds"); ok {
 		list, _ := raw.([]any)
@@ -88,8 +110,9 @@ func StubConfigs(creation *Object) []any {
 	return list
 }
 
-// Build compiles the stored imposter for port, its stubs named.
-func (d Stored) Build(port int) (*Imposter, error) {
+// Build compiles the stored imposter for port, its stubs named, as one
+// of a cluster's (Clustered, in the stored scope).
+func (d Stored) Build(port int, localCycle bool) (*Imposter, error) {
 	imp, err := New(d.Creation, port)
 	if err != nil {
 		return nil, err
@@ -97,6 +120,7 @@ func (d Stored) Build(port int) (*Imposter, error) {
 	if err := imp.AssignStubIDs(d.StubIDs); err != nil {
 		return nil, err
 	}
+	imp.Clustered(d.Scope(), localCycle)
 	return imp, nil
 }
 

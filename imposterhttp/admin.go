@@ -232,7 +232,7 @@ func (s *Server) values(ctx context.Context, w http.ResponseWriter, all []*serve
 	out := []any{}
 	for _, sv := range all {
 		o := opt
-		o.Gathered = g[sv.def.Port]
+		o.Gathered = g[sv.port]
 		out = append(out, sv.value(o))
 	}
 	return out
@@ -530,7 +530,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // requests (none in the replayable view).
 func (s *Server) view(ctx context.Context, w http.ResponseWriter, sv *served, opt imposter.PrintOptions) *imposter.Object {
 	if !opt.Replayable {
-		opt.Gathered = s.gathered(ctx, w, []*served{sv}, true)[sv.def.Port]
+		opt.Gathered = s.gathered(ctx, w, []*served{sv}, true)[sv.port]
 	}
 	return sv.value(opt)
 }
@@ -582,6 +582,7 @@ func (s *Server) deleteSavedProxyResponses(w http.ResponseWriter, r *http.Reques
 		stubs := imposter.WithoutSavedProxyResponses(imposter.StubConfigs(d.Creation))
 		d.Creation.Set("stubs", stubs)
 		d.StubIDs = newIDs(len(stubs))
+		d.Recordings++ // what is left of the recordings is never placed again
 		return d, 0, nil
 	}, func(c *Change, port int) { c.DeleteRecordings = []int{port} })
 }

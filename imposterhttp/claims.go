@@ -64,7 +64,7 @@ func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imp
 		return out, false, err
 	}
 	h.sv.mu.Lock()
-	b := encodeRecording(recording{incarnation: h.sv.incarnation, proxyStub: c.ProxyStub(), stub: rec})
+	b := encodeRecording(recording{incarnation: h.sv.scope, proxyStub: c.ProxyStub(), stub: rec})
 	h.sv.mu.Unlock()
 	if err := h.s.claims.Record(ctx, c.Signature, ans.Token, b); err != nil {
 		// The answer came from upstream and is served; the cluster may
@@ -116,16 +116,20 @@ func (h *imposterHandler) place(key string, b []byte) error {
 	}
 	h.sv.mu.Lock()
 	defer h.sv.mu.Unlock()
-	if rec.incarnation != h.sv.incarnation {
-		return fmt.Errorf("it was made for an earlier imposter on this port")
+	if rec.incarnation != h.sv.scope {
+		return fmt.Errorf("it was made for an earlier imposter on this port, or before its recordings were deleted")
 	}
 	return h.sv.imp.AddRecording(key, rec.proxyStub, rec.stub)
 }
 
 // MaxAlwaysRecordings bounds the proxyAlways responses the cluster keeps
-// for one creation of an imposter: past it a proxyAlways stub still
+// for one creation of an imposter (each a raft entry, kept in every
+// member's state and snapshots): past it a proxyAlways stub still
 // proxies, and records nothing more (a warning in the log says so).
-const MaxAlwaysRecordings = 10000
+const MaxAlwaysRecordings = 1000
+
+// alwaysKey marks a proxyAlways recording's key: <port>:always-<id>.
+const alwaysKey = ":always-"
 
 // storeAlways stores a proxyAlways response with the imposter's
 // configuration, where every member places it in the order stored, and
@@ -138,13 +142,8 @@ func (h *imposterHandler) storeAlways(c *imposter.ProxyCall) {
 		return
 	}
 	h.sv.mu.Lock()
-	port, inc, stored := h.sv.def.Port, h.sv.incarnation, 0
-	for _, r := range h.sv.def.Recordings {
-		if strings.Contains(r.Key, ":always-") {
-			stored++
-		}
-	}
-	b := encodeRecording(recording{incarnation: inc, proxyStub: c.ProxyStub(), always: true, stub: rec})
+	port, stored := h.sv.port, h.sv.always
+	b := encodeRecording(recording{incarnation: h.sv.scope, proxyStub: c.ProxyStub(), always: true, stub: rec})
 	h.sv.mu.Unlock()
 	if stored >= MaxAlwaysRecordings {
 		h.s.log.Warn(fmt.Sprintf("[http:%d] proxyAlways response not recorded: the imposter holds %d, the most kept", port, stored))
@@ -152,7 +151,7 @@ func (h *imposterHandler) storeAlways(c *imposter.ProxyCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ClaimWait)
 	defer cancel()
-	key := strconv.Itoa(port) + ":always-" + newID()
+	key := strconv.Itoa(port) + alwaysKey + newID()
 	if err := h.s.cfg.AddRecording(ctx, port, key, b); err != nil {
 		h.s.log.Warn(fmt.Sprintf("[http:%d] proxyAlways response may not be recorded: %v", port, err))
 	}

@@ -116,9 +116,20 @@ type recordsPart struct {
 	Partial bool `json:"partial,omitempty"`
 }
 
+// maxGathers bounds the reads of the members' records in flight from one
+// node: past it a read waits (at most recordsTimeout) for one to end, then
+// names every other member missing.
+const maxGathers = 4
+
 // records answers a member's gather with this node's part of each
-// imposter asked for.
+// imposter asked for: 503 until this node serves the configuration (it
+// has caught up and passed once), so that the asker names it rather than
+// take its empty part for a complete one.
 func (s *Server) records(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		writeUnavailable(w, errors.New("this member has not caught up with the configuration yet"))
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	var qs []recordsQuery
 	if err == nil {
@@ -204,8 +215,19 @@ func (s *Server) gather(ctx context.Context, qs []recordsQuery) (map[int]*impost
 		var wg sync.WaitGroup
 		ctx, cancel := context.WithTimeout(ctx, recordsTimeout)
 		defer cancel()
+		busy := false
+		select {
+		case s.gathers <- struct{}{}:
+			defer func() { <-s.gathers }()
+		case <-ctx.Done():
+			busy = true
+		}
 		for _, m := range members {
 			if !slices.Contains(ask, m.ID) {
+				continue
+			}
+			if busy {
+				missing = append(missing, m.Name+" (busy)")
 				continue
 			}
 			wg.Add(1)
@@ -300,7 +322,7 @@ func partial(w http.ResponseWriter, header string, names []string) {
 func queryOf(sv *served, list bool) recordsQuery {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	return recordsQuery{Port: sv.def.Port, Incarnation: sv.incarnation, Resets: sv.resets, List: list}
+	return recordsQuery{Port: sv.port, Incarnation: sv.incarnation, Resets: sv.resets, List: list}
 }
 
 // gathered is every member's records of the imposters all, by port, and

@@ -67,12 +67,14 @@ func (d Definition) recVersion() (v uint64) {
 	return v + uint64(len(d.Recordings))<<48
 }
 
-// A recording, as stored: the creation it was made for (a recording of an
-// imposter since deleted and created again is not placed), where the
-// definition's proxy stub that made it is, its mode, and the stub (a
-// proxyOnce recording) or the predicates and response (proxyAlways).
+// A recording, as stored: the scope it was made for (imposter.Stored.Scope:
+// the creation and recording generation; a recording of an imposter since
+// deleted and created again, or made before DELETE /savedProxyResponses,
+// is not placed), where the definition's proxy stub that made it is, its
+// mode, and the stub (a proxyOnce recording) or the predicates and
+// response (proxyAlways).
 type recording struct {
-	incarnation string
+	incarnation string // the scope; stored as "incarnation", which it was before generations
 	proxyStub   int
 	always      bool
 	stub        *imposter.Object

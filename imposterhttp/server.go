@@ -71,8 +71,13 @@ type Server struct {
 	caughtUp atomic.Bool
 	// restarted: the node ran before with this data, so the imposters
 	// its first pass starts may have lost requests they recorded then
-	// (SetRestarted); passed is whether a pass has run.
+	// (SetRestarted); passed is whether a pass has succeeded (under
+	// recMu), ready the same for readers without it (the records route).
 	restarted, passed bool
+	ready             atomic.Bool
+	// gathers bounds the reads of the members' records in flight from
+	// this node (maxGathers): each may hold every member's answer.
+	gathers chan struct{}
 	// lostRaces counts scenario moves dropped because another request
 	// moved the state first.
 	lostRaces atomic.Uint64
@@ -85,14 +90,19 @@ type Server struct {
 // served is one imposter and its listener. mu serializes the engine,
 // which keeps each stub's response cycle and the recorded requests.
 type served struct {
-	mu  sync.Mutex
-	imp *imposter.Imposter
-	ln  net.Listener // nil while the port cannot be bound
-	// def is the definition it runs, incarnation its creation's name and
-	// resets its count of DELETE /savedRequests (imposter.Stored).
+	port int // never changes
+	mu   sync.Mutex
+	imp  *imposter.Imposter
+	ln   net.Listener // nil while the port cannot be bound
+	// def is the definition it runs, incarnation its creation's name,
+	// resets its count of DELETE /savedRequests and scope the creation
+	// and recording generation its recordings belong to
+	// (imposter.Stored); always counts the proxyAlways recordings placed.
 	def         Definition
 	incarnation string
 	resets      int
+	scope       string
+	always      int
 	creation    *imposter.Object
 	// partial: started when the node restarted, so the requests it
 	// recorded before are gone; a read of the cluster's records names
@@ -117,7 +127,7 @@ func init() { imposter.ReadFile = os.ReadFile }
 // it is a MemoryConfig; the node hands in the cluster's with UseClaims.
 func New(host string, log *slog.Logger, cfg Config) *Server {
 	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns,
-		flows: NewMemoryFlows(), cluster: alone{}}
+		flows: NewMemoryFlows(), cluster: alone{}, gathers: make(chan struct{}, maxGathers)}
 	if mc, ok := cfg.(*MemoryConfig); ok {
 		s.claims = NewMemoryClaims(mc)
 		s.caughtUp.Store(true) // a configuration in memory is never behind
@@ -173,7 +183,7 @@ func validate(creation *imposter.Object) []error {
 // here; one that does not, or a port that will not bind, gives an
 // imposter that serves nothing and says why.
 func (s *Server) start(d Definition) *served {
-	sv := &served{def: d, conns: map[net.Conn]struct{}{}}
+	sv := &served{port: d.Port, def: d, conns: map[net.Conn]struct{}{}}
 	st, imp, err := s.build(d)
 	sv.imp = imp
 	if err != nil {
@@ -183,34 +193,39 @@ func (s *Server) start(d Definition) *served {
 		s.log.Error(fmt.Sprintf("[imposter:%d] %s", d.Port, sv.bindErr))
 		return sv
 	}
-	sv.incarnation, sv.resets, sv.creation = st.Incarnation, st.Resets, st.Creation
+	sv.incarnation, sv.resets, sv.creation, sv.scope = st.Incarnation, st.Resets, st.Creation, st.Scope()
+	sv.always = s.place(imp, sv.scope, d.Recordings)
 	s.bind(sv)
 	return sv
 }
 
-// build compiles a definition, one of the cluster's, and places the proxy
-// recordings made for this creation, in the order they were stored.
+// build compiles a definition, one of the cluster's (its proxy
+// recordings are placed by the caller: place).
 func (s *Server) build(d Definition) (imposter.Stored, *imposter.Imposter, error) {
 	st, err := imposter.DecodeStored(d.JSON)
 	if err != nil {
 		return st, nil, err
 	}
-	imp, err := st.Build(d.Port)
-	if err != nil {
-		return st, nil, err
-	}
-	imp.Clustered(false)
-	s.place(imp, st.Incarnation, d.Recordings)
-	return st, imp, nil
+	imp, err := st.Build(d.Port, false)
+	return st, imp, err
 }
 
-// place puts the recordings made for creation inc into imp, in order; a
-// recording already placed is skipped.
-func (s *Server) place(imp *imposter.Imposter, inc string, recs []Recording) {
+// place puts the recordings made for scope (the creation and recording
+// generation imp runs) into imp, in the order they were stored, and
+// returns how many proxyAlways recordings imp holds then. A recording
+// already placed is passed over without being read.
+func (s *Server) place(imp *imposter.Imposter, scope string, recs []Recording) (always int) {
 	for _, r := range recs {
+		isAlways := strings.Contains(r.Key, alwaysKey)
+		if imp.Placed(r.Key) {
+			if isAlways {
+				always++
+			}
+			continue
+		}
 		rec, err := decodeRecording(r.JSON)
-		if err != nil || rec.incarnation != inc {
-			continue // not this creation's
+		if err != nil || rec.incarnation != scope {
+			continue // another creation's, or generation's
 		}
 		if rec.always {
 			err = imp.AddAlwaysRecording(r.Key, rec.proxyStub, rec.stub)
@@ -219,8 +234,11 @@ func (s *Server) place(imp *imposter.Imposter, inc string, recs []Recording) {
 		}
 		if err != nil {
 			s.log.Debug("recording not placed", "port", imp.Port, "key", r.Key, "err", err)
+		} else if isAlways {
+			always++
 		}
 	}
+	return always
 }
 
 // bind listens on the imposter's port, or notes why it cannot.
@@ -301,7 +319,6 @@ func (s *Server) reconcile(ctx context.Context) error {
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
 	first := !s.passed
-	s.passed = true
 	rev, err := s.cfg.Revision(ctx)
 	if err != nil {
 		return err
@@ -338,15 +355,27 @@ func (s *Server) reconcile(ctx context.Context) error {
 		s.imposters[d.Port] = sv
 		s.mu.Unlock()
 	}
+	serving := true
 	for _, sv := range s.sorted() {
 		if !want[sv.def.Port] {
 			s.mu.Lock()
 			delete(s.imposters, sv.def.Port)
 			s.mu.Unlock()
 			sv.stop()
+			continue
 		}
+		sv.mu.Lock()
+		serving = serving && sv.ln != nil
+		sv.mu.Unlock()
 	}
-	s.cluster.Served(rev)
+	s.passed = true
+	s.ready.Store(true)
+	// An imposter this node cannot serve (its port taken, its definition
+	// not compiling here) means it does not serve the configuration: the
+	// rollout names it, until a pass binds the port (the watch retries).
+	if serving {
+		s.cluster.Served(rev)
+	}
 	return nil
 }
 
@@ -366,7 +395,7 @@ func (s *Server) addRecordings(cur *served, d Definition) bool {
 	}
 	cur.mu.Lock()
 	defer cur.mu.Unlock()
-	s.place(cur.imp, cur.incarnation, d.Recordings)
+	cur.always = s.place(cur.imp, cur.scope, d.Recordings)
 	cur.def = d
 	return true
 }
@@ -383,6 +412,7 @@ func (s *Server) changeInPlace(cur *served, d Definition) bool {
 	if err != nil || st.Incarnation != cur.incarnation || cur.ln == nil || !sameListener(cur.creation, st.Creation) {
 		return false
 	}
+	always := s.place(imp, st.Scope(), d.Recordings)
 	cur.mu.Lock()
 	imp.Inherit(cur.imp)
 	if st.Resets != cur.resets {
@@ -390,7 +420,7 @@ func (s *Server) changeInPlace(cur *served, d Definition) bool {
 		cur.partial = false // nothing recorded before the reset counts
 	}
 	imp.KeyPEM, imp.CertPEM = cur.imp.KeyPEM, cur.imp.CertPEM
-	cur.imp, cur.def, cur.creation, cur.resets = imp, d, st.Creation, st.Resets
+	cur.imp, cur.def, cur.creation, cur.resets, cur.scope, cur.always = imp, d, st.Creation, st.Resets, st.Scope(), always
 	cur.mu.Unlock()
 	return true
 }

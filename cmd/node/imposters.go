@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +34,10 @@ func imposterKey(port int) string { return imposterPrefix + strconv.Itoa(port) }
 // every change is one raft entry (a transaction guarded by the versions
 // it read), so every node applies the same changes in the same order and
 // the definitions survive any restart with the log.
-type raftConfig struct{ nd *realnet.Node }
+type raftConfig struct {
+	nd  *realnet.Node
+	log *slog.Logger
+}
 
 var _ imposterhttp.Config = raftConfig{}
 
@@ -103,14 +107,15 @@ func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) (uint64, 
 	for _, d := range ch.Put {
 		ops = append(ops, kv.Put(imposterKey(d.Port), d.JSON))
 	}
+	var stale []string // the recordings to delete, once the change is in
 	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) {
 		// The recordings to delete are those applied here when the change
 		// is proposed; one committed in between stays, recorded for a
-		// creation no longer in force, and is never replayed.
+		// creation or generation no longer in force, and is never placed.
 		all := recordingKeys(n)
 		for _, port := range ch.DeleteRecordings {
 			for _, k := range all[port] {
-				ops = append(ops, kv.Delete(proxyonce.KVKey(k)))
+				stale = append(stale, proxyonce.KVKey(k))
 			}
 		}
 		if len(ops) == 0 {
@@ -130,7 +135,43 @@ func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) (uint64, 
 	case !res.Succeeded:
 		return 0, imposterhttp.ErrConflict
 	}
-	return res.Revision, nil
+	rev := res.Revision
+	if len(stale) > 0 {
+		rev = c.deleteRecordings(ctx, stale, rev)
+	}
+	return rev, nil
+}
+
+// recordingsPerTxn bounds the recordings one cleanup entry deletes: a
+// transaction takes at most kv.DefaultMaxTxnOps operations.
+const recordingsPerTxn = 100
+
+// deleteRecordings deletes recordings the change left out of force, in
+// entries of recordingsPerTxn, and returns the revision after the last
+// that applied. It is best effort: what it leaves is never placed again
+// (it belongs to a creation or generation no longer in force), and the
+// port's next deletion takes it.
+func (c raftConfig) deleteRecordings(ctx context.Context, keys []string, rev uint64) uint64 {
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), recordingsPerTxn)]
+		keys = keys[len(batch):]
+		ops := make([]kv.Op, len(batch))
+		for i, k := range batch {
+			ops[i] = kv.Delete(k)
+		}
+		res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) {
+			n.Consensus.Propose(kv.Txn(nil, ops, nil), done)
+		})
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			c.log.Warn("recordings left to delete", "count", len(batch)+len(keys), "err", err)
+			return rev
+		}
+		rev = res.Revision
+	}
+	return rev
 }
 
 // AddRecording stores a proxy recording next to the imposter's

@@ -164,7 +164,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Imposter definitions are cluster configuration: this node serves
 	// what it applied from the log, following every change (its own
 	// admin calls reconcile at once; the watch catches the others').
-	imposters := imposterhttp.New(httpHost, log, raftConfig{nd})
+	imposters := imposterhttp.New(httpHost, log, raftConfig{nd: nd, log: log})
 	defer imposters.Close()
 	imposters.UseFlows(&clusterFlows{nd: nd}, c.route)
 	imposters.UseClaims(raftClaims{nd})

@@ -157,6 +157,17 @@ func TestOneServerBehindARoundRobin(t *testing.T) {
 	require.Equal(t, "/a", exp.Stubs[0].Predicates[0].DeepEquals["path"])
 	require.Len(t, exp.Stubs[0].Responses, 3, "three proxied /a, one stub")
 	require.Equal(t, "/b", exp.Stubs[1].Predicates[0].DeepEquals["path"])
+	// Each recording is an entry of its own; more than a transaction's
+	// 128 operations of them still delete with their imposter.
+	for i := range 130 {
+		require.Equal(t, "up", r.imposter(4547, fmt.Sprintf("/many/%d", i)).body)
+	}
+	a = r.admin("DELETE", "/imposters/4547/savedProxyResponses", "")
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	a = r.admin("GET", "/imposters/4547?replayable=true&removeProxies=true", "")
+	require.NotContains(t, a.body, "/many/", "every recording is gone, on every member")
+	a = r.admin("DELETE", "/imposters/4547", "")
+	require.Equal(t, http.StatusOK, a.code, a.body)
 
 	// proxyOnce: the first request, through one member, calls upstream
 	// and records; the next, through another member, is answered from
