@@ -323,13 +323,12 @@ func (sh *oneShell) install(r shellRead, booting bool) {
 		st, err := imposter.DecodeStored(e.Value)
 		var imp *imposter.Imposter
 		if err == nil {
-			imp, err = st.Build(p)
+			imp, err = st.Build(p, sh.x.bugs)
 		}
 		if err != nil {
 			sh.x.h.run.Fail("one-server-served", "%s cannot build the imposter on %d: %v", sh.m.Name(), p, err)
 			continue
 		}
-		imp.Clustered(sh.x.bugs)
 		// A restarted node lost the requests it recorded before; a node
 		// that starts for the first time had none.
 		si := &shellImp{version: e.Version, stored: st, imp: imp, partial: booting && sh.m.Incarnation() > 1}
@@ -938,8 +937,8 @@ func (x *oneRun) checkRecords() {
 		for i := 1; i < len(g.ids); i++ {
 			for j := 0; j < i; j++ {
 				a, b := x.byID[g.ids[j]], x.byID[g.ids[i]] // a is listed before b
-				if b.ret >= a.call {
-					continue // b did not end before a began: either order
+				if b.ret == 0 || a.ret == 0 || b.ret >= a.call {
+					continue // b did not end before a began (or is still open): either order
 				}
 				_, hi := cl.offsets(0, b.ret)
 				lo, _ := cl.offsets(a.call, a.ret)
