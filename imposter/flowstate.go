@@ -287,18 +287,7 @@ func (st *Stub) compileScenario(o *Object) error {
 func (imp *Imposter) RespondIn(r *Request, flow string, states States) (Outcome, *Cycle, *Transition, error) {
 	imp.count(r)
 	st := imp.find(r, states)
-	var out Outcome
-	var cyc *Cycle
-	var err error
-	if imp.sharesCycle(st) {
-		cyc = imp.cycleOf(st)
-	} else {
-		var resp *response
-		if st != nil {
-			resp = st.nextResponse()
-		}
-		out, err = imp.produce(r, st, resp)
-	}
+	out, cyc, err := imp.answer(r, st)
 	if st == nil || st.scenario == "" || !st.moves || err != nil {
 		return out, cyc, nil, err
 	}

@@ -498,7 +498,13 @@ func (imp *Imposter) sharesCycle(st *Stub) bool {
 // gate the flow's states pass, and produces its next response; or, for
 // a shared cycle, the Cycle to advance.
 func (imp *Imposter) match(r *Request, states States) (Outcome, *Cycle, error) {
-	st := imp.find(r, states)
+	return imp.answer(r, imp.find(r, states))
+}
+
+// answer produces the matched stub st's next response (the default
+// response if st is nil), or the Cycle to advance if it comes from a
+// shared cycle.
+func (imp *Imposter) answer(r *Request, st *Stub) (Outcome, *Cycle, error) {
 	if imp.sharesCycle(st) {
 		return Outcome{}, imp.cycleOf(st), nil
 	}
@@ -604,14 +610,12 @@ func (st *Stub) matches(r *Request) bool {
 }
 
 // sequenced reports whether the stub's answer depends on its place in
-// its cycle: more than one distinct response to cycle through.
+// its cycle: more than one distinct response to cycle through. The cycle
+// lists response indexes in order (compiled in order, recordings added at
+// the end), so its ends differ exactly when it holds two: a check every
+// request makes, in constant time.
 func (st *Stub) sequenced() bool {
-	for _, i := range st.cycle {
-		if i != st.cycle[0] {
-			return true
-		}
-	}
-	return false
+	return len(st.cycle) > 0 && st.cycle[0] != st.cycle[len(st.cycle)-1]
 }
 
 func (st *Stub) nextResponse() *response {

@@ -132,3 +132,25 @@ func TestBehaviors(t *testing.T) {
 	out = respond(t, imp, req("GET", "/absent", "", ""))
 	require.Equal(t, "h=undefined", string(out.Body), "an absent field reads as the text undefined, as in mountebank")
 }
+
+// In a cluster, only a stub with more than one distinct response to cycle
+// through is stepped at its cycle's owner: one response, repeated or not,
+// never pays for it.
+func TestOnlyCyclingStubsShareTheirCycle(t *testing.T) {
+	imp := newImposter(t, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/one"}}],"responses":[{"is":{"body":"x"},"repeat":3}]},
+		{"predicates":[{"equals":{"path":"/two"}}],"responses":[{"is":{"body":"a"}},{"is":{"body":"b"},"repeat":2}]}]}`)
+	imp.Clustered("scope", false)
+	out, cyc, err := imp.Respond(req("GET", "/one", "", ""))
+	require.NoError(t, err)
+	require.Nil(t, cyc)
+	require.Equal(t, "x", string(out.Body))
+	_, cyc, err = imp.Respond(req("GET", "/two", "", ""))
+	require.NoError(t, err)
+	require.NotNil(t, cyc)
+	for n, want := range []string{"a", "b", "b", "a"} {
+		out, err := imp.RespondAt(req("GET", "/two", "", ""), cyc, int64(n+1))
+		require.NoError(t, err)
+		require.Equal(t, want, string(out.Body), "place %d", n+1)
+	}
+}

@@ -291,19 +291,20 @@ func (s *Server) propose(w http.ResponseWriter, r *http.Request, build func(defs
 			}
 			return nil, nil, false
 		}
-		s.rollout(ctx, w, rev)
+		partial(w, UnconfirmedHeader, s.unconfirmed(ctx, rev))
 		return ctx, cancel, true
 	}
 }
 
-// rollout waits until every member serves rev, and names in a header
-// those that did not confirm it in time.
-func (s *Server) rollout(ctx context.Context, w http.ResponseWriter, rev uint64) {
+// unconfirmed waits until every member serves rev, and returns the
+// members that did not confirm it in time (and why the rollout itself
+// failed, if it did).
+func (s *Server) unconfirmed(ctx context.Context, rev uint64) []string {
 	missing, err := s.cluster.AwaitRollout(ctx, rev)
 	if err != nil {
 		missing = append(missing, "rollout not confirmed: "+err.Error())
 	}
-	partial(w, UnconfirmedHeader, missing)
+	return missing
 }
 
 // maxAttempts bounds how often a change is retried after losing a race.

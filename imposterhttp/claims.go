@@ -95,12 +95,9 @@ func (s *Server) rolloutHere(ctx context.Context) []string {
 	if err == nil {
 		err = s.reconcile(ctx)
 	}
-	var missing []string
+	missing := []string{"rollout not confirmed: " + fmt.Sprint(err)}
 	if err == nil {
-		missing, err = s.cluster.AwaitRollout(ctx, rev)
-	}
-	if err != nil {
-		missing = append(missing, "rollout not confirmed: "+err.Error())
+		missing = s.unconfirmed(ctx, rev)
 	}
 	if len(missing) > 0 {
 		s.log.Warn("a recording may not be served by every member yet", "unconfirmed", strings.Join(missing, ", "))

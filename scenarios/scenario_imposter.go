@@ -462,36 +462,48 @@ type simWorld struct {
 }
 
 func (w *simWorld) Store(req flow.Request, done func(flow.Response, error)) {
-	w.store(req, 0, 0, done)
-}
-
-// store makes the call as the real node does: a fresh event on the node,
-// so that the harness's bookkeeping of the call in progress never nests
-// inside another's, and again after flow.RetryPause while the owner
-// adopts the flow, within the store's deadline.
-func (w *simWorld) store(req flow.Request, attempt int, waited time.Duration, done func(flow.Response, error)) {
 	h := w.x.h
-	h.k.After(0, sim.EvClient, uint64(w.client), func() {
-		in := storeInput(req)
-		op := h.flowCall(w.client, w.n, req, in, func(resp flow.Response, err error) {
-			if pause, again := flow.RetryPause(err, attempt); again && waited+pause < h.deadline && w.n.Up() {
-				h.k.After(pause, sim.EvClient, uint64(w.client), func() { w.store(req, attempt+1, waited+pause, done) })
-				return
-			}
-			switch {
-			case err != nil:
-			case req.Op == flow.OpGetAll:
-				w.rec.readAt = h.k.Now()
-			case req.Op == flow.OpCas, req.Op == flow.OpSet:
-				w.rec.moveAt, w.rec.moveOK = h.k.Now(), req.Op == flow.OpSet || resp.Succeeded
-			}
-			done(resp, err)
-		})
-		if in.Op == linearizability.FlowCas || in.Op == linearizability.FlowSet {
+	h.storeRetrying(w.client, w.n, req, func(op int) {
+		if in := storeInput(req); in.Op == linearizability.FlowCas || in.Op == linearizability.FlowSet {
 			in.Key = imposter.ScenarioKey(scenarioName)
 			w.rec.move, w.rec.moveOp = &in, op
 		}
+	}, func(resp flow.Response, err error) {
+		switch {
+		case err != nil:
+		case req.Op == flow.OpGetAll:
+			w.rec.readAt = h.k.Now()
+		case req.Op == flow.OpCas, req.Op == flow.OpSet:
+			w.rec.moveAt, w.rec.moveOK = h.k.Now(), req.Op == flow.OpSet || resp.Succeeded
+		}
+		done(resp, err)
 	})
+}
+
+// storeRetrying makes a store call as the real node does: a fresh event
+// on the node, so that the harness's bookkeeping of the call in progress
+// never nests inside another's, and again after flow.RetryPause while
+// the owner adopts the flow, within the store's deadline. called gets
+// each attempt's op in the flow history.
+func (h *flowHarness) storeRetrying(client int, n *sim.Machine, req flow.Request, called func(op int), done func(flow.Response, error)) {
+	var attempt int
+	var waited time.Duration
+	var try func()
+	try = func() {
+		h.k.After(0, sim.EvClient, uint64(client), func() {
+			op := h.flowCall(client, n, req, storeInput(req), func(resp flow.Response, err error) {
+				if pause, again := flow.RetryPause(err, attempt); again && waited+pause < h.deadline && n.Up() {
+					attempt++
+					waited += pause
+					h.k.After(pause, sim.EvClient, uint64(client), try)
+					return
+				}
+				done(resp, err)
+			})
+			called(op)
+		})
+	}
+	try()
 }
 
 // storeInput is a store request as the flow history's model sees it.

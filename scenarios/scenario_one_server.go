@@ -623,27 +623,11 @@ func (w *oneWorld) Engine(f func(imp *imposter.Imposter)) {
 }
 
 func (w *oneWorld) Store(req flow.Request, done func(flow.Response, error)) {
-	h, q := w.x.h, w.q
+	q := w.q
 	if req.Op == flow.OpIncr {
 		q.cycFlow = req.Flow
 	}
-	var attempt int
-	var waited time.Duration
-	var try func()
-	try = func() {
-		h.k.After(0, sim.EvClient, uint64(q.client), func() {
-			q.storeOp = h.flowCall(q.client, q.member, req, storeInput(req), func(resp flow.Response, err error) {
-				if pause, again := flow.RetryPause(err, attempt); again && waited+pause < h.deadline && q.member.Up() {
-					attempt++
-					waited += pause
-					h.k.After(pause, sim.EvClient, uint64(q.client), try)
-					return
-				}
-				done(resp, err)
-			})
-		})
-	}
-	try()
+	w.x.h.storeRetrying(q.client, q.member, req, func(op int) { q.storeOp = op }, done)
 }
 
 func (w *oneWorld) OwnerOf(string, func(routing.Owner, error)) {

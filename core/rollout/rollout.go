@@ -33,9 +33,11 @@
 package rollout
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -219,7 +221,7 @@ func (s *Service) Served(rev uint64) {
 	}
 	s.serving = rev
 	s.answerHeld()
-	for _, id := range s.awaitIDs() {
+	for _, id := range slices.Sorted(maps.Keys(s.awaits)) {
 		s.confirm(id, s.env.ID, rev)
 	}
 }
@@ -281,7 +283,7 @@ func (s *Service) Await(rev uint64, done func(Result, error)) {
 	}
 	// Suspicion is about current members only: a removed member's is
 	// forgotten, so the map is bounded by the membership.
-	for _, id := range sortedSuspects(s.suspect) {
+	for _, id := range slices.Sorted(maps.Keys(s.suspect)) {
 		if !slices.Contains(members, id) {
 			delete(s.suspect, id)
 		}
@@ -301,15 +303,6 @@ func (s *Service) Await(rev uint64, done func(Result, error)) {
 // ticksFor is how many Resend ticks a wait lasts, at least one.
 func (s *Service) ticksFor(d time.Duration) int {
 	return max(1, int((d+s.cfg.Resend-1)/s.cfg.Resend))
-}
-
-func sortedSuspects(m map[dial.NodeID]bool) []dial.NodeID {
-	out := make([]dial.NodeID, 0, len(m))
-	for id := range m {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // ask sends the ask to every pending member but this node.
@@ -389,15 +382,6 @@ func (s *Service) finishIfDone(id uint64, a *await) bool {
 	return true
 }
 
-func (s *Service) awaitIDs() []uint64 {
-	ids := make([]uint64, 0, len(s.awaits))
-	for id := range s.awaits {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 // HandleFrame takes an ask or an ack from a peer.
 func (s *Service) HandleFrame(from dial.NodeID, frame []byte) {
 	if s.stopped {
@@ -453,28 +437,13 @@ func (s *Service) answerHeld() {
 		}
 	}
 	slices.SortFunc(keys, func(a, b heldKey) int {
-		if a.from != b.from {
-			return cmpID(a.from, b.from)
-		}
-		return cmpU64(a.id, b.id)
+		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.id, b.id))
 	})
 	for _, k := range keys {
 		delete(s.held, k)
 		_ = s.env.Net.Send(k.from, encode(frameAck, k.id, serving))
 	}
 }
-
-func cmpID(a, b dial.NodeID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpU64(a, b uint64) int { return cmpID(dial.NodeID(a), dial.NodeID(b)) }
 
 // heldFor is how long, in Resend ticks, a held ask lasts without being
 // asked again: its asker resends every tick while it waits, so one not
@@ -519,7 +488,7 @@ func (s *Service) Stop() {
 		return
 	}
 	s.stopped = true
-	for _, id := range s.awaitIDs() {
+	for _, id := range slices.Sorted(maps.Keys(s.awaits)) {
 		a := s.awaits[id]
 		delete(s.awaits, id)
 		if a.timer != nil {
