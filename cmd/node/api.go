@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/core/transport"
-	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/imposterhttp"
 	"github.com/fenceline/fenceline/realnet"
 )
@@ -234,82 +232,6 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	}
 	st.Transport = a.nd.TCPStats()
 	writeJSON(w, http.StatusOK, st)
-}
-
-// joinRequest is a node asking to join: who it is, where it listens, and
-// the control key's attestation of exactly that.
-type joinRequest struct {
-	Name        string `json:"name"`
-	Peer        string `json:"peer"`
-	HTTP        string `json:"http"`
-	Attestation string `json:"attestation"` // hex
-}
-
-type joinAnswer struct {
-	Members []memberJSON `json:"members"`
-}
-
-func (a *api) join(w http.ResponseWriter, r *http.Request) {
-	var req joinRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	if req.Name == "" || req.Peer == "" {
-		fail(w, http.StatusBadRequest, "bad_request", "a join names the node and its peer address")
-		return
-	}
-	att, err := hex.DecodeString(req.Attestation)
-	if err != nil || a.keys.CheckAttestation(req.Name, req.Peer, req.HTTP, att) != nil {
-		// Who may join is the control key's word, never the node's own.
-		fail(w, http.StatusForbidden, "forbidden", "the attestation for %q does not check against this cluster's control key", req.Name)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
-	id := dial.IDFromName(req.Name)
-	var member bool
-	if err := a.nd.Do(ctx, func(c *node.Node) {
-		ms := c.Consensus.Membership()
-		for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
-			member = member || m.ID == id
-		}
-	}); err != nil {
-		failErr(w, err)
-		return
-	}
-	if !member {
-		_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
-			m := consensus.NewMember(req.Name, req.Peer)
-			m.HTTP = req.HTTP // attested with the rest
-			c.Consensus.AddLearner(m, func(err error) { done(struct{}{}, err) })
-		})
-		if err != nil {
-			failErr(w, err)
-			return
-		}
-		a.log.Info("added a learner", "name", req.Name, "peer", req.Peer, "http", req.HTTP)
-	}
-	var ans joinAnswer
-	_ = a.nd.Do(ctx, func(c *node.Node) {
-		ms := c.Consensus.Membership()
-		ans.Members = membersJSON(append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...))
-	})
-	writeJSON(w, http.StatusOK, ans)
-}
-
-func (a *api) remove(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
-	defer cancel()
-	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
-		c.Consensus.RemoveMember(dial.IDFromName(name), func(err error) { done(struct{}{}, err) })
-	})
-	if err != nil {
-		failErr(w, err)
-		return
-	}
-	a.log.Info("removed a member", "name", name)
-	writeJSON(w, http.StatusOK, map[string]string{"removed": name})
 }
 
 // --- flow state
