@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
+	cryptorand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fenceline/fenceline/core/consensus"
@@ -28,7 +29,8 @@ const joinTimeout = 30 * time.Second
 // the answer names (it must reach the leader before it has applied the
 // membership that adds it). A node that is already a member — a restart —
 // asks nothing. A refusal of the attestation ends it at once; anything
-// else is retried with backoff until joinTimeout.
+// else is retried with backoff until joinTimeout, each time with a fresh
+// attestation (the member admits each one once).
 func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, name, peer, httpAddr, via string, log *slog.Logger) error {
 	var member bool
 	if err := nd.Do(ctx, func(c *node.Node) { member = c.Consensus.Membership().Index > 0 }); err != nil {
@@ -38,20 +40,20 @@ func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, nam
 		log.Info("already a member; not joining again", "via", via)
 		return nil
 	}
-	att, err := keys.Attest(name, peer, httpAddr)
-	if err != nil {
-		return err
-	}
-	body, _ := json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: hex.EncodeToString(att)})
 	url := via
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
 	url = strings.TrimSuffix(url, "/") + "/_cluster/members"
-	client := &http.Client{Timeout: 15 * time.Second}
+	client := memberClient(15 * time.Second)
 	deadline := time.Now().Add(joinTimeout)
 	backoff := 100 * time.Millisecond
 	for {
+		att, err := attest(keys, transport.ActJoin, name, peer, httpAddr)
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: att.String()})
 		ans, retry, err := askToJoin(ctx, client, url, body)
 		if err == nil {
 			peers := map[dial.NodeID]string{}
@@ -100,15 +102,76 @@ func askToJoin(ctx context.Context, client *http.Client, url string, body []byte
 	}
 }
 
+// --- attestations
+
+// attest makes the control key's attestation of an act (transport.Attest)
+// now, with a fresh random nonce.
+func attest(keys transport.Keys, act string, fields ...string) (transport.Attestation, error) {
+	var nonce [transport.AttestNonceSize]byte
+	_, _ = cryptorand.Read(nonce[:]) // never fails (crypto/rand panics instead)
+	return keys.Attest(act, fields, time.Now(), nonce)
+}
+
+// maxAttestations bounds the attestations a node remembers (each for
+// AttestValidity plus twice AttestSkew, 7 minutes): joins and removals
+// are an operator's acts, a few a day. Past it, a good attestation is
+// answered 503 until some are forgotten; only holders of the control key
+// can make attestations that get that far.
+const maxAttestations = 1024
+
+// attestations is what this process admitted, so that each attestation is
+// good once. (One per process: a process is one node.)
+var attestations = struct {
+	sync.Mutex
+	g *transport.AttestGuard
+}{g: transport.NewAttestGuard(maxAttestations)}
+
+// attestationHeader carries a removal's attestation.
+const attestationHeader = "X-Fenceline-Attestation"
+
+// admitAttestation checks text as the control key's attestation of act
+// with fields, now, and admits it once; or answers the call (403 for an
+// attestation that does not check, has expired or was used; 503 while
+// too many are remembered) and returns false.
+func (a *api) admitAttestation(w http.ResponseWriter, act string, fields []string, text string) bool {
+	now := time.Now()
+	att, err := transport.ParseAttestation(text)
+	if err == nil {
+		err = a.keys.CheckAttestation(act, fields, att, now)
+	}
+	if err == nil {
+		attestations.Lock()
+		err = attestations.g.Admit(att, now)
+		attestations.Unlock()
+	}
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, transport.ErrAttestGuardFull):
+		w.Header().Set("Retry-After", "60")
+		fail(w, http.StatusServiceUnavailable, "busy", "%v", err)
+	case errors.Is(err, transport.ErrAttestationExpired), errors.Is(err, transport.ErrAttestationUsed):
+		a.log.Warn("refused an attestation", "act", act, "fields", fields, "err", err)
+		fail(w, http.StatusForbidden, "forbidden", "the attestation to %s %q: %v", act, fields[0], err)
+	default:
+		// Who may join, and who is removed, is the control key's word,
+		// never the caller's.
+		a.log.Warn("refused an attestation", "act", act, "fields", fields, "err", err)
+		fail(w, http.StatusForbidden, "forbidden", "the attestation to %s %q does not check against this cluster's control key", act, fields[0])
+	}
+	return false
+}
+
 // --- the cluster API's membership calls
 
 // joinRequest is a node asking to join: who it is, where it listens, and
-// the control key's attestation of exactly that.
+// the control key's attestation of exactly that (transport.Attestation's
+// text form).
 type joinRequest struct {
 	Name        string `json:"name"`
 	Peer        string `json:"peer"`
 	HTTP        string `json:"http"`
-	Attestation string `json:"attestation"` // hex
+	Attestation string `json:"attestation"`
 }
 
 type joinAnswer struct {
@@ -124,10 +187,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad_request", "a join names the node and its peer address")
 		return
 	}
-	att, err := hex.DecodeString(req.Attestation)
-	if err != nil || a.keys.CheckAttestation(req.Name, req.Peer, req.HTTP, att) != nil {
-		// Who may join is the control key's word, never the node's own.
-		fail(w, http.StatusForbidden, "forbidden", "the attestation for %q does not check against this cluster's control key", req.Name)
+	if !a.admitAttestation(w, transport.ActJoin, []string{req.Name, req.Peer, req.HTTP}, req.Attestation) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -163,8 +223,27 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
+// remove removes a member. It takes the control key's attestation of the
+// removal of exactly that name, in the X-Fenceline-Attestation header,
+// good once and for AttestValidity; an operator makes one with the node
+// binary (remove.go):
+//
+//	node remove -control-key-file control.key -via 127.0.0.1:2525 n3
+//
+// or prints it for another client with -print:
+//
+//	curl -X DELETE -H "X-Fenceline-Attestation: $(node remove -print -control-key-file control.key n3)" \
+//	    http://127.0.0.1:2525/_cluster/members/n3
 func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if r.Header.Get(attestationHeader) == "" {
+		fail(w, http.StatusForbidden, "forbidden",
+			"a removal needs the control key's attestation in the %s header (node remove -control-key-file F -via ADDR %s)", attestationHeader, name)
+		return
+	}
+	if !a.admitAttestation(w, transport.ActRemove, []string{name}, r.Header.Get(attestationHeader)) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {

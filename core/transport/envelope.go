@@ -1,6 +1,7 @@
 // Package transport is the envelope every peer frame travels in, the same
 // in the simulator and on TCP: sealed with AES-256-GCM under a key derived
-// from one of two cluster secrets, addressed, and checked against replay.
+// from one of two cluster secrets (per sender, boot and generation: see
+// keys.go), addressed, and checked against replay.
 //
 //   - Two keys. The control key seals raft traffic and only control members
 //     hold it; the data key seals flow traffic (operations, replication,
@@ -27,25 +28,20 @@
 //
 // Nothing here draws randomness except from the Source it is handed (the
 // simulator hands a seeded stream, the real node the OS's), keeps state
-// without a bound, or blocks. Link is the envelope as a layer between a
+// without a bound, reads a clock other than the one it is handed (or the
+// times passed in), or blocks. Link is the envelope as a layer between a
 // node and its dial.Sender; Attest is the control key's word that a node
-// may join.
+// may join or be removed (attest.go); ConnProof is the data key's word
+// that a connection comes from a node, now (conn.go).
 package transport
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/fenceline/fenceline/dial"
 )
-
-// KeySize is the length of a cluster secret, in bytes.
-const KeySize = 32
 
 // Class says which key seals a frame.
 type Class uint8
@@ -65,64 +61,26 @@ func (c Class) String() string {
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
 
-// Keys are the two cluster secrets. A node that holds only Data can carry
-// flow traffic but can neither seal nor open a raft frame, nor attest a
-// join.
-type Keys struct {
-	Control, Data []byte
-}
-
-// Check reports a key of the wrong length. A missing Control key is
-// allowed (a data-only node); a missing Data key is not.
-func (k Keys) Check() error {
-	if k.Control != nil && len(k.Control) != KeySize {
-		return fmt.Errorf("transport: control key is %d bytes, want %d", len(k.Control), KeySize)
-	}
-	if len(k.Data) != KeySize {
-		return fmt.Errorf("transport: data key is %d bytes, want %d", len(k.Data), KeySize)
-	}
-	return nil
-}
-
-// derive turns a cluster secret into the key for one purpose, so the same
-// secret never keys two algorithms.
-func derive(secret []byte, purpose string) []byte {
-	k, err := hkdf.Key(sha256.New, secret, []byte("fenceline transport v1"), purpose, KeySize)
-	if err != nil {
-		panic("transport: hkdf: " + err.Error()) // only for lengths over 255*32
-	}
-	return k
-}
-
-func newAEAD(secret []byte, purpose string) cipher.AEAD {
-	block, err := aes.NewCipher(derive(secret, purpose))
-	if err != nil {
-		panic("transport: aes: " + err.Error()) // the key is always 32 bytes
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		panic("transport: gcm: " + err.Error())
-	}
-	return aead
-}
-
 // The frame on the wire. Every header byte is authenticated (it is the
 // seal's additional data); the body is encrypted.
 //
-//	magic:1 version:1 class:1 flags:1 family:1
+//	magic:1 version:1 class:1 flags:1 family:1 key:4 gen:4
 //	from:8 to:8 nonce:12 epoch:8 to_epoch:8 seq:8 ref:12
 //	sealed body (plaintext + 16-byte tag)
 //
-// Every frame carries its sender's boot epoch and, as to_epoch, the
-// target's as the sender knows it (0: not yet). A request (flags 0) also
-// carries a per-target sequence number and no ref. A reply (flagReply)
-// carries the nonce of the request it answers as ref and no seq: its
-// one-time ref is its replay protection. A hello (flagHello) has an empty
-// body: it only tells its target the sender's epoch.
+// key is the key id of the cluster secret the frame was sealed under and
+// gen the sender's key generation: with from and epoch they name the
+// frame's key (keys.go). Every frame carries its sender's boot epoch and,
+// as to_epoch, the target's as the sender knows it (0: not yet). A
+// request (flags 0) also carries a per-target sequence number and no ref.
+// A reply (flagReply) carries the nonce of the request it answers as ref
+// and no seq: its one-time ref is its replay protection. A hello
+// (flagHello) has an empty body: it only tells its target the sender's
+// epoch.
 const (
 	magic       = 0xF7
-	version     = 1
-	HeaderSize  = 5 + 8 + 8 + 12 + 8 + 8 + 8 + 12
+	version     = 2
+	HeaderSize  = 5 + 4 + 4 + 8 + 8 + 12 + 8 + 8 + 8 + 12
 	Overhead    = HeaderSize + 16 // what the envelope adds to a frame
 	NonceSize   = 12
 	flagReply   = 1 << 0
@@ -139,6 +97,8 @@ type header struct {
 	class   Class
 	flags   uint8
 	family  uint8
+	kid     uint32
+	gen     uint32
 	from    dial.NodeID
 	to      dial.NodeID
 	nonce   Nonce
@@ -153,6 +113,8 @@ func (h *header) hello() bool { return h.flags&flagHello != 0 }
 
 func (h *header) append(b []byte) []byte {
 	b = append(b, magic, version, byte(h.class), h.flags, h.family)
+	b = binary.BigEndian.AppendUint32(b, h.kid)
+	b = binary.BigEndian.AppendUint32(b, h.gen)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.from))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.to))
 	b = append(b, h.nonce[:]...)
@@ -175,12 +137,14 @@ func parseHeader(b []byte) (header, error) {
 		(h.flags&flagHello != 0 && h.flags != flagHello) {
 		return h, errMalformed
 	}
-	h.from = dial.NodeID(binary.BigEndian.Uint64(b[5:]))
-	h.to = dial.NodeID(binary.BigEndian.Uint64(b[13:]))
-	copy(h.nonce[:], b[21:33])
-	h.epoch = binary.BigEndian.Uint64(b[33:])
-	h.toEpoch = binary.BigEndian.Uint64(b[41:])
-	h.seq = binary.BigEndian.Uint64(b[49:])
-	copy(h.ref[:], b[57:69])
+	h.kid = binary.BigEndian.Uint32(b[5:])
+	h.gen = binary.BigEndian.Uint32(b[9:])
+	h.from = dial.NodeID(binary.BigEndian.Uint64(b[13:]))
+	h.to = dial.NodeID(binary.BigEndian.Uint64(b[21:]))
+	copy(h.nonce[:], b[29:41])
+	h.epoch = binary.BigEndian.Uint64(b[41:])
+	h.toEpoch = binary.BigEndian.Uint64(b[49:])
+	h.seq = binary.BigEndian.Uint64(b[57:])
+	copy(h.ref[:], b[65:77])
 	return h, nil
 }

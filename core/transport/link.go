@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"crypto/cipher"
 	"errors"
 	"fmt"
 	"time"
@@ -67,12 +66,16 @@ type Config struct {
 	// bounds what replaying old frames at a node can make it send.
 	// Default 20ms.
 	HelloEvery time.Duration
+	// RekeyEvery is how many frames of a class the node seals under one
+	// generation's key before it moves to the next (keys.go). Default
+	// DefaultRekeyEvery (2^24), at most MaxRekeyEvery (2^30).
+	RekeyEvery uint64
 }
 
 // Causes a frame is dropped for, as Stats counts them.
 const (
 	CauseMalformed   = iota // not an envelope
-	CauseNoKey              // sealed under a key this node does not hold
+	CauseNoKey              // sealed under a key this node does not hold (its class's, or the one its key id names)
 	CauseMisaddress         // addressed to another node
 	CauseForged             // the seal does not open: altered, or not made with the key
 	CauseMismatch           // the contents are not of the class or family the header names
@@ -83,12 +86,13 @@ const (
 	CausePeerLimit          // a node beyond MaxPeers
 	CauseUnbound            // outbound: a reply with no request to answer
 	CauseUnknown            // outbound: a frame Classify does not know
+	CauseExhausted          // outbound: the sender used its last key generation (2^56 frames in one boot)
 	numCauses
 )
 
 // CauseNames name the causes, for metrics and logs.
 var CauseNames = [numCauses]string{"malformed", "no-key", "misaddressed", "forged", "mismatch",
-	"replay", "stale", "incarnation", "unsolicited", "peer-limit", "unbound-reply", "unknown-frame"}
+	"replay", "stale", "incarnation", "unsolicited", "peer-limit", "unbound-reply", "unknown-frame", "key-exhausted"}
 
 // Stats counts what the link did.
 type Stats struct {
@@ -105,11 +109,12 @@ var ErrUnbound = fmt.Errorf("transport: reply answers no request: %w", dial.ErrU
 // for the node, a dial.Handler for the network. It runs on the node's
 // loop, like the node.
 type Link struct {
-	cfg     Config
-	out     dial.Sender
-	in      dial.Handler
-	control cipher.AEAD // nil without the control key
-	data    cipher.AEAD
+	cfg           Config
+	out           dial.Sender
+	in            dial.Handler
+	control, data *ring             // the secrets; control nil without the control key
+	sealers       [Data + 1]*sealer // by class; nil without the class's key
+	openers       *openers          // the frame keys frames opened under
 
 	seq     map[dial.NodeID]uint64 // the last request number sent to each target
 	known   map[dial.NodeID]uint64 // each peer's newest boot epoch seen
@@ -145,15 +150,25 @@ func New(cfg Config, out dial.Sender, in dial.Handler) (*Link, error) {
 	if cfg.MaxOutstanding == 0 {
 		cfg.MaxOutstanding = 512
 	}
-	if cfg.MaxPeers < 1 || cfg.Window < 64 || cfg.Window%64 != 0 || cfg.MaxOutstanding < 1 {
-		return nil, fmt.Errorf("transport: bad bounds (MaxPeers %d, Window %d, MaxOutstanding %d)", cfg.MaxPeers, cfg.Window, cfg.MaxOutstanding)
+	if cfg.RekeyEvery == 0 {
+		cfg.RekeyEvery = DefaultRekeyEvery
 	}
-	l := &Link{cfg: cfg, out: out, in: in, data: newAEAD(cfg.Keys.Data, "data seal"),
-		seq: map[dial.NodeID]uint64{}, known: map[dial.NodeID]uint64{}, helloAt: map[dial.NodeID]time.Duration{},
+	if cfg.MaxPeers < 1 || cfg.Window < 64 || cfg.Window%64 != 0 || cfg.MaxOutstanding < 1 || cfg.RekeyEvery > MaxRekeyEvery {
+		return nil, fmt.Errorf("transport: bad bounds (MaxPeers %d, Window %d, MaxOutstanding %d, RekeyEvery %d)",
+			cfg.MaxPeers, cfg.Window, cfg.MaxOutstanding, cfg.RekeyEvery)
+	}
+	l := &Link{cfg: cfg, out: out, in: in,
+		control: newRing(cfg.Keys.Control, cfg.Keys.AcceptControl), data: newRing(cfg.Keys.Data, cfg.Keys.AcceptData),
+		// Two classes' current keys per peer, and room for the next
+		// generation's or epoch's beside them.
+		openers: newOpeners(4 * cfg.MaxPeers),
+		seq:     map[dial.NodeID]uint64{}, known: map[dial.NodeID]uint64{}, helloAt: map[dial.NodeID]time.Duration{},
 		windows: map[dial.NodeID]*window{},
 		asked:   map[peerFamily]*asked{}, owed: map[peerFamily]*owed{}}
-	if cfg.Keys.Control != nil {
-		l.control = newAEAD(cfg.Keys.Control, "control seal")
+	for _, c := range []Class{Control, Data} {
+		if r := l.ring(c); r != nil {
+			l.sealers[c] = &sealer{sec: r.seal, class: c, every: cfg.RekeyEvery}
+		}
 	}
 	return l, nil
 }
@@ -164,11 +179,23 @@ func (l *Link) Self() dial.NodeID { return l.cfg.Self }
 // Stats returns the link's counters.
 func (l *Link) Stats() Stats { return l.stats }
 
-func (l *Link) aead(c Class) cipher.AEAD {
+func (l *Link) ring(c Class) *ring {
 	if c == Control {
 		return l.control
 	}
 	return l.data
+}
+
+// seal seals frame (nil for a hello) behind header h, filling in the
+// key id and generation, under the key of h's class.
+func (l *Link) seal(h *header, s *sealer, frame []byte) ([]byte, error) {
+	aead, gen, err := s.next(l.cfg.Self, l.cfg.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	h.kid, h.gen = s.sec.id, gen
+	hdr := h.append(make([]byte, 0, HeaderSize+len(frame)+aead.Overhead()))
+	return aead.Seal(hdr, h.nonce[:], frame, hdr), nil
 }
 
 func (l *Link) drop(cause int) { l.stats.Dropped[cause]++ }
@@ -193,14 +220,18 @@ func (l *Link) Send(to dial.NodeID, frame []byte) error {
 		return err
 	}
 	k, ok := l.cfg.Classify(frame)
-	if !ok || k.Family >= maxFamilies || (k.Reply && k.Family == 0) {
+	if !ok || (k.Class != Control && k.Class != Data) || k.Family >= maxFamilies || (k.Reply && k.Family == 0) {
 		l.drop(CauseUnknown)
 		return fmt.Errorf("transport: unknown frame: %w", dial.ErrUnreachable)
 	}
-	aead := l.aead(k.Class)
-	if aead == nil {
+	s := l.sealers[k.Class]
+	if s == nil {
 		l.drop(CauseNoKey)
 		return fmt.Errorf("transport: no %v key: %w", k.Class, dial.ErrUnreachable)
+	}
+	if s.exhausted() {
+		l.drop(CauseExhausted)
+		return fmt.Errorf("%w: %w", errExhausted, dial.ErrUnreachable)
 	}
 	h := header{class: k.Class, family: k.Family, from: l.cfg.Self, to: to, nonce: l.nonce(),
 		epoch: l.cfg.Epoch, toEpoch: l.known[to]}
@@ -234,14 +265,14 @@ func (l *Link) Send(to dial.NodeID, frame []byte) error {
 		}
 	}
 	var sealed []byte
+	var err error
 	if k.Reply && l.cfg.Bugs.BareReplies {
 		// The planted bug: replies travel in the clear, unauthenticated,
 		// the way the reference design's once did.
 		h.flags |= flagBare
 		sealed = append(h.append(make([]byte, 0, HeaderSize+len(frame))), frame...)
-	} else {
-		hdr := h.append(make([]byte, 0, HeaderSize+len(frame)+aead.Overhead()))
-		sealed = aead.Seal(hdr, h.nonce[:], frame, hdr)
+	} else if sealed, err = l.seal(&h, s, frame); err != nil {
+		return fmt.Errorf("%w: %w", err, dial.ErrUnreachable) // cannot happen: exhausted() said no
 	}
 	l.stats.Sealed++
 	return l.out.Send(to, sealed)
@@ -258,8 +289,7 @@ func (l *Link) HandleFrame(_ dial.NodeID, frame []byte) {
 		l.drop(CauseMalformed)
 		return
 	}
-	aead := l.aead(h.class)
-	if aead == nil {
+	if l.ring(h.class) == nil {
 		l.drop(CauseNoKey)
 		return
 	}
@@ -276,9 +306,10 @@ func (l *Link) HandleFrame(_ dial.NodeID, frame []byte) {
 		l.drop(CauseForged)
 		return
 	default:
-		plain, err = aead.Open(nil, h.nonce[:], frame[HeaderSize:], frame[:HeaderSize])
-		if err != nil {
-			l.drop(CauseForged)
+		var cause int
+		var opened bool
+		if plain, cause, opened = l.openers.open(l.control, l.data, &h, frame); !opened {
+			l.drop(cause)
 			return
 		}
 	}
@@ -367,9 +398,16 @@ func (l *Link) hello(to dial.NodeID, class Class) {
 	if _, ok := l.helloAt[to]; !ok && len(l.helloAt) >= l.cfg.MaxPeers {
 		return
 	}
+	s := l.sealers[class]
+	if s == nil || s.exhausted() {
+		return
+	}
 	h := header{class: class, flags: flagHello, from: l.cfg.Self, to: to, nonce: l.nonce(), epoch: l.cfg.Epoch, toEpoch: l.known[to]}
-	hdr := h.append(make([]byte, 0, HeaderSize+16))
-	if err := l.out.Send(to, l.aead(class).Seal(hdr, h.nonce[:], nil, hdr)); err != nil {
+	sealed, err := l.seal(&h, s, nil)
+	if err != nil {
+		return
+	}
+	if err := l.out.Send(to, sealed); err != nil {
 		return // not even queued (no address yet, say): it does not count against the pace
 	}
 	// Sent, it may still be lost like any frame; the next drop or

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -179,7 +180,7 @@ func TestRequestIsAddressed(t *testing.T) {
 
 	// Rewriting the address breaks the seal.
 	moved := bytes.Clone(f)
-	moved[20] = 3 // to = n3 (big-endian, bytes 13..20)
+	moved[28] = 3 // to = n3 (big-endian, bytes 21..28)
 	ok, cause = deliver(c, moved)
 	require.False(t, ok)
 	require.Equal(t, "forged", cause)
@@ -260,6 +261,10 @@ func TestKeysSeparateClasses(t *testing.T) {
 	c := newPeer(t, 2, 1, keys, nil)
 	ok, cause = deliver(c, f)
 	require.False(t, ok)
+	require.Equal(t, "no-key", cause, "the data key's id names no control key")
+	binary.BigEndian.PutUint32(f[5:], transport.KeyID(keys.Control))
+	ok, cause = deliver(c, f)
+	require.False(t, ok)
 	require.Equal(t, "forged", cause)
 
 	// A data-key holder whose classifier lies seals a raft frame as data:
@@ -272,10 +277,19 @@ func TestKeysSeparateClasses(t *testing.T) {
 	require.False(t, ok)
 	require.Equal(t, "mismatch", cause)
 
-	// Another cluster's keys open nothing.
+	// Another cluster's keys open nothing: its frames name a key id this
+	// node does not hold, and naming ours does not help.
 	other := newPeer(t, 1, 1, transport.Keys{Control: bytes.Repeat([]byte{9}, 32), Data: bytes.Repeat([]byte{8}, 32)}, nil)
 	require.NoError(t, other.link.Send(2, req('d', 0, "hello")))
-	ok, cause = deliver(c, other.wire.last(t))
+	f = other.wire.last(t)
+	ok, cause = deliver(c, f)
+	require.False(t, ok)
+	require.Equal(t, "no-key", cause)
+	h, ok := transport.HeaderOf(f)
+	require.True(t, ok)
+	require.Equal(t, transport.KeyID(bytes.Repeat([]byte{8}, 32)), h.KeyID)
+	binary.BigEndian.PutUint32(f[5:], transport.KeyID(keys.Data))
+	ok, cause = deliver(c, f)
 	require.False(t, ok)
 	require.Equal(t, "forged", cause)
 }
@@ -456,29 +470,6 @@ func FuzzHandleFrame(f *testing.F) {
 	})
 }
 
-func TestAttestation(t *testing.T) {
-	att, err := keys.Attest("n4", "127.0.0.4:7946", "127.0.0.4:2525")
-	require.NoError(t, err)
-	require.Len(t, att, transport.AttestationSize)
-	require.NoError(t, keys.CheckAttestation("n4", "127.0.0.4:7946", "127.0.0.4:2525", att))
-	for _, args := range [][3]string{
-		{"n5", "127.0.0.4:7946", "127.0.0.4:2525"},
-		{"n4", "127.0.0.5:7946", "127.0.0.4:2525"},
-		{"n4", "127.0.0.4:7946", "127.0.0.5:2525"},
-		{"n", "4127.0.0.4:7946", "127.0.0.4:2525"}, // the same bytes, split differently
-	} {
-		require.ErrorIs(t, keys.CheckAttestation(args[0], args[1], args[2], att), transport.ErrAttestation, "%v", args)
-	}
-	dataOnly := transport.Keys{Data: keys.Data}
-	_, err = dataOnly.Attest("n4", "p", "h")
-	require.Error(t, err, "a node without the control key cannot attest")
-	require.Error(t, dataOnly.CheckAttestation("n4", "p", "h", att))
-	other := transport.Keys{Control: bytes.Repeat([]byte{7}, 32), Data: keys.Data}
-	forged, err := other.Attest("n4", "127.0.0.4:7946", "127.0.0.4:2525")
-	require.NoError(t, err)
-	require.ErrorIs(t, keys.CheckAttestation("n4", "127.0.0.4:7946", "127.0.0.4:2525", forged), transport.ErrAttestation)
-}
-
 func TestConfigIsChecked(t *testing.T) {
 	for name, cfg := range map[string]transport.Config{
 		"short data key":    {Self: 1, Rand: rand.New(rand.NewPCG(1, 1)), Classify: classify, Keys: transport.Keys{Data: []byte("short")}},
@@ -486,6 +477,12 @@ func TestConfigIsChecked(t *testing.T) {
 		"no self":           {Rand: rand.New(rand.NewPCG(1, 1)), Classify: classify, Keys: keys},
 		"no source":         {Self: 1, Classify: classify, Keys: keys},
 		"odd window":        {Self: 1, Rand: rand.New(rand.NewPCG(1, 1)), Classify: classify, Keys: keys, Window: 100},
+		"rekey past 2^30": {Self: 1, Epoch: 1, Rand: rand.New(rand.NewPCG(1, 1)), Classify: classify, Keys: keys, Clock: clock.NewManual(time.Unix(0, 0)),
+			RekeyEvery: transport.MaxRekeyEvery + 1},
+		"accepted key without its class": {Self: 1, Epoch: 1, Rand: rand.New(rand.NewPCG(1, 1)), Classify: classify, Clock: clock.NewManual(time.Unix(0, 0)),
+			Keys: transport.Keys{Data: keys.Data, AcceptControl: keys.Control}},
+		"short accepted key": {Self: 1, Epoch: 1, Rand: rand.New(rand.NewPCG(1, 1)), Classify: classify, Clock: clock.NewManual(time.Unix(0, 0)),
+			Keys: transport.Keys{Data: keys.Data, AcceptData: []byte("short")}},
 	} {
 		_, err := transport.New(cfg, &wire{}, &inbox{})
 		require.Error(t, err, name)
@@ -501,7 +498,8 @@ func TestObserver(t *testing.T) {
 	env, plain, ok := transport.NewObserver(keys).Open(f)
 	require.True(t, ok)
 	require.Equal(t, req('c', 3, "append"), plain)
-	require.Equal(t, transport.Envelope{Class: transport.Control, Family: 3, From: 1, To: 2, Nonce: env.Nonce, Epoch: 1, Seq: 1}, env)
+	require.Equal(t, transport.Envelope{Class: transport.Control, Family: 3, KeyID: transport.KeyID(keys.Control), From: 1, To: 2,
+		Nonce: env.Nonce, Epoch: 1, Seq: 1}, env)
 	require.Equal(t, uint64(0), env.ToEpoch, "a has not heard from n2")
 	for range 2 { // stateless: the same frame opens again
 		_, _, ok = transport.NewObserver(keys).Open(f)

@@ -1,8 +1,6 @@
 package transport
 
 import (
-	"crypto/cipher"
-
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -13,6 +11,7 @@ type Envelope struct {
 	Bare       bool // a reply in the clear (the planted bug bare-replies)
 	Hello      bool
 	Family     uint8
+	KeyID, Gen uint32 // the key id of the secret it was sealed under; the sender's key generation
 	From, To   dial.NodeID
 	Nonce, Ref Nonce
 	// Epoch is the sender's boot epoch, ToEpoch the target's as the
@@ -23,19 +22,20 @@ type Envelope struct {
 // Observer opens frames without a link's state: no address, replay or
 // reply check, nothing remembered. It is for observers that hold the keys
 // and must read what crossed the wire, such as the simulator's record of
-// frames; a node opens frames only through its Link.
-type Observer struct{ control, data cipher.AEAD }
+// frames; a node opens frames only through its Link. It keeps the frame
+// keys it derived, at most ObserverKeys of them, and so, unlike a cipher,
+// is not safe for concurrent use.
+type Observer struct {
+	control, data *ring
+	openers       *openers
+}
+
+// ObserverKeys bounds the frame keys an Observer keeps.
+const ObserverKeys = 4096
 
 // NewObserver returns an observer with the keys.
 func NewObserver(k Keys) *Observer {
-	o := &Observer{}
-	if len(k.Data) == KeySize {
-		o.data = newAEAD(k.Data, "data seal")
-	}
-	if len(k.Control) == KeySize {
-		o.control = newAEAD(k.Control, "control seal")
-	}
-	return o
+	return &Observer{control: newRing(k.Control, k.AcceptControl), data: newRing(k.Data, k.AcceptData), openers: newOpeners(ObserverKeys)}
 }
 
 // Open reads a frame's header and opens its body; ok is false when the
@@ -49,15 +49,9 @@ func (o *Observer) Open(frame []byte) (env Envelope, plain []byte, ok bool) {
 	if env.Bare {
 		return env, frame[HeaderSize:], true
 	}
-	aead := o.data
-	if env.Class == Control {
-		aead = o.control
-	}
-	if aead == nil {
-		return env, nil, false
-	}
-	plain, err := aead.Open(nil, env.Nonce[:], frame[HeaderSize:], frame[:HeaderSize])
-	return env, plain, err == nil
+	h, _ := parseHeader(frame)
+	plain, _, ok = o.openers.open(o.control, o.data, &h, frame)
+	return env, plain, ok
 }
 
 // HeaderOf reads a frame's header without opening it: what anyone on the
@@ -68,7 +62,7 @@ func HeaderOf(frame []byte) (Envelope, bool) {
 		return Envelope{}, false
 	}
 	return Envelope{Class: h.class, Reply: h.reply(), Bare: h.flags&flagBare != 0, Hello: h.hello(), Family: h.family,
-		From: h.from, To: h.to, Nonce: h.nonce, Ref: h.ref, Epoch: h.epoch, ToEpoch: h.toEpoch, Seq: h.seq}, true
+		KeyID: h.kid, Gen: h.gen, From: h.from, To: h.to, Nonce: h.nonce, Ref: h.ref, Epoch: h.epoch, ToEpoch: h.toEpoch, Seq: h.seq}, true
 }
 
 // Forge builds a frame as an adversary without the keys would: a bare

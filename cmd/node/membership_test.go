@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/transport"
+	"github.com/fenceline/fenceline/realnet"
+)
+
+// memberNode is one in-process node founding its cluster, behind its API
+// on a loopback address.
+type memberNode struct {
+	nd   *realnet.Node
+	keys transport.Keys
+	http string
+}
+
+func startMemberNode(t *testing.T, ip string) *memberNode {
+	keys := transport.Keys{Control: realnet.GenerateKey(), Data: realnet.GenerateKey()}
+	ln, err := net.Listen("tcp", ip+":0")
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: "n1", DataDir: t.TempDir(), PeerAddr: ip + ":0", HTTP: ln.Addr().String(),
+		Keys: keys, Bootstrap: true, Log: log})
+	require.NoError(t, err)
+	srv := &http.Server{Handler: newAPI(nd, keys, "n1", ln.Addr().String(), log), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); _ = nd.Close() })
+	require.Eventually(t, func() bool {
+		var leads bool
+		_ = nd.Do(context.Background(), func(c *node.Node) { leads = c.Consensus.IsLeader() })
+		return leads
+	}, 10*time.Second, 20*time.Millisecond, "n1 leads")
+	return &memberNode{nd: nd, keys: keys, http: ln.Addr().String()}
+}
+
+func (m *memberNode) members(t *testing.T) []string {
+	var names []string
+	require.NoError(t, m.nd.Do(context.Background(), func(c *node.Node) {
+		ms := c.Consensus.Membership()
+		for _, v := range append(ms.Voters, ms.Learners...) {
+			names = append(names, v.Name)
+		}
+	}))
+	return names
+}
+
+func (m *memberNode) join(t *testing.T, body joinRequest) (int, string) {
+	b, _ := json.Marshal(body)
+	return call("POST", "http://"+m.http+"/_cluster/members", string(b))
+}
+
+func (m *memberNode) remove(t *testing.T, name, att string) (int, string) {
+	req, _ := http.NewRequest("DELETE", "http://"+m.http+"/_cluster/members/"+name, nil)
+	if att != "" {
+		req.Header.Set(attestationHeader, att)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func attestAt(t *testing.T, keys transport.Keys, at time.Time, act string, fields ...string) string {
+	var nonce [transport.AttestNonceSize]byte
+	copy(nonce[:], realnet.GenerateKey())
+	a, err := keys.Attest(act, fields, at, nonce)
+	require.NoError(t, err)
+	return a.String()
+}
+
+// A join's attestation is good once, for a while: a captured join
+// replayed is refused, and so are attestations made too long ago or too
+// far in the future, for another name or address, or under another key.
+func TestJoinAttestationIsFreshAndGoodOnce(t *testing.T) {
+	m := startMemberNode(t, "127.0.0.41")
+	req := joinRequest{Name: "n2", Peer: "127.0.0.42:1", HTTP: "127.0.0.42:2"}
+	good := req
+	good.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, req.Name, req.Peer, req.HTTP)
+	code, body := m.join(t, good)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, m.members(t), "n2")
+
+	code, body = m.join(t, good)
+	require.Equal(t, http.StatusForbidden, code, "a replayed join: %s", body)
+	require.Contains(t, body, "already used")
+
+	// Attestations for n3 that must not add it.
+	n3 := joinRequest{Name: "n3", Peer: "127.0.0.43:1", HTTP: "127.0.0.43:2"}
+	other := transport.Keys{Control: realnet.GenerateKey(), Data: m.keys.Data}
+	for name, att := range map[string]string{
+		"made 7 minutes ago":        attestAt(t, m.keys, time.Now().Add(-7*time.Minute), transport.ActJoin, n3.Name, n3.Peer, n3.HTTP),
+		"made 2 minutes from now":   attestAt(t, m.keys, time.Now().Add(2*time.Minute), transport.ActJoin, n3.Name, n3.Peer, n3.HTTP),
+		"for another peer address":  attestAt(t, m.keys, time.Now(), transport.ActJoin, n3.Name, "127.0.0.99:1", n3.HTTP),
+		"for a removal":             attestAt(t, m.keys, time.Now(), transport.ActRemove, n3.Name),
+		"under another control key": attestAt(t, other, time.Now(), transport.ActJoin, n3.Name, n3.Peer, n3.HTTP),
+		"the old form, a bare MAC":  hex.EncodeToString(bytes.Repeat([]byte{1}, 32)),
+		"none":                      "",
+	} {
+		r := n3
+		r.Attestation = att
+		code, body := m.join(t, r)
+		require.Equal(t, http.StatusForbidden, code, "%s: %s", name, body)
+	}
+	// Four minutes old, from a clock a little behind: still good.
+	r := joinRequest{Name: "n4", Peer: "127.0.0.44:1", HTTP: "127.0.0.44:2"}
+	r.Attestation = attestAt(t, m.keys, time.Now().Add(-4*time.Minute), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	code, body = m.join(t, r)
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, m.members(t), "n3")
+}
+
+// A removal needs the control key's attestation of exactly that removal,
+// good once.
+func TestRemoveNeedsAnAttestation(t *testing.T) {
+	m := startMemberNode(t, "127.0.0.45")
+	r := joinRequest{Name: "n2", Peer: "127.0.0.46:1", HTTP: "127.0.0.46:2"}
+	r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	code, body := m.join(t, r)
+	require.Equal(t, http.StatusOK, code, body)
+
+	code, body = m.remove(t, "n2", "")
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, attestationHeader)
+	other := transport.Keys{Control: realnet.GenerateKey(), Data: m.keys.Data}
+	for name, att := range map[string]string{
+		"for another name":          attestAt(t, m.keys, time.Now(), transport.ActRemove, "n3"),
+		"a join's":                  attestAt(t, m.keys, time.Now(), transport.ActJoin, "n2", r.Peer, r.HTTP),
+		"made 10 minutes ago":       attestAt(t, m.keys, time.Now().Add(-10*time.Minute), transport.ActRemove, "n2"),
+		"under another control key": attestAt(t, other, time.Now(), transport.ActRemove, "n2"),
+		"garbage":                   "please",
+	} {
+		code, body := m.remove(t, "n2", att)
+		require.Equal(t, http.StatusForbidden, code, "%s: %s", name, body)
+	}
+	require.Contains(t, m.members(t), "n2", "nothing removed it")
+
+	att := attestAt(t, m.keys, time.Now(), transport.ActRemove, "n2")
+	code, body = m.remove(t, "n2", att)
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, m.members(t), "n2")
+	code, body = m.remove(t, "n2", att)
+	require.Equal(t, http.StatusForbidden, code, "replayed: %s", body)
+}
+
+// `node remove` makes the attestation from the key file and calls the
+// member; -print only prints it.
+func TestRemoveSubcommand(t *testing.T) {
+	m := startMemberNode(t, "127.0.0.47")
+	r := joinRequest{Name: "n2", Peer: "127.0.0.48:1", HTTP: "127.0.0.48:2"}
+	r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	code, body := m.join(t, r)
+	require.Equal(t, http.StatusOK, code, body)
+	keyFile := filepath.Join(t.TempDir(), "control.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(hex.EncodeToString(m.keys.Control)+"\n"), 0o600))
+
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, runRemove([]string{"-print", "-control-key-file", keyFile, "n2"}, &out, &errOut), errOut.String())
+	att, err := transport.ParseAttestation(strings.TrimSpace(out.String()))
+	require.NoError(t, err)
+	require.NoError(t, m.keys.CheckAttestation(transport.ActRemove, []string{"n2"}, att, time.Now()))
+
+	out.Reset()
+	require.Equal(t, 0, runRemove([]string{"-control-key-file", keyFile, "-via", m.http, "n2"}, &out, &errOut), errOut.String())
+	require.Contains(t, out.String(), "n2")
+	require.NotContains(t, m.members(t), "n2")
+
+	r = joinRequest{Name: "n3", Peer: "127.0.0.48:3", HTTP: "127.0.0.48:4"}
+	r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	code, body = m.join(t, r)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = removeMember(t, m.http, keyFile, "n3")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, m.members(t), "n3")
+
+	wrong := filepath.Join(t.TempDir(), "wrong.key")
+	require.NoError(t, os.WriteFile(wrong, []byte(hex.EncodeToString(realnet.GenerateKey())), 0o600))
+	errOut.Reset()
+	require.Equal(t, 1, runRemove([]string{"-control-key-file", wrong, "-via", m.http, "n1"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "403")
+	require.Contains(t, m.members(t), "n1")
+	require.Equal(t, 2, runRemove([]string{"-control-key-file", keyFile}, &out, &errOut), "no name")
+	require.Equal(t, 2, runRemove([]string{"-control-key-file", filepath.Join(t.TempDir(), "absent"), "n1"}, &out, &errOut))
+}
+
+// At its bound the guard refuses a good attestation with 503 and
+// Retry-After (fail closed), rather than forget one that could be
+// replayed.
+func TestAttestationGuardFull(t *testing.T) {
+	m := startMemberNode(t, "127.0.0.49")
+	attestations.Lock()
+	saved := attestations.g
+	attestations.g = transport.NewAttestGuard(1)
+	attestations.Unlock()
+	t.Cleanup(func() { attestations.Lock(); attestations.g = saved; attestations.Unlock() })
+	for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		r := joinRequest{Name: "n" + string(rune('2'+i)), Peer: "127.0.0.50:1", HTTP: "127.0.0.50:2"}
+		r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+		b, _ := json.Marshal(r)
+		resp, err := http.Post("http://"+m.http+"/_cluster/members", "application/json", bytes.NewReader(b))
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, string(body))
+		if want == http.StatusServiceUnavailable {
+			require.Equal(t, "60", resp.Header.Get("Retry-After"))
+		}
+	}
+}
+
+// The accepted keys of a rotation are read from their files, checked,
+// and never generated.
+func TestLoadAcceptedKeys(t *testing.T) {
+	dir := t.TempDir()
+	k := transport.Keys{Control: realnet.GenerateKey(), Data: realnet.GenerateKey()}
+	next := filepath.Join(dir, "next.key")
+	require.NoError(t, os.WriteFile(next, []byte(hex.EncodeToString(realnet.GenerateKey())), 0o600))
+	require.NoError(t, loadAcceptedKeys("", next, &k))
+	require.Len(t, k.AcceptData, transport.KeySize)
+	require.Nil(t, k.AcceptControl)
+	require.ErrorIs(t, loadAcceptedKeys(filepath.Join(dir, "absent"), "", &k), errUsage)
+	_, err := os.Stat(filepath.Join(dir, "absent"))
+	require.True(t, os.IsNotExist(err), "not generated")
+	short := filepath.Join(dir, "short.key")
+	require.NoError(t, os.WriteFile(short, []byte("abc"), 0o600))
+	require.ErrorIs(t, loadAcceptedKeys(short, "", &k), errUsage)
+}
+
+// removeMember removes name through the member at httpAddr as `node
+// remove` does, with the control key in keyFile: for the tests that
+// remove members (the cluster helpers keep control.key in each proc's
+// dir).
+func removeMember(t testing.TB, httpAddr, keyFile, name string) (int, string) {
+	t.Helper()
+	b, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	control, err := parseKey(keyFile, b)
+	require.NoError(t, err)
+	att, err := attest(transport.Keys{Control: control}, transport.ActRemove, name)
+	require.NoError(t, err)
+	code, body, err := askToRemove(httpAddr, name, att)
+	require.NoError(t, err)
+	return code, body
+}
