@@ -5,10 +5,12 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // A behavior changes a response after it is chosen: wait delays it, copy
@@ -16,13 +18,56 @@ import (
 // a row of a CSV file keyed by part of the request. They run in the order
 // the behaviors array gives (the legacy _behaviors object is upcast to it).
 type behavior interface {
-	apply(r *Request, is *Object) (time.Duration, error)
+	apply(r *Request, is *Object, fs Files) (time.Duration, error)
 }
 
-// ReadFile reads a lookup behavior's CSV file, once, when its stub is
-// created. The HTTP layer (imposterhttp) sets it to os.ReadFile; the
-// engine itself touches no files, and without it a lookup is refused.
-var ReadFile func(path string) ([]byte, error)
+// Files is how lookup behaviors read their CSV files. The engine itself
+// touches no files: the HTTP layer hands each imposter its own (UseFiles),
+// confined to its server's data root and bounded. A file is read when a
+// response is made, never when a definition is compiled, so compiling
+// (at creation, at each member's apply, at every restart's replay of the
+// log) does no I/O, and a file written after the imposter was created is
+// read, as mountebank reads it.
+type Files interface {
+	// CSV returns the records of the CSV file at path as ParseCSV splits
+	// them at delim, the header first; they may be shared: read only.
+	// A file that cannot be read gives an error whose message names no
+	// OS detail (nothing tells a missing file from a forbidden one) and
+	// that the implementation has reported (logged) already; the records
+	// returned with an error are those before it.
+	CSV(path string, delim rune) ([][]string, error)
+}
+
+// UseFiles gives the imposter the files its lookup behaviors read. An
+// imposter without any answers a lookup with an error.
+func (imp *Imposter) UseFiles(fs Files) { imp.files = fs }
+
+// ParseCSV splits a lookup's CSV file into records as the engine reads
+// it: fields split at delim, quoted as RFC 4180 says, rows of any
+// length, at most maxFields fields in all (a bound on the memory a
+// parsed file takes: each field costs a string header beside its bytes).
+// On an error it returns the records before it, as mountebank's streaming
+// parser has matched them by then.
+func ParseCSV(data []byte, delim rune, maxFields int) ([][]string, error) {
+	cr := csv.NewReader(bytes.NewReader(data))
+	cr.Comma = delim
+	cr.FieldsPerRecord = -1
+	var out [][]string
+	fields := 0
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if fields += len(rec); fields > maxFields {
+			return out, fmt.Errorf("more than %d fields", maxFields)
+		}
+		out = append(out, rec)
+	}
+}
 
 func compileBehaviors(r *Object) ([]behavior, error) {
 	v, ok := r.Get("behaviors")
@@ -82,7 +127,9 @@ func compileBehavior(kind string, v any, src *Object) (behavior, error) {
 
 type waitBehavior time.Duration
 
-func (w waitBehavior) apply(*Request, *Object) (time.Duration, error) { return time.Duration(w), nil }
+func (w waitBehavior) apply(*Request, *Object, Files) (time.Duration, error) {
+	return time.Duration(w), nil
+}
 
 // selection is a copy or lookup "from" and "using": where in the request
 // to look and how to pick values out of it.
@@ -247,7 +294,7 @@ func compileCopy(v any, src *Object) (behavior, error) {
 	return &copyBehavior{sel: sel, into: token}, nil
 }
 
-func (c *copyBehavior) apply(r *Request, is *Object) (time.Duration, error) {
+func (c *copyBehavior) apply(r *Request, is *Object, _ Files) (time.Duration, error) {
 	values := c.sel.values(r)
 	replaceTokens(is, func(s string) string {
 		for i, v := range values {
@@ -297,11 +344,11 @@ type lookupBehavior struct {
 	key   *selection
 	index int
 	into  string
-	// The CSV file is read once, when the stub is created: the header
-	// row and the rows, in file order.
-	header []string
-	rows   [][]string
-	column int // the key column's index in header; -1: not there
+	// The CSV file is named here and read when a response is made
+	// (Files), so a definition compiles without touching it.
+	path      string
+	keyColumn string
+	delim     rune
 }
 
 func compileLookup(v any, src *Object) (behavior, error) {
@@ -321,7 +368,7 @@ func compileLookup(v any, src *Object) (behavior, error) {
 	if err != nil {
 		return nil, err
 	}
-	lb := &lookupBehavior{key: sel, column: -1}
+	lb := &lookupBehavior{key: sel, delim: ','}
 	if idx, ok := key.Get("index"); ok {
 		f, ok := idx.(float64)
 		if !ok || f < 0 || f != float64(int(f)) {
@@ -344,62 +391,62 @@ func compileLookup(v any, src *Object) (behavior, error) {
 		return nil, badData("lookup behavior \"fromDataSource.csv\" field required (the only data source)", src)
 	}
 	p, _ := csvCfg.Get("path")
-	path, ok := p.(string)
-	if !ok || path == "" {
+	if lb.path, ok = p.(string); !ok || lb.path == "" {
 		return nil, badData("lookup behavior \"fromDataSource.csv.path\" field required", src)
 	}
 	kc, _ := csvCfg.Get("keyColumn")
-	keyColumn, ok := kc.(string)
-	if !ok {
+	if lb.keyColumn, ok = kc.(string); !ok {
 		return nil, badData("lookup behavior \"fromDataSource.csv.keyColumn\" field required", src)
 	}
-	delim := ','
 	if d, ok := csvCfg.Get("delimiter"); ok {
 		ds, _ := d.(string)
-		if len([]rune(ds)) != 1 {
+		r, size := utf8.DecodeRuneInString(ds)
+		if size == 0 || size != len(ds) || r == utf8.RuneError {
 			return nil, badData("lookup behavior \"fromDataSource.csv.delimiter\" must be one character", src)
 		}
-		delim = []rune(ds)[0]
-	}
-	if ReadFile == nil {
-		return nil, badData("lookup behavior: this server reads no files", src)
-	}
-	data, err := ReadFile(path)
-	if err != nil {
-		return nil, badData(fmt.Sprintf("lookup behavior: cannot read the CSV file %q: %v", path, err), src)
-	}
-	cr := csv.NewReader(bytes.NewReader(data))
-	cr.Comma = delim
-	cr.FieldsPerRecord = -1
-	records, err := cr.ReadAll()
-	if err != nil {
-		return nil, badData(fmt.Sprintf("lookup behavior: the CSV file %q does not parse: %v", path, err), src)
-	}
-	if len(records) > 0 {
-		lb.header, lb.rows = records[0], records[1:]
-		for i, h := range lb.header {
-			if h == keyColumn {
-				lb.column = i
-				break
-			}
+		if r == 0 || r == '"' || r == '\r' || r == '\n' {
+			// encoding/csv splits at none of these: every read would fail.
+			return nil, badData("lookup behavior \"fromDataSource.csv.delimiter\" cannot be a quote, a line break or NUL", src)
 		}
+		lb.delim = r
 	}
 	return lb, nil
 }
 
-func (l *lookupBehavior) apply(r *Request, is *Object) (time.Duration, error) {
-	if l.column < 0 {
-		return 0, nil
-	}
+// apply replaces the tokens with the first row whose key column holds
+// the request's key. A file that cannot be read, has no key column or
+// no such row replaces nothing, as mountebank's lookup does (Files has
+// logged why).
+func (l *lookupBehavior) apply(r *Request, is *Object, fs Files) (time.Duration, error) {
 	keys := l.key.values(r)
 	if l.index >= len(keys) {
 		return 0, nil
 	}
+	if fs == nil {
+		// An imposter given no Files (UseFiles): a deployment's fact, not
+		// a file's, so it is said.
+		return 0, &Error{Code: CodeBadData, Message: "lookup behavior: this server reads no files"}
+	}
+	records, _ := fs.CSV(l.path, l.delim)
+	if len(records) == 0 {
+		return 0, nil
+	}
+	header := records[0]
+	column := -1
+	for i, h := range header {
+		if h == l.keyColumn {
+			column = i
+			break
+		}
+	}
+	if column < 0 {
+		return 0, nil
+	}
 	want := keys[l.index]
-	for _, row := range l.rows {
-		if l.column < len(row) && row[l.column] == want {
+	for _, row := range records[1:] {
+		if column < len(row) && row[column] == want {
 			replaceTokens(is, func(s string) string {
-				for i, h := range l.header {
+				for i, h := range header {
 					val := ""
 					if i < len(row) {
 						val = row[i]

@@ -207,6 +207,7 @@ func (imp *Imposter) Scenarios() []string { return imp.scenarios }
 
 // stubsChanged rebuilds what is derived from the stubs.
 func (imp *Imposter) stubsChanged() {
+	imp.stubsGen++
 	var names []string
 	for _, st := range imp.stubs {
 		if st.scenario != "" && !slices.Contains(names, st.scenario) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,10 +42,9 @@ type Imposter struct {
 	noMatch         *response // what a request no stub matches gets
 
 	NumberOfRequests int
-	// requests is a ring of at most MaxRecordedRequests, its oldest at
-	// reqHead once it is full: dropping the oldest costs nothing.
-	requests []Recorded
-	reqHead  int
+	// requests holds the newest recorded requests, at most
+	// MaxRecordedRequests and MaxRecordedBytes.
+	requests recordRing
 	// lastAtNs and recSeq stamp recorded requests (count): arrival times
 	// that never go back, and this member's own order.
 	lastAtNs int64
@@ -69,6 +69,12 @@ type Imposter struct {
 	// recorded names the proxyOnce signatures whose recordings this
 	// imposter holds (AddRecording places each once).
 	recorded map[string]bool
+	// stubsGen counts changes of the stub list (stubsChanged), so that a
+	// match made outside the lock knows whether it still holds.
+	stubsGen uint64
+	// files is what lookup behaviors read their CSV files through
+	// (UseFiles); nil: a lookup answers with an error.
+	files Files
 }
 
 // Stub is one compiled stub.
@@ -437,7 +443,6 @@ func (imp *Imposter) Respond(r *Request) (Outcome, *Cycle, error) {
 func (imp *Imposter) count(r *Request) {
 	imp.NumberOfRequests++
 	if imp.RecordRequests {
-		full := len(imp.requests) >= MaxRecordedRequests
 		// Stamped with an arrival time that never goes back on this
 		// member (a clock stepped back cannot reorder its own requests
 		// when the cluster's are merged by time) and this member's count.
@@ -447,13 +452,7 @@ func (imp *Imposter) count(r *Request) {
 		}
 		imp.lastAtNs = at
 		imp.recSeq++
-		rec := Recorded{AtNs: at, Seq: imp.recSeq, Value: r.Value()}
-		if full {
-			imp.requests[imp.reqHead] = rec // the oldest goes
-			imp.reqHead = (imp.reqHead + 1) % len(imp.requests)
-		} else {
-			imp.requests = append(imp.requests, rec)
-		}
+		imp.requests.add(Recorded{AtNs: at, Seq: imp.recSeq, Value: r.Value(), size: r.size()})
 	}
 }
 
@@ -546,17 +545,26 @@ func (imp *Imposter) RespondAt(r *Request, c *Cycle, n int64) (Outcome, error) {
 // find returns the first stub whose predicates match and whose scenario
 // gate the flow's states pass; nil if none does.
 func (imp *Imposter) find(r *Request, states States) *Stub {
-	for _, st := range imp.stubs {
+	if i := findIn(imp.stubs, r, states); i >= 0 {
+		return imp.stubs[i]
+	}
+	return nil
+}
+
+// findIn is the index of the first of stubs whose predicates match and
+// whose scenario gate states pass; -1 if none does.
+func findIn(stubs []*Stub, r *Request, states States) int {
+	for i, st := range stubs {
 		if st.gated {
 			if cur, _ := states.state(st.scenario); cur != st.required {
 				continue
 			}
 		}
 		if st.matches(r) {
-			return st
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 // produce makes the outcome of response resp of the matched stub st
@@ -589,7 +597,7 @@ func (imp *Imposter) produce(r *Request, matched *Stub, resp *response) (Outcome
 	is := Clone(resp.is).(*Object)
 	var wait time.Duration
 	for _, b := range resp.behaviors {
-		d, err := b.apply(r, is)
+		d, err := b.apply(r, is, imp.files)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -772,22 +780,65 @@ func (imp *Imposter) ReplaceStubs(stubs []*Stub) {
 	imp.stubsChanged()
 }
 
+// The stub list is copied on every change but an append: a Candidates
+// snapshot taken before the change is being read, outside the imposter's
+// lock, by requests matching against it, and an append writes only past
+// the snapshot's length.
+
 // InsertStub puts a stub at index (the end if index is len).
 func (imp *Imposter) InsertStub(st *Stub, index int) {
-	imp.stubs = append(imp.stubs[:index], append([]*Stub{st}, imp.stubs[index:]...)...)
+	imp.stubs = slices.Insert(slices.Clone(imp.stubs), index, st)
 	imp.stubsChanged()
 }
 
 // ReplaceStub replaces the stub at index.
 func (imp *Imposter) ReplaceStub(st *Stub, index int) {
-	imp.stubs[index] = st
+	stubs := slices.Clone(imp.stubs)
+	stubs[index] = st
+	imp.stubs = stubs
 	imp.stubsChanged()
 }
 
 // DeleteStub removes the stub at index.
 func (imp *Imposter) DeleteStub(index int) {
-	imp.stubs = append(imp.stubs[:index], imp.stubs[index+1:]...)
+	imp.stubs = slices.Delete(slices.Clone(imp.stubs), index, index+1)
 	imp.stubsChanged()
+}
+
+// Candidates is the stubs as they are now, for matching a request
+// outside the imposter's lock (Find): predicates are compiled once and
+// read only, so any number of requests evaluate them at once, and a
+// costly one (an XPath over a large body) holds up no other request and
+// no admin call. Take it under the lock; answer with RespondFound, under
+// the lock again.
+type Candidates struct {
+	stubs []*Stub
+	gen   uint64
+}
+
+// Candidates returns the stubs to match against (under the lock).
+func (imp *Imposter) Candidates() Candidates { return Candidates{stubs: imp.stubs, gen: imp.stubsGen} }
+
+// Find is the index of the first stub whose predicates match r, -1 if
+// none does; as Respond does, every scenario reads as Started. It takes
+// no lock and changes nothing.
+func (c Candidates) Find(r *Request) int { return findIn(c.stubs, r, nil) }
+
+// RespondFound is Respond for a request Find matched against c (found is
+// its answer): when the stubs have not changed since c was taken it
+// answers with that stub; otherwise it matches again here, under the
+// lock, as Respond does. ok is false for a stateful imposter, whose
+// requests go through RespondIn.
+func (imp *Imposter) RespondFound(r *Request, c Candidates, found int) (Outcome, *Cycle, error) {
+	imp.count(r)
+	if c.gen != imp.stubsGen {
+		return imp.match(r, nil)
+	}
+	var st *Stub
+	if found >= 0 {
+		st = c.stubs[found]
+	}
+	return imp.answer(r, st)
 }
 
 // Inherit carries what serving old taught into imp, a newer definition
@@ -798,7 +849,7 @@ func (imp *Imposter) DeleteStub(index int) {
 // recorded into old are not carried: they were never part of its
 // definition.
 func (imp *Imposter) Inherit(old *Imposter) {
-	imp.NumberOfRequests, imp.requests, imp.reqHead = old.NumberOfRequests, old.requests, old.reqHead
+	imp.NumberOfRequests, imp.requests = old.NumberOfRequests, old.requests
 	imp.lastAtNs, imp.recSeq = old.lastAtNs, old.recSeq
 	olds := make([]string, len(old.stubs))
 	for i, st := range old.stubs {
@@ -844,7 +895,7 @@ func (imp *Imposter) AssignStubIDs(ids []string) error {
 
 // ResetRequests forgets the recorded requests and the count.
 func (imp *Imposter) ResetRequests() {
-	imp.requests, imp.reqHead = nil, 0
+	imp.requests = recordRing{}
 	imp.NumberOfRequests = 0
 }
 
@@ -928,7 +979,7 @@ func (imp *Imposter) Value(opt PrintOptions) *Object {
 				reqs[i] = Clone(r)
 			}
 		} else {
-			reqs = make([]any, 0, len(imp.requests))
+			reqs = make([]any, 0, imp.requests.n)
 			for r := range imp.records() {
 				reqs = append(reqs, Clone(r.Value))
 			}

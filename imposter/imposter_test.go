@@ -2,6 +2,7 @@ package imposter
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,31 @@ func header(out Outcome, name string) []string {
 		}
 	}
 	return nil
+}
+
+// Recorded requests are bounded in bytes too (issue 26: 10,000 bodies of
+// 16 MiB each were kept): past MaxRecordedBytes the oldest go, the count
+// still counts every request, and small requests refill the ring after.
+func TestRecordedBytesAreBounded(t *testing.T) {
+	imp := newImposter(t, `{"protocol":"http","recordRequests":true}`)
+	big := strings.Repeat("x", 8<<20)
+	for i := range 10 {
+		respond(t, imp, req("POST", fmt.Sprintf("/big%d", i), big, ""))
+	}
+	recs := imp.LocalRecords(1).List
+	require.Len(t, recs, MaxRecordedBytes/(8<<20)-1, "seven of 8 MiB and their overhead fit in 64 MiB; eight do not")
+	p, _ := recs[0].Value.Get("path")
+	require.Equal(t, "/big3", p, "the oldest went")
+	require.LessOrEqual(t, imp.requests.bytes, MaxRecordedBytes)
+	for i := range MaxRecordedRequests {
+		respond(t, imp, req("GET", fmt.Sprintf("/%d", i), "", ""))
+	}
+	recs = imp.LocalRecords(1).List
+	require.Len(t, recs, MaxRecordedRequests, "the big ones gave way to the count bound")
+	p, _ = recs[0].Value.Get("path")
+	require.Equal(t, "/0", p)
+	n, _ := imp.Value(PrintOptions{}).Get("numberOfRequests")
+	require.Equal(t, float64(10+MaxRecordedRequests), n)
 }
 
 // Recorded requests are bounded: past the bound the oldest go, and the
@@ -153,4 +179,34 @@ func TestOnlyCyclingStubsShareTheirCycle(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, string(out.Body), "place %d", n+1)
 	}
+}
+
+// A match made outside the lock (Candidates, Find) answers with the stub
+// it found while the stubs stay as they were; once they change, the
+// answer matches again under the lock, so a request never gets a stub
+// that is no longer there.
+func TestAMatchOutsideTheLockHoldsOnlyWhileTheStubsDo(t *testing.T) {
+	imp := newImposter(t, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/a"}}],"responses":[{"is":{"body":"a"}}]},
+		{"responses":[{"is":{"body":"any"}}]}]}`)
+	r := req("GET", "/a", "", "")
+	c := imp.Candidates()
+	found := c.Find(r)
+	require.Equal(t, 0, found)
+	out, _, err := imp.RespondFound(r, c, found)
+	require.NoError(t, err)
+	require.Equal(t, "a", string(out.Body))
+
+	c = imp.Candidates()
+	found = c.Find(r)
+	v, err := Parse(`{"predicates":[{"equals":{"path":"/a"}}],"responses":[{"is":{"body":"first"}}]}`)
+	require.NoError(t, err)
+	st, err := NewStub(v.(*Object))
+	require.NoError(t, err)
+	imp.InsertStub(st, 0) // an admin call, between the match and the answer
+	out, _, err = imp.RespondFound(r, c, found)
+	require.NoError(t, err)
+	require.Equal(t, "first", string(out.Body), "matched again: the new stub comes first")
+	body, _ := c.stubs[found].responses[0].is.Get("body")
+	require.Equal(t, "a", body, "the snapshot itself was not changed under its readers")
 }

@@ -39,7 +39,18 @@ type proxyConfig struct {
 	generators []generator
 	addWait    bool
 	inject     *Object // injectHeaders
+	verifyTLS  bool    // VerifyTLSField
 }
+
+// VerifyTLSField is fenceline's proxy option (mountebank has none: it
+// never checks an upstream's certificate) that turns off the check of an
+// https upstream's certificate for this proxy: "verifyTLS": false, for a
+// test double with a self-signed certificate on another machine. It is
+// true when absent, and only true or false are taken. It is kept with
+// the stub as given, so GET /imposters/{port} and the replayable export
+// show it. An upstream on a loopback address is not checked unless the
+// server's egress policy says so (imposterhttp.Egress).
+const VerifyTLSField = "verifyTLS"
 
 type generator struct {
 	base     *Object // the keys copied into each predicate, in order
@@ -78,6 +89,14 @@ func compileProxy(v any, r *Object) (*proxyConfig, error) {
 		return nil, errInjection("the proxy's addDecorateBehavior", nil)
 	}
 	pc.addWait = has(o, "addWaitBehavior")
+	pc.verifyTLS = true
+	if v, ok := o.Get(VerifyTLSField); ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return nil, badData("proxy."+VerifyTLSField+" must be true or false", r)
+		}
+		pc.verifyTLS = b
+	}
 	if ih, ok := o.Get("injectHeaders"); ok && ih != nil {
 		if pc.inject, ok = ih.(*Object); !ok {
 			return nil, badData("proxy.injectHeaders must be an object", r)
@@ -312,6 +331,10 @@ func (pc *proxyConfig) signature(scope string, r *Request) []byte {
 	return stableJSON(sig, nil)
 }
 
+// VerifyTLS reports whether an https upstream's certificate is to be
+// checked (VerifyTLSField).
+func (c *ProxyCall) VerifyTLS() bool { return c.pc.verifyTLS }
+
 // Body is the request body to send upstream.
 func (c *ProxyCall) Body() string { return c.req.Body }
 
@@ -380,7 +403,7 @@ func (imp *Imposter) Proxied(c *ProxyCall, up Upstream) (Outcome, error) {
 	is.Set("_proxyResponseTime", float64(up.Elapsed.Milliseconds()))
 	var wait time.Duration
 	for _, b := range c.resp.behaviors {
-		d, err := b.apply(c.req, is)
+		d, err := b.apply(c.req, is, imp.files)
 		if err != nil {
 			return Outcome{}, err
 		}

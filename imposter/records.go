@@ -32,6 +32,7 @@ type Recorded struct {
 	AtNs  int64
 	Seq   uint64
 	Value *Object
+	size  int // what it holds, about (Request.size): for MaxRecordedBytes
 }
 
 // Records is one member's part of an imposter's recorded requests.
@@ -42,11 +43,48 @@ type Records struct {
 }
 
 // records is this member's records, oldest first.
-func (imp *Imposter) records() iter.Seq[Recorded] {
+func (imp *Imposter) records() iter.Seq[Recorded] { return imp.requests.all() }
+
+// MaxRecordedBytes bounds the bytes of one imposter's recorded requests
+// on one member (bodies, headers and the rest, as received): past it the
+// oldest go, as past MaxRecordedRequests. Without it 10,000 requests of
+// the 16 MiB a body may hold would be 160 GiB.
+const MaxRecordedBytes = 64 << 20
+
+// recordRing keeps the newest recorded requests: at most
+// MaxRecordedRequests of them and MaxRecordedBytes together, the oldest
+// dropped first. It is a ring (buf[head] is the oldest of n), so that
+// dropping the oldest costs nothing.
+type recordRing struct {
+	buf     []Recorded
+	head, n int
+	bytes   int
+}
+
+func (q *recordRing) add(r Recorded) {
+	for q.n > 0 && (q.n >= MaxRecordedRequests || q.bytes+r.size > MaxRecordedBytes) {
+		q.bytes -= q.buf[q.head].size
+		q.buf[q.head] = Recorded{}
+		q.head = (q.head + 1) % len(q.buf)
+		q.n--
+	}
+	if q.n == len(q.buf) {
+		// Full below the bound: grow, oldest first again.
+		grown := make([]Recorded, q.n, max(16, min(2*q.n, MaxRecordedRequests)))
+		for i := range q.n {
+			grown[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = grown[:cap(grown)], 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = r
+	q.n++
+	q.bytes += r.size
+}
+
+func (q *recordRing) all() iter.Seq[Recorded] {
 	return func(yield func(Recorded) bool) {
-		n := len(imp.requests)
-		for i := range n {
-			if !yield(imp.requests[(imp.reqHead+i)%n]) {
+		for i := range q.n {
+			if !yield(q.buf[(q.head+i)%len(q.buf)]) {
 				return
 			}
 		}
@@ -55,7 +93,7 @@ func (imp *Imposter) records() iter.Seq[Recorded] {
 
 // LocalRecords is this member's part: its count and a copy of its records.
 func (imp *Imposter) LocalRecords(node uint64) Records {
-	list := make([]Recorded, 0, len(imp.requests))
+	list := make([]Recorded, 0, imp.requests.n)
 	for r := range imp.records() {
 		list = append(list, Recorded{AtNs: r.AtNs, Seq: r.Seq, Value: Clone(r.Value).(*Object)})
 	}

@@ -139,3 +139,29 @@ func (r *Request) Value() *Object {
 	}
 	return o
 }
+
+// size is about what the request holds once recorded: its body, path,
+// and headers' and query's names and values, plus a little for the rest.
+func (r *Request) size() int {
+	n := 256 + len(r.Body) + len(r.Path) + len(r.RequestFrom)
+	for _, o := range []*Object{r.Headers, r.Query} {
+		if o == nil {
+			continue
+		}
+		for i := range o.Len() {
+			k, v := o.At(i)
+			n += len(k) + 16
+			switch t := v.(type) {
+			case string:
+				n += len(t)
+			case []any:
+				for _, x := range t {
+					if str, ok := x.(string); ok {
+						n += len(str)
+					}
+				}
+			}
+		}
+	}
+	return n
+}

@@ -109,7 +109,12 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 var started = time.Now()
 
 func (s *Server) config(w http.ResponseWriter, r *http.Request) {
-	wd, _ := os.Getwd()
+	// A node exposed beyond loopback does not tell callers where it runs
+	// on its machine (mountebank's field stays, empty).
+	wd := ""
+	if !s.exposed {
+		wd, _ = os.Getwd()
+	}
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	negotiated(w)
@@ -271,6 +276,11 @@ func (s *Server) propose(w http.ResponseWriter, r *http.Request, build func(defs
 		c, ok := build(defs)
 		if !ok {
 			cancel()
+			return nil, nil, false
+		}
+		if err := checkBounds(defs, c); err != nil {
+			cancel()
+			writeErrors(w, http.StatusBadRequest, err)
 			return nil, nil, false
 		}
 		rev, err := s.cfg.Apply(ctx, c)

@@ -64,6 +64,26 @@ type rawClient struct {
 	total int
 }
 
+// dialPolicy is what a proxy's call may reach and how it trusts an https
+// upstream (Egress); verify is the proxy's verifyTLS. A call without one
+// (a request forwarded to a member's own imposter) reaches any address
+// and checks no certificate: the members' https imposters are
+// self-signed.
+type dialPolicy struct {
+	egress *Egress
+	verify bool
+}
+
+// poolKey keeps connections apart by the policy they were made under: a
+// connection is reused only by a call under the same policy (each
+// UseEgress names a new one) and the same certificate check.
+func (p *dialPolicy) poolKey(scheme, addr string) string {
+	if p == nil {
+		return scheme + "://" + addr
+	}
+	return fmt.Sprintf("%s://%s|egress %d|verify %t", scheme, addr, p.egress.id, p.verify)
+}
+
 type clientConn struct {
 	c     net.Conn
 	br    *bufio.Reader
@@ -87,17 +107,23 @@ var errNothingBack = errors.New("the connection closed before an answer")
 // repeat (GET, HEAD, OPTIONS, TRACE) is retried once on a new one: the
 // server closed it idle, as servers do.
 func (rc *rawClient) do(ctx context.Context, scheme, addr string, req *outRequest) (*wireResponse, error) {
+	return rc.call(ctx, scheme, addr, req, nil)
+}
+
+// call is do under a dialPolicy (nil: none).
+func (rc *rawClient) call(ctx context.Context, scheme, addr string, req *outRequest, pol *dialPolicy) (*wireResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, rc.timeout)
 	defer cancel()
+	key := pol.poolKey(scheme, addr)
 	for attempt := 0; ; attempt++ {
-		cc, reused, err := rc.get(ctx, scheme, addr)
+		cc, reused, err := rc.get(ctx, scheme, addr, key, pol)
 		if err != nil {
 			return nil, err
 		}
 		resp, err := rc.roundTrip(ctx, cc, req)
 		if err == nil {
 			if resp.keepAlive && !req.closes() && !cc.spoiled {
-				rc.put(scheme+"://"+addr, cc)
+				rc.put(key, cc)
 			} else {
 				_ = cc.c.Close()
 			}
@@ -118,9 +144,10 @@ func safeToRepeat(method string) bool {
 	return false
 }
 
-// get takes an idle connection that is still open, or dials.
-func (rc *rawClient) get(ctx context.Context, scheme, addr string) (cc *clientConn, reused bool, err error) {
-	key := scheme + "://" + addr
+// get takes an idle connection kept under key that is still open, or
+// dials, under pol if given: a name the policy denies is refused before
+// it is resolved, and each address dialed is checked before connecting.
+func (rc *rawClient) get(ctx context.Context, scheme, addr, key string, pol *dialPolicy) (cc *clientConn, reused bool, err error) {
 	for {
 		rc.mu.Lock()
 		list := rc.idle[key]
@@ -140,14 +167,25 @@ func (rc *rawClient) get(ctx context.Context, scheme, addr string) (cc *clientCo
 		}
 		_ = cc.c.Close()
 	}
+	host, _, _ := net.SplitHostPort(addr)
 	var d net.Dialer
+	if pol != nil {
+		name := hostName(host)
+		if err := pol.egress.permitsName(name); err != nil {
+			return nil, false, err
+		}
+		d.Control = pol.egress.control(name)
+	}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
 	}
 	if scheme == "https" {
-		host, _, _ := net.SplitHostPort(addr)
-		tc := tls.Client(c, &tls.Config{ServerName: host, InsecureSkipVerify: true}) //nolint:gosec // test doubles, as mountebank
+		cfg := &tls.Config{ServerName: host, InsecureSkipVerify: true} //nolint:gosec // a member's own self-signed imposter
+		if pol != nil {
+			cfg = pol.egress.tlsConfig(host, c.RemoteAddr(), pol.verify)
+		}
+		tc := tls.Client(c, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = c.Close()
 			return nil, false, err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -111,6 +112,7 @@ func members(t *testing.T, n int) ([]string, []*testCluster) {
 		host := "127.0.0." + jsonInt(1+i)
 		s := New(host, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
 		s.UseFlows(flows, RoutePerOp)
+		s.UseMemberKey(testMemberKey)
 		mux := http.NewServeMux()
 		s.Register(mux)
 		ln, err := net.Listen("tcp", host+":0")
@@ -200,4 +202,48 @@ func TestCycleIsTheClusters(t *testing.T) {
 		seq = append(seq, a.body)
 	}
 	require.Equal(t, []string{"500", "200", "500", "200", "500"}, seq, "one cycle across members")
+}
+
+// The members' records route answers members only: a call without the
+// member key's MAC, under another key, or replayed past memberSkew is
+// 403 and shows nothing (issue 26: it was open to anyone).
+func TestRecordsRouteIsMembersOnly(t *testing.T) {
+	bases, _ := members(t, 2)
+	a := do(t, "POST", bases[0]+"/imposters", `{"protocol":"http","recordRequests":true,"stubs":[{"responses":[{"is":{"body":"ok"}}]}]}`)
+	require.Equal(t, http.StatusCreated, a.code, a.body)
+	port := int(a.json["port"].(float64))
+	require.Equal(t, "ok", do(t, "GET", at(port, "/secret"), "").body)
+	body := `[{"port":` + jsonInt(port) + `,"list":true}]`
+	signed, _ := signCall(testMemberKey, "POST", recordsPath, []byte(body), time.Now())
+	other, _ := signCall([]byte("another cluster's key, 32 bytes."), "POST", recordsPath, []byte(body), time.Now())
+	stale, _ := signCall(testMemberKey, "POST", recordsPath, []byte(body), time.Now().Add(-2*memberSkew))
+	for _, h := range []string{"", other, stale, signed + "0"} {
+		a := do(t, "POST", bases[1]+recordsPath, body, MemberHeader, h)
+		require.Equal(t, http.StatusForbidden, a.code, "header %q", h)
+		require.NotContains(t, a.body, "secret")
+	}
+	a = do(t, "POST", bases[1]+recordsPath, body, MemberHeader, signed)
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.NotEmpty(t, a.header.Get(MemberHeader), "the answer is signed")
+}
+
+// During a rotation of the control key a member believes calls under the
+// key it accepts as well as its own, and answers each under the key it
+// was asked with: members on either key keep gathering each other's
+// records.
+func TestRecordsDuringAKeyRotation(t *testing.T) {
+	bases, _ := members(t, 1)
+	require.Equal(t, http.StatusCreated, do(t, "POST", bases[0]+"/imposters", `{"protocol":"http"}`).code)
+	s := &Server{}
+	s.UseMemberKey([]byte("the next control key's member key"), testMemberKey)
+	body := []byte(`[]`)
+	sig, nonce := signCall(testMemberKey, "POST", recordsPath, body, time.Now())
+	n, signer, err := checkCall(s.memberKeys(), sig, "POST", recordsPath, body, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, nonce, n)
+	require.Equal(t, testMemberKey, signer)
+	a := do(t, "POST", bases[0]+recordsPath, string(body), MemberHeader, sig)
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.True(t, answeredBy(s.memberKeys(), a.header.Get(MemberHeader), nonce, []byte(a.body)))
+	require.False(t, answeredBy([][]byte{[]byte("a key nobody holds")}, a.header.Get(MemberHeader), nonce, []byte(a.body)))
 }

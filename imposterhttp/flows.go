@@ -123,7 +123,7 @@ func (w httpWorld) Engine(f func(imp *imposter.Imposter)) {
 func (s *Server) respondStateful(sv *served, wr *wireRequest, req *imposter.Request) (out imposter.Outcome, done bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
-	_, forwarded := wr.header(ForwardedHeader)
+	_, forwarded := s.forwardedFrom(wr)
 	var res imposter.Served
 	imposter.ServeStateful(httpWorld{ctx: ctx, s: s, sv: sv, wr: wr, from: req.RequestFrom},
 		imposter.Route{Forward: s.route == RouteForward, Forwarded: forwarded},
@@ -160,7 +160,11 @@ var forwardClient = newRawClient(256, forwardTimeout)
 // forwarded request is recorded, and answered, as one served here. Any
 // failure is a 503: the request is never served here instead.
 func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing.Owner) (imposter.Outcome, error) {
-	host, _, err := net.SplitHostPort(owner.Addr)
+	addr := owner.Addr
+	if i := strings.Index(addr, "://"); i >= 0 {
+		addr = addr[i+3:] // an admin API over TLS: its host is what counts
+	}
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return imposter.Outcome{}, fmt.Errorf("%w: owner address %q: %v", imposter.ErrForward, owner.Addr, err)
 	}
@@ -177,7 +181,7 @@ func (s *Server) forward(sv *served, wr *wireRequest, from string, owner routing
 			req.headers = append(req.headers, h)
 		}
 	}
-	req.headers = append(framedHeaders(req.headers, wr.chunked, len(wr.body)), [2]string{ForwardedHeader, from})
+	req.headers = append(framedHeaders(req.headers, wr.chunked, len(wr.body)), [2]string{ForwardedHeader, s.forwardedValue(from, req.method, req.target)})
 	resp, err := forwardClient.do(context.Background(), scheme, net.JoinHostPort(host, strconv.Itoa(port)), req)
 	if err != nil {
 		return imposter.Outcome{}, fmt.Errorf("%w: %v", imposter.ErrForward, err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,16 +48,32 @@ func TestStatefulImposterKeepsStatePerFlow(t *testing.T) {
 }
 
 // A forwarded request: the owner records the client it names, and the
-// stubs never see the loop guard.
+// stubs never see the loop guard. A client's own header of that name —
+// unsigned, signed under another key, or replayed after memberSkew — is
+// not believed: the client is who connected (issue 26).
 func TestForwardedRequestIsTheClients(t *testing.T) {
-	base, _ := admin(t)
+	base, s := admin(t)
 	port := create(t, base, orderImposter)
-	do(t, "GET", at(port, "/status"), "", "X-Order", "a", ForwardedHeader, "10.1.2.3:4567")
+	do(t, "GET", at(port, "/status"), "", "X-Order", "a", ForwardedHeader, s.forwardedValue("10.1.2.3:4567", "GET", "/status"))
+	other := &Server{memberKey: []byte("another cluster's key, 32 bytes.")}
+	old := "10.9.9.9:1;" + strconv.FormatInt(time.Now().Add(-2*memberSkew).UnixMilli(), 10) + ";"
+	old += memberMAC(s.memberKey, "forward", "10.9.9.9:1", old[len("10.9.9.9:1;"):len(old)-1], "GET", "/status")
+	for _, forged := range []string{"10.6.6.6:1", other.forwardedValue("10.7.7.7:1", "GET", "/status"),
+		s.forwardedValue("10.8.8.8:1", "GET", "/elsewhere"), old} {
+		do(t, "GET", at(port, "/status"), "", "X-Order", "a", ForwardedHeader, forged)
+	}
 	a := do(t, "GET", fmt.Sprintf("%s/imposters/%d", base, port), "")
-	req := a.json["requests"].([]any)[0].(map[string]any)
+	reqs := a.json["requests"].([]any)
+	require.Len(t, reqs, 5)
+	req := reqs[0].(map[string]any)
 	require.Equal(t, "10.1.2.3:4567", req["requestFrom"])
 	require.Equal(t, "10.1.2.3", req["ip"])
 	require.NotContains(t, req["headers"], ForwardedHeader)
+	for _, r := range reqs[1:] {
+		req := r.(map[string]any)
+		require.Equal(t, "127.0.0.1", req["ip"], "a forged loop guard names nobody")
+		require.NotContains(t, req["headers"], ForwardedHeader)
+	}
 }
 
 // failingFlows is a store that refuses everything, as an isolated owner
@@ -93,8 +111,10 @@ func TestStatefulRequestFailsClosed(t *testing.T) {
 	require.Equal(t, "forward_failed", a.header.Get(UnavailableHeader))
 	// A forwarded request that finds another owner is served here, its
 	// store calls fenced at the owner (which refuses them here).
-	a = do(t, "GET", at(port, "/status"), "", "X-Order", "a", ForwardedHeader, "127.0.0.1:9")
+	a = do(t, "GET", at(port, "/status"), "", "X-Order", "a", ForwardedHeader, s.forwardedValue("127.0.0.1:9", "GET", "/status"))
 	require.Equal(t, "isolated", a.header.Get(UnavailableHeader), "never forwarded twice")
+	a = do(t, "GET", at(port, "/status"), "", "X-Order", "a", ForwardedHeader, "127.0.0.1:9")
+	require.Equal(t, "forward_failed", a.header.Get(UnavailableHeader), "a client's own loop guard is not believed")
 }
 
 // ScopedFlow names a flow as its imposter scopes it, for the node's

@@ -54,6 +54,14 @@ type Server struct {
 	// take; the pass that starts the imposter takes the listener over.
 	reserved map[int]net.Listener
 	maxConns int // per imposter; MaxConns
+	// access is who may connect to the imposters (UseAccess); memberKey
+	// proves the members' calls to each other (UseMemberKey).
+	access       Access
+	memberKey    []byte
+	memberAccept [][]byte
+	// ports is the range imposters may listen in (UsePorts).
+	ports   PortRange
+	exposed bool // Exposed
 
 	// flows keeps stateful imposters' flow state, routed by route
 	// (UseFlows).
@@ -85,6 +93,12 @@ type Server struct {
 	certOnce        sync.Once // the self-signed pair for https imposters
 	keyPEM, certPEM string
 	certErr         error
+
+	// files is the data root lookup behaviors read under (UseDataRoot;
+	// the start directory's, opened at first use, otherwise); egress is
+	// the proxies' policy (UseEgress; nil: any address).
+	files  atomic.Pointer[dataFiles]
+	egress atomic.Pointer[Egress]
 }
 
 // served is one imposter and its listener. mu serializes the engine,
@@ -118,15 +132,16 @@ type served struct {
 	stopped bool
 }
 
-// The real world reads lookup behaviors' CSV files from the OS.
-func init() { imposter.ReadFile = os.ReadFile }
+// Lookup behaviors' CSV files are read under a data root, by default the
+// directory the process started in (datafiles.go).
+func init() { startDir, startDirErr = os.Getwd() }
 
 // New returns a server whose imposters listen on host and whose
 // definitions live in cfg.
 // A server alone claims proxyOnce calls in memory, recording into cfg if
 // it is a MemoryConfig; the node hands in the cluster's with UseClaims.
 func New(host string, log *slog.Logger, cfg Config) *Server {
-	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns,
+	s := &Server{host: host, cfg: cfg, imposters: map[int]*served{}, reserved: map[int]net.Listener{}, maxConns: MaxConns, ports: AllPorts,
 		flows: NewMemoryFlows(), cluster: alone{}, gathers: make(chan struct{}, maxGathers)}
 	if mc, ok := cfg.(*MemoryConfig); ok {
 		s.claims = NewMemoryClaims(mc)
@@ -207,6 +222,7 @@ func (s *Server) build(d Definition) (imposter.Stored, *imposter.Imposter, error
 		return st, nil, err
 	}
 	imp, err := st.Build(d.Port, false)
+	s.giveFiles(imp)
 	return st, imp, err
 }
 
@@ -252,6 +268,14 @@ func (s *Server) bind(sv *served) {
 			return
 		}
 	}
+	if !s.ports.Has(port) {
+		// Written to the configuration by a node with another range (or
+		// before this one was set): this node does not listen there.
+		sv.mu.Lock()
+		sv.bindErr = s.ports.refusal(port).Message
+		sv.mu.Unlock()
+		return
+	}
 	s.mu.Lock()
 	ln := s.reserved[port]
 	delete(s.reserved, port)
@@ -282,11 +306,23 @@ func (s *Server) bind(sv *served) {
 func (s *Server) reserve(port int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if port != 0 && !s.ports.Has(port) {
+		return port, s.ports.refusal(port)
+	}
 	if port != 0 && (s.imposters[port] != nil || s.reserved[port] != nil) {
 		return port, nil // ours already: a replacement rebinds it
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(s.host, strconv.Itoa(port)))
+	var ln net.Listener
+	var err error
+	if port == 0 && s.ports != AllPorts {
+		ln, err = s.ports.listenAny(s.host, func(p int) bool { return s.imposters[p] == nil && s.reserved[p] == nil })
+	} else {
+		ln, err = net.Listen("tcp", net.JoinHostPort(s.host, strconv.Itoa(port)))
+	}
 	if err != nil {
+		if port == 0 {
+			return port, &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("no free port in %s", s.ports)}
+		}
 		return port, &imposter.Error{Code: imposter.CodeResourceConflict, Message: fmt.Sprintf("Port %d is already in use", port)}
 	}
 	port = ln.Addr().(*net.TCPAddr).Port
@@ -541,10 +577,10 @@ func (h *imposterHandler) call(wr *wireRequest, c *imposter.ProxyCall) (imposter
 			target = u.RequestURI()
 		}
 	}
-	up, err := callUpstream(context.Background(), c, wr.method, target, wr.chunked)
+	up, err := callUpstream(context.Background(), h.s.egressPolicy(), c, wr.method, target, wr.chunked)
 	if err != nil {
 		return imposter.Outcome{}, false, &imposter.Error{Code: imposter.CodeInvalidProxy,
-			Message: fmt.Sprintf("Unable to connect to %s", imposter.Marshal(c.To, 0))}
+			Message: fmt.Sprintf("Unable to connect to %s", imposter.Marshal(c.To, 0)) + egressDetail(err)}
 	}
 	h.sv.mu.Lock()
 	defer h.sv.mu.Unlock()
@@ -553,9 +589,10 @@ func (h *imposterHandler) call(wr *wireRequest, c *imposter.ProxyCall) (imposter
 }
 
 // upstreamClient calls proxied services: no redirects followed (the
-// client gets them, as from the real service), certificates not checked
-// (mountebank's choice: it virtualizes test services), bodies passed as
-// they come (no transparent gzip), and a bound on each call.
+// client gets them, as from the real service), addresses and
+// certificates checked as the server's Egress and the proxy's verifyTLS
+// say (mountebank checks neither), bodies passed as they come (no
+// transparent gzip), and a bound on each call.
 var upstreamClient = newRawClient(64, UpstreamTimeout)
 
 // UpstreamTimeout bounds one proxied call, answer included.
@@ -567,7 +604,7 @@ const UpstreamTimeout = 60 * time.Second
 // the client framed it (framedHeaders), and Connection: keep-alive
 // added last unless the client said otherwise. The answer's headers are
 // recorded as the upstream wrote them.
-func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI string, chunked bool) (imposter.Upstream, error) {
+func callUpstream(ctx context.Context, eg *Egress, c *imposter.ProxyCall, method, requestURI string, chunked bool) (imposter.Upstream, error) {
 	u, err := url.Parse(c.To)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return imposter.Upstream{}, fmt.Errorf("proxy target %q is no http or https URL", c.To)
@@ -623,7 +660,7 @@ func callUpstream(ctx context.Context, c *imposter.ProxyCall, method, requestURI
 		req.headers = append(req.headers, [2]string{"Connection", "keep-alive"})
 	}
 	start := time.Now()
-	resp, err := upstreamClient.do(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), port), req)
+	resp, err := upstreamClient.call(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), port), req, &dialPolicy{egress: eg, verify: c.VerifyTLS()})
 	if err != nil {
 		return imposter.Upstream{}, err
 	}

@@ -29,6 +29,7 @@ import (
 func admin(t *testing.T) (string, *Server) {
 	t.Helper()
 	s := New("127.0.0.1", slog.New(slog.NewTextHandler(io.Discard, nil)), NewMemoryConfig())
+	s.UseMemberKey(testMemberKey)
 	mux := http.NewServeMux()
 	s.Register(mux)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -38,6 +39,10 @@ func admin(t *testing.T) (string, *Server) {
 	t.Cleanup(func() { _ = srv.Close(); s.Close() })
 	return "http://" + ln.Addr().String(), s
 }
+
+// testMemberKey stands for the key a node derives from its cluster's
+// control key.
+var testMemberKey = []byte("0123456789abcdef0123456789abcdef")
 
 type answer struct {
 	close  bool // the server said Connection: close
@@ -233,7 +238,8 @@ func TestAdminErrors(t *testing.T) {
 		{"bad repeat", `{"protocol":"http","stubs":[{"responses":[{"is":{},"repeat":0}]}]}`, "bad data", `"repeat" field must be an integer greater than 0`, 1},
 		{"negative wait", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"wait":-5}]}]}]}`, "bad data", `wait behavior "wait" field must be an integer greater than or equal to 0`, 1},
 		{"unknown behavior", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"foo":1}]}]}]}`, "bad data", `Unrecognized behavior: "foo"`, 1},
-		{"missing CSV", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":".*"}},"fromDataSource":{"csv":{"path":"/nonexistent.csv","keyColumn":"id"}},"into":"${R}"}}]}]}]}`, "bad data", "cannot read the CSV file", 1},
+		{"lookup delimiter", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":".*"}},"fromDataSource":{"csv":{"path":"x.csv","keyColumn":"id","delimiter":"\n"}},"into":"${R}"}}]}]}]}`, "bad data", "delimiter", 1},
+		{"proxy verifyTLS", `{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"https://127.0.0.1:1","verifyTLS":"no"}}]}]}`, "bad data", "proxy.verifyTLS must be true or false", 1},
 		{"inject response", `{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => ({})"}]}]}`, "invalid injection", "JavaScript injection is not supported", 1},
 		{"inject predicate", `{"protocol":"http","stubs":[{"predicates":[{"inject":"() => true"}],"responses":[{"is":{}}]}]}`, "invalid injection", "JavaScript injection is not supported", 1},
 		{"decorate", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"decorate":"() => {}"}]}]}]}`, "invalid injection", "JavaScript injection is not supported", 1},
@@ -324,8 +330,9 @@ func TestImposterPredicatesOverHTTP(t *testing.T) {
 }
 
 func TestBehaviorsOverHTTP(t *testing.T) {
-	base, _ := admin(t)
+	base, s := admin(t)
 	csv := filepath.Join(t.TempDir(), "people.csv")
+	require.NoError(t, s.UseDataRoot(filepath.Dir(csv)))
 	require.NoError(t, os.WriteFile(csv, []byte("id,name,city\n123,Alice,Paris\n456,Bob,\"New York\"\n"), 0o600))
 	port := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[
 		{"predicates":[{"startsWith":{"path":"/copy"}}],"responses":[{"is":{"headers":{"X-Path":"${PATH}"},"body":"id=${PATH}[1] q=${Q} name=${NAME}[1] missing=${MISSING}"},
@@ -480,8 +487,9 @@ func TestHTTPS(t *testing.T) {
 	a = do(t, "POST", base+"/imposters", `{"protocol":"https","key":"not a key","cert":"not a cert"}`)
 	require.Equal(t, 400, a.code)
 
-	// A proxy to an https imposter (certificates not checked, as
-	// mountebank), twice: the second call goes on the kept TLS connection.
+	// A proxy to an https imposter (its self-signed certificate not
+	// checked on loopback, as mountebank checks none), twice: the second
+	// call goes on the kept TLS connection.
 	up := create(t, base, `{"protocol":"https","recordRequests":true,"stubs":[{"responses":[{"is":{"headers":{"Connection":"keep-alive"},"body":"secure"}}]}]}`)
 	proxy := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"https://127.0.0.1:%d","mode":"proxyAlways"}}]}]}`, up))
 	for range 2 { // kept alive: this package's test client would say close, which goes upstream

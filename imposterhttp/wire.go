@@ -148,6 +148,15 @@ func readRequest(br *bufio.Reader, w *bufio.Writer) (*wireRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A CR inside a line of the head (a bare CR: readLine takes off the
+	// CR of the CRLF) makes the request malformed, as RFC 9112 §2.2 lets
+	// a recipient decide. Taken as text it would reach the engine and the
+	// recorded request inside a name, value or target, while the request
+	// forwarded to a flow's owner carries a space there (headerSafe), or,
+	// in a target, the CR itself, which a peer may read as a line's end.
+	if strings.IndexByte(line, '\r') >= 0 {
+		return nil, errMalformed
+	}
 	parts := strings.Split(line, " ")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || !strings.HasPrefix(parts[2], "HTTP/1.") {
 		return nil, errMalformed
@@ -165,8 +174,8 @@ func readRequest(br *bufio.Reader, w *bufio.Writer) (*wireRequest, error) {
 			break
 		}
 		name, value, ok := strings.Cut(line, ":")
-		if !ok || name == "" || strings.ContainsAny(name, " \t") {
-			return nil, errMalformed // includes obsolete line folding
+		if !ok || name == "" || strings.ContainsAny(name, " \t") || strings.IndexByte(line, '\r') >= 0 {
+			return nil, errMalformed // includes obsolete line folding, and a bare CR (above)
 		}
 		r.headers = append(r.headers, [2]string{name, strings.Trim(value, " \t")})
 	}
@@ -275,6 +284,9 @@ func (s *Server) accept(sv *served, ln net.Listener) {
 		if err != nil {
 			return
 		}
+		if !s.access.Admit(c) {
+			continue
+		}
 		if !sv.track(c, s.maxConns) {
 			_ = c.Close()
 			continue
@@ -342,7 +354,12 @@ func (s *Server) serveConn(sv *served, c net.Conn) {
 		default:
 			return // closed, timed out or reset
 		}
-		req := toEngineRequest(wr, c.RemoteAddr().String())
+		remote := c.RemoteAddr().String()
+		if from, ok := s.forwardedFrom(wr); ok {
+			// Forwarded by another member: the client is the one it names.
+			remote = from
+		}
+		req := toEngineRequest(wr, remote)
 		out := s.answer(sv, wr, req)
 		if out.Wait > 0 {
 			time.Sleep(out.Wait)
@@ -383,15 +400,29 @@ func refuse(bw *bufio.Writer, code int) {
 // answer runs the engine (and the upstream for a proxy). A fault comes
 // back in the outcome; the connection loop carries it out.
 func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) imposter.Outcome {
+	// The stubs are matched outside the imposter's lock (a costly
+	// predicate holds up only its own request), then answered under it.
 	sv.mu.Lock()
-	stateful := sv.imp.Stateful()
+	imp := sv.imp
+	stateful := imp.Stateful()
+	cands := imp.Candidates()
+	sv.mu.Unlock()
 	var out imposter.Outcome
 	var cyc *imposter.Cycle
 	var err error
 	if !stateful {
-		out, cyc, err = sv.imp.Respond(req)
+		found := cands.Find(req)
+		sv.mu.Lock()
+		switch {
+		case sv.imp == imp:
+			out, cyc, err = imp.RespondFound(req, cands, found)
+		case !sv.imp.Stateful():
+			out, cyc, err = sv.imp.Respond(req) // replaced meanwhile: match again
+		default:
+			stateful = true
+		}
+		sv.mu.Unlock()
 	}
-	sv.mu.Unlock()
 	if stateful {
 		var final bool
 		if out, final, err = s.respondStateful(sv, wr, req); final {
@@ -477,10 +508,6 @@ func toEngineRequest(wr *wireRequest, remote string) *imposter.Request {
 		Query:       imposter.ParseQuery(rawQuery),
 		Headers:     imposter.NewObjectCap(len(wr.headers)),
 		Arrived:     time.Now(),
-	}
-	if from, ok := wr.header(ForwardedHeader); ok {
-		// Forwarded by another node: the client is the one it names.
-		req.RequestFrom = from
 	}
 	if host, _, err := net.SplitHostPort(req.RequestFrom); err == nil {
 		req.IP = host

@@ -51,8 +51,8 @@ func OpenBolt(dir string, timeout time.Duration) (*Bolt, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("realnet: open flow store: lock timeout must be positive, got %v (bbolt reads 0 as wait forever)", timeout)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("realnet: data dir: %w", err)
+	if err := privateDir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, BoltFile)
 	db, err := openBolt(path, timeout)
@@ -63,6 +63,10 @@ func OpenBolt(dir string, timeout time.Duration) (*Bolt, error) {
 		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
 		return nil, fmt.Errorf("realnet: open %s: not a valid flow store (corrupt, or not a bbolt file): %w", path, err)
 	case err != nil:
+		return nil, fmt.Errorf("realnet: open %s: %w", path, err)
+	}
+	if err := os.Chmod(path, privateFile); err != nil { // one an older node wrote 0644
+		_ = db.Close()
 		return nil, fmt.Errorf("realnet: open %s: %w", path, err)
 	}
 	b := &Bolt{db: db, path: path}
@@ -88,7 +92,7 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 			db, err = nil, fmt.Errorf("corrupt file: bbolt panicked: %v", p)
 		}
 	}()
-	return bolt.Open(path, 0o644, &bolt.Options{Timeout: timeout})
+	return bolt.Open(path, privateFile, &bolt.Options{Timeout: timeout})
 }
 
 // Write applies batch as one bbolt transaction, so it is atomic. It runs

@@ -17,12 +17,40 @@ type DirFS struct{ dir string }
 
 var _ recfile.FS = (*DirFS)(nil)
 
-// OpenDir returns the FS for dir, creating it if needed.
+// OpenDir returns the FS for dir, creating it if needed. The dir and its
+// files are its owner's alone (0700 and 0600), made so even if they were
+// not: the journal holds imposter definitions with their https private
+// keys.
 func OpenDir(dir string) (*DirFS, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := privateDir(dir); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
 		return nil, fmt.Errorf("realnet: data dir: %w", err)
 	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if err := os.Chmod(filepath.Join(dir, e.Name()), privateFile); err != nil {
+				return nil, fmt.Errorf("realnet: data dir: %w", err)
+			}
+		}
+	}
 	return &DirFS{dir: dir}, nil
+}
+
+// privateFile is the mode of every file a node writes.
+const privateFile fs.FileMode = 0o600
+
+// privateDir makes dir, or makes it its owner's alone if it exists.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("realnet: data dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("realnet: data dir: %w", err)
+	}
+	return nil
 }
 
 // path checks that name is a plain file name: the seam is a flat
@@ -47,7 +75,7 @@ func (d *DirFS) Create(name string) (recfile.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, privateFile)
 	if err != nil {
 		return nil, err
 	}

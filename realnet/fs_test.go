@@ -2,7 +2,10 @@ package realnet
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/stretchr/testify/require"
@@ -60,5 +63,30 @@ func TestDirFSRefusesPaths(t *testing.T) {
 	for _, bad := range []string{"", ".", "..", "../x", "a/b"} {
 		_, err := d.Create(bad)
 		require.Error(t, err, "%q", bad)
+	}
+}
+
+// Finding 10 of issue 26: a joiner's data dir was 0755 and its files
+// 0644, and the journal holds https imposters' private keys. The dirs a
+// node opens are 0700 and their files 0600, made so if an older node
+// left them open.
+func TestDataIsTheOwnersAlone(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "data")
+	raft := filepath.Join(root, "raft")
+	require.NoError(t, os.MkdirAll(raft, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(raft, "old-segment"), []byte("x"), 0o644))
+	d, err := OpenDir(raft)
+	require.NoError(t, err)
+	f, err := d.Create("new-segment")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	b, err := OpenBolt(root, time.Second)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	for path, want := range map[string]os.FileMode{root: 0o700, raft: 0o700,
+		filepath.Join(raft, "old-segment"): 0o600, filepath.Join(raft, "new-segment"): 0o600, filepath.Join(root, BoltFile): 0o600} {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		require.Equal(t, want, fi.Mode().Perm(), path)
 	}
 }

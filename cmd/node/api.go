@@ -50,6 +50,10 @@ type api struct {
 	watchers atomic.Int64
 	// imposters is mountebank's API and the imposters this node serves.
 	imposters *imposterhttp.Server
+	// guard is who may call the API; conns its connection budget
+	// (access.go).
+	guard *guard
+	conns *limitListener
 }
 
 func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *slog.Logger) *api {

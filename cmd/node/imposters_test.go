@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -278,7 +279,7 @@ func TestRemovingTheLeader(t *testing.T) {
 			break
 		}
 	}
-	code, body := call("DELETE", "http://"+other.http+"/_cluster/members/"+leader.name, "")
+	code, body := removeMember(t, other.http, filepath.Join(other.dir, "control.key"), leader.name)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Eventually(t, func() bool {
 		for _, p := range ps {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fenceline/fenceline/core/proxyonce"
 	"net/http"
 	"strconv"
 	"strings"
@@ -178,7 +179,12 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 	}
 	w.WriteHeader(http.StatusOK)
+	// The server's write timeout bounds one answer; a stream is many:
+	// each write gets its own, so a reader that stops reading is let go
+	// after adminWriteTimeout, and one that reads is kept.
+	rc := http.NewResponseController(w)
 	write := func(e eventJSON) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(adminWriteTimeout))
 		b, _ := jsonLine(e)
 		if sse {
 			b = append(append([]byte("data: "), b[:len(b)-1]...), '\n', '\n')
@@ -232,6 +238,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) {
 		if time.Since(lastWrite) > watchMaxIdle {
 			// A heartbeat, so that a proxy does not close a quiet stream
 			// and a dead client is noticed.
+			_ = rc.SetWriteDeadline(time.Now().Add(adminWriteTimeout))
 			if _, err := fmt.Fprint(w, "\n"); err != nil {
 				return
 			}
@@ -262,7 +269,19 @@ func (a *api) kvPut(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad_request", `a PUT body is {"value": <json>}`)
 		return
 	}
-	res, err := a.propose(r, kv.Put(r.PathValue("key"), b.Value))
+	key := r.PathValue("key")
+	if p, owned := serverOwned(key); owned {
+		// The server's own keys are written only by the code that
+		// checks what goes in them: an imposter definition written
+		// here would skip every check the admin API makes.
+		fail(w, http.StatusForbidden, "forbidden", "keys under %q are the server's own: change them through mountebank's API", p)
+		return
+	}
+	if !a.kvRoom(r.Context(), key) {
+		fail(w, http.StatusInsufficientStorage, "full", "the replicated KV holds %d keys or more: delete some before adding more", maxUserKeys)
+		return
+	}
+	res, err := a.propose(r, kv.Put(key, b.Value))
 	if err != nil {
 		failProposal(w, err)
 		return
@@ -291,4 +310,40 @@ func (a *api) kvGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"value": json.RawMessage(ans.e.Value), "version": ans.e.Version})
+}
+
+// serverOwned reports whether a KV key lies under a prefix the server
+// writes itself, and which.
+func serverOwned(key string) (string, bool) {
+	for _, p := range []string{imposterPrefix, proxyonce.KVKey("")} {
+		if strings.HasPrefix(key, p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// maxUserKeys bounds the keys the raw KV API may add: each is in every
+// member's memory and in every snapshot.
+const maxUserKeys = 10000
+
+// kvRoom reports whether key may be written: it exists already, or the
+// KV holds fewer than maxUserKeys keys besides the server's own. Counted
+// on this member's applied state: calls in flight elsewhere may overshoot
+// the bound by as many as there are callers.
+func (a *api) kvRoom(ctx context.Context, key string) bool {
+	room := true
+	_ = a.nd.Do(ctx, func(c *node.Node) {
+		if _, ok := c.Consensus.LocalGet(key); ok {
+			return
+		}
+		n := 0
+		for _, k := range c.Consensus.LocalKeys("") {
+			if _, owned := serverOwned(k); !owned {
+				n++
+			}
+		}
+		room = n < maxUserKeys
+	})
+	return room
 }

@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -52,10 +54,24 @@ const (
 type config struct {
 	name, dataDir, peer, advertise, http, join string
 	controlKeyFile, dataKeyFile                string
-	logFormat                                  string
-	route                                      imposterhttp.RouteMode
-	pprof                                      bool
-	shutdownGrace                              time.Duration
+	// During a key rotation: keys accepted but never sealed with.
+	acceptControlKeyFile, acceptDataKeyFile string
+	logFormat                               string
+	route                                   imposterhttp.RouteMode
+	pprof                                   bool
+	shutdownGrace                           time.Duration
+
+	// Exposing the node (access.go, README "Exposing a node").
+	apiKey, apiKeyFile      string
+	localOnly               bool
+	ipWhitelist, origin     string
+	tlsCert, tlsKey         string
+	insecure                bool
+	imposterHost            string
+	imposterPorts           imposterhttp.PortRange
+	access                  imposterhttp.Access
+	dataRoot                string
+	egressAllow, egressDeny []string
 }
 
 // errUsage marks a mistake in how the node was started: exit code 2.
@@ -75,6 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.join, "join", "", "HTTP address of a member to join through (otherwise the node founds a cluster)")
 	fs.StringVar(&c.controlKeyFile, "control-key-file", "", "the control key (32 bytes, raw or 64 hex digits); default: <data-dir>/control.key, generated if absent")
 	fs.StringVar(&c.dataKeyFile, "data-key-file", "", "the data key; default: <data-dir>/data.key, generated if absent")
+	fs.StringVar(&c.acceptControlKeyFile, "accept-control-key-file", "", "during a key rotation: a second control key, accepted but never used to seal (README, \"Rotating the cluster's keys\")")
+	fs.StringVar(&c.acceptDataKeyFile, "accept-data-key-file", "", "during a key rotation: a second data key, accepted but never used to seal")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.Func("route", "how a stateful request reaches its flow's owner: per-op (each state read and write is one call to the owner) or forward (the whole request, once) (default per-op)", func(v string) (err error) {
 		c.route, err = imposterhttp.ParseRouteMode(v)
@@ -82,6 +100,34 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	})
 	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on the HTTP address (for measuring; off by default)")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-grace", 5*time.Second, "how long SIGTERM waits for calls in flight")
+	// Flags spelled as mountebank spells them keep its users' scripts.
+	fs.StringVar(&c.apiKey, "apikey", "", "the API key every call to the HTTP API must send in the x-api-key header (mountebank's); prefer -apikey-file, which ps does not show")
+	fs.StringVar(&c.apiKeyFile, "apikey-file", "", "a file whose first line is the API key")
+	fs.BoolVar(&c.localOnly, "localOnly", false, "take connections to the HTTP API and the imposters from loopback addresses only (mountebank's)")
+	fs.StringVar(&c.ipWhitelist, "ipWhitelist", "*", "pipe-delimited addresses or CIDR networks the HTTP API and the imposters take connections from; loopback always (mountebank's)")
+	fs.StringVar(&c.origin, "origin", "", "a web origin (scheme://host:port) allowed to call the HTTP API from a browser")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve the HTTP API over TLS with this PEM certificate (with -tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key of -tls-cert")
+	fs.BoolVar(&c.insecure, "insecure", false, "serve the HTTP API beyond loopback without an API key (refused otherwise)")
+	fs.StringVar(&c.imposterHost, "imposter-host", "", "host the imposters listen on (default: the HTTP API's host)")
+	fs.StringVar(&c.dataRoot, "data-root", "", "the directory lookup behaviors read their CSV files under, relative paths from it (default: the directory the node started in)")
+	list := func(dst *[]string) func(string) error {
+		return func(v string) error {
+			for _, e := range strings.Split(v, ",") {
+				if e = strings.TrimSpace(e); e != "" {
+					*dst = append(*dst, e)
+				}
+			}
+			return nil
+		}
+	}
+	fs.Func("egress-allow", "comma-separated upstreams proxies may reach (CIDR networks, addresses, host names, *.domain); none: any not denied", list(&c.egressAllow))
+	fs.Func("egress-deny", "comma-separated upstreams proxies may not reach; added to loopback, link-local and the node's own addresses when -http is beyond loopback", list(&c.egressDeny))
+	c.imposterPorts = imposterhttp.PortRange{Lo: 1024, Hi: 65535}
+	fs.Func("imposter-ports", "ports imposters may listen on, LO-HI; ports below 1024 only when the range names them (default 1024-65535)", func(v string) (err error) {
+		c.imposterPorts, err = imposterhttp.ParsePortRange(v)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "usage: node [flags]")
@@ -111,6 +157,33 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.shutdownGrace <= 0 {
 		return c, fmt.Errorf("%w: -shutdown-grace must be positive", errUsage)
 	}
+	var err error
+	if _, err := imposterhttp.ParseEgress(c.egressAllow, c.egressDeny); err != nil {
+		return c, fmt.Errorf("%w: -egress-allow/-egress-deny: %v", errUsage, err)
+	}
+	if c.access, err = imposterhttp.ParseAccess(c.localOnly, c.ipWhitelist); err != nil {
+		return c, fmt.Errorf("%w: -%v", errUsage, err)
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, fmt.Errorf("%w: -tls-cert and -tls-key go together", errUsage)
+	}
+	if c.apiKey, err = readAPIKey(c.apiKey, c.apiKeyFile); err != nil {
+		return c, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	httpHost, _, _ := net.SplitHostPort(c.http)
+	if c.imposterHost == "" {
+		c.imposterHost = httpHost
+	}
+	if ip := net.ParseIP(c.imposterHost); c.route == imposterhttp.RouteForward && c.imposterHost != httpHost && (ip == nil || !ip.IsUnspecified()) {
+		// A forward reaches the owner's imposter at the owner's HTTP
+		// host (the address its membership entry gives).
+		return c, fmt.Errorf("%w: -route forward reaches imposters at the members' HTTP hosts: -imposter-host must be -http's host or every interface", errUsage)
+	}
+	// Secure by default: an API anyone on the network can call, without
+	// a key, is what the operator asked for explicitly or not at all.
+	if c.apiKey == "" && !c.insecure && !loopbackHost(c.http) {
+		return c, fmt.Errorf("%w: -http %s is reachable beyond loopback and no API key is set: give -apikey-file (see README, \"Exposing a node\"), or -insecure to serve it open", errUsage, c.http)
+	}
 	return c, nil
 }
 
@@ -121,6 +194,9 @@ func main() {
 // run is the node's life: 0 after a clean shutdown, 2 for a mistake in
 // how it was started (one clear line on stderr), 1 for a failure after.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "remove" {
+		return runRemove(args[1:], stdout, stderr)
+	}
 	c, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -140,32 +216,68 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "node:", err)
 		return 2
 	}
+	var tlsCfg *tls.Config
+	if c.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			fmt.Fprintln(stderr, "node: -tls-cert/-tls-key:", err)
+			return 2
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
 	// The HTTP listener first: the address it got goes into the node's
-	// membership entry, where the rest of the cluster reads it.
+	// membership entry, where the rest of the cluster reads it (with
+	// https:// when the API serves TLS).
 	ln, err := net.Listen("tcp", c.http)
 	if err != nil {
 		fmt.Fprintf(stderr, "node: listen for HTTP on %s: %v\n", c.http, err)
 		return 2
+	}
+	httpAddr := ln.Addr().String()
+	if tlsCfg != nil {
+		httpAddr = "https://" + httpAddr
 	}
 	// A node that ran before with this data dir lost the requests its
 	// imposters recorded: reads of them say so.
 	_, statErr := os.Stat(filepath.Join(c.dataDir, "raft"))
 	restarted := statErr == nil
 	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise,
-		HTTP: ln.Addr().String(), Keys: keys, Bootstrap: c.join == "", Log: log})
+		HTTP: httpAddr, Keys: keys, Bootstrap: c.join == "", Log: log})
 	if err != nil {
 		_ = ln.Close()
 		fmt.Fprintln(stderr, "node:", err)
 		return 2
 	}
 	api := newAPI(nd, keys, c.name, ln.Addr().String(), log)
-	// mountebank's API on the same address; imposters listen on its host.
-	httpHost, _, _ := net.SplitHostPort(ln.Addr().String())
+	// mountebank's API on the same address; imposters listen on
+	// -imposter-host (by default the same host).
 	// Imposter definitions are cluster configuration: this node serves
 	// what it applied from the log, following every change (its own
 	// admin calls reconcile at once; the watch catches the others').
-	imposters := imposterhttp.New(httpHost, log, raftConfig{nd: nd, log: log})
+	imposters := imposterhttp.New(c.imposterHost, log, raftConfig{nd: nd, log: log})
 	defer imposters.Close()
+	if c.dataRoot != "" {
+		if err := imposters.UseDataRoot(c.dataRoot); err != nil {
+			fmt.Fprintln(stderr, "node: -data-root:", err)
+			return 2
+		}
+	}
+	egress, err := egressPolicy(c, ln.Addr(), nd.PeerAddr())
+	if err != nil {
+		fmt.Fprintln(stderr, "node:", err)
+		return 2
+	}
+	imposters.UseEgress(egress)
+	imposters.UseAccess(c.access)
+	imposters.UsePorts(c.imposterPorts)
+	if keys.AcceptControl != nil {
+		imposters.UseMemberKey(memberKey(keys.Control), memberKey(keys.AcceptControl))
+	} else {
+		imposters.UseMemberKey(memberKey(keys.Control))
+	}
+	if !loopbackHost(c.http) {
+		imposters.Exposed()
+	}
 	imposters.UseFlows(&clusterFlows{nd: nd}, c.route)
 	imposters.UseClaims(raftClaims{nd})
 	cluster, err := newNodeCluster(context.Background(), nd)
@@ -191,13 +303,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if c.pprof {
 		api.servePprof()
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+	api.guard = newGuard(c.apiKey, c.access, c.origin, log)
+	limited := newLimitListener(ln, c.access, maxAdminConns, maxAdminConnsPerIP)
+	api.conns = limited
+	srv := &http.Server{Handler: api.guard.wrap(api), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: adminReadTimeout,
+		WriteTimeout: adminWriteTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	if c.tlsCert != "" {
+		srv.TLSConfig = tlsCfg
+		go func() { served <- srv.ServeTLS(limited, "", "") }()
+	} else {
+		go func() { served <- srv.Serve(limited) }()
+	}
 	log.Info("serving", "http", ln.Addr().String(), "peer", nd.PeerAddr())
 
 	if c.join != "" {
-		if err := joinCluster(context.Background(), nd, keys, c.name, nd.Advertised(), ln.Addr().String(), c.join, log); err != nil {
+		if err := joinCluster(context.Background(), nd, keys, c.name, nd.Advertised(), httpAddr, c.join, log); err != nil {
 			log.Error("join failed", "via", c.join, "err", err)
 			_ = srv.Close()
 			_ = nd.Close()
@@ -236,6 +358,9 @@ func loadKeys(c config) (transport.Keys, error) {
 		return k, err
 	}
 	if k.Data, err = loadKey(c.dataKeyFile, c.dataDir, "data.key"); err != nil {
+		return k, err
+	}
+	if err := loadAcceptedKeys(c.acceptControlKeyFile, c.acceptDataKeyFile, &k); err != nil {
 		return k, err
 	}
 	return k, nil

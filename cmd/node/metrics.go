@@ -39,12 +39,13 @@ var (
 	descEnvDropped  = prometheus.NewDesc("fenceline_transport_frames_rejected_total", "Frames the envelope dropped, by cause.", []string{"cause"}, nil)
 	descTCPRejected = prometheus.NewDesc("fenceline_tcp_rejected_total", "Peer connections and frames refused, by cause.", []string{"cause"}, nil)
 	descFrames      = prometheus.NewDesc("fenceline_tcp_frames_total", "Frames over TCP, by direction.", []string{"direction"}, nil)
+	descRefused     = prometheus.NewDesc("fenceline_http_refused_total", "HTTP API calls and connections refused, by cause: unauthorized (no API key), host and origin (browser attacks), address (-localOnly, -ipWhitelist), over_budget (connection caps).", []string{"cause"}, nil)
 	descImposters   = prometheus.NewDesc("fenceline_imposters", "Imposters in the cluster's configuration, by whether this node serves them or cannot bind their port.", []string{"state"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descScrapeOK, descTerm, descCommit, descApplied, descIsLeader, descIsolated, descIsolatedSec, descTerms, descMIdx,
-		descPermits, descShed, descServed, descFsyncs, descBatches, descPuts, descLive, descEnvDropped, descTCPRejected, descFrames, descImposters} {
+		descPermits, descShed, descServed, descFsyncs, descBatches, descPuts, descLive, descEnvDropped, descTCPRejected, descFrames, descImposters, descRefused} {
 		ch <- d
 	}
 }
@@ -99,10 +100,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 	t := c.nd.TCPStats()
-	for cause, v := range map[string]uint64{"over_cap": t.RefusedOverCap, "auth_failed": t.AuthFailed, "auth_timeout": t.AuthTimedOut,
+	for cause, v := range map[string]uint64{"over_cap": t.RefusedOverCap, "per_source": t.RefusedPerSource, "evicted_pending": t.EvictedPending,
+		"replayed": t.Replayed, "handshake_failed": t.HandshakeFailed, "auth_failed": t.AuthFailed, "auth_timeout": t.AuthTimedOut,
 		"oversize": t.Oversize, "queue_full": t.QueueFull, "backoff": t.InBackoff, "unknown_peer": t.UnknownPeer,
 		"misaddressed": t.Misaddressed, "mailbox_full": t.DeliverRefused} {
 		ct(descTCPRejected, v, cause)
+	}
+	if g := c.a.guard; g != nil {
+		ct(descRefused, g.unauthorized.Load(), "unauthorized")
+		ct(descRefused, g.badHost.Load(), "host")
+		ct(descRefused, g.badOrigin.Load(), "origin")
+		if g.access.Blocked != nil {
+			ct(descRefused, g.access.Blocked.Load(), "address")
+		}
+	}
+	if c.a.conns != nil {
+		ct(descRefused, c.a.conns.overBudget.Load(), "over_budget")
 	}
 	if c.a.imposters != nil {
 		serving, unbound := c.a.imposters.Stats()

@@ -70,6 +70,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
 	mu     *sync.Mutex
+	key    string // the API key it was started with, if any
 }
 
 type lockedBuffer struct {
@@ -119,7 +120,11 @@ type status struct {
 var httpClient = &http.Client{Timeout: 3 * time.Second}
 
 func (p *proc) status() *status {
-	resp, err := httpClient.Get("http://" + p.http + "/_cluster/status")
+	req, _ := http.NewRequest("GET", "http://"+p.http+"/_cluster/status", nil)
+	if p.key != "" {
+		req.Header.Set(apiKeyHeader, p.key)
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return nil
 	}
@@ -163,6 +168,13 @@ func clusterWith(t testing.TB, px *proxies, extra ...string) []*proc {
 		}
 		args = append(args, extra...)
 		p := &proc{t: t, name: name, args: args, dir: root, http: ip + ":2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{}}
+		for j, a := range extra {
+			if a == "-apikey-file" && j+1 < len(extra) {
+				b, err := os.ReadFile(extra[j+1])
+				require.NoError(t, err)
+				p.key = strings.TrimSpace(string(b))
+			}
+		}
 		p.start()
 		ps = append(ps, p)
 		t.Cleanup(p.kill)
@@ -427,7 +439,8 @@ func TestThreeProcessesKilledUnderLoad(t *testing.T) {
 	ld.finish(200)
 
 	// An explicit removal: n3 leaves the voters.
-	require.Equal(t, http.StatusOK, do(ps[0].http, flowCall{"DELETE", "/_cluster/members/n3", ""}).code)
+	code, body := removeMember(t, ps[0].http, filepath.Join(ps[0].dir, "control.key"), "n3")
+	require.Equal(t, http.StatusOK, code, body)
 	require.Eventually(t, func() bool {
 		st := ps[0].status()
 		return st != nil && len(st.Voters) == 2

@@ -637,7 +637,6 @@ var globalExpects = []expectRule{
 var expectedCases = map[string]string{
 	"put imposters with tcp":        "the tcp protocol is refused by decision",
 	"internal errors":               "a null port, stubs as an object or a null body get a 400 in mountebank's error shape, not mb's 500 HTML page",
-	"lookup csv missing file":       "a lookup CSV file that does not exist is a 400 at creation (the issue's contract), not tokens left as they are",
 	"allowCORS default fallthrough": "mb's defaultResponse headers leak a preflight's CORS headers into later answers (a bug); fenceline does not copy it",
 }
 
