@@ -133,6 +133,8 @@ func failErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, flow.ErrBadRequest), errors.Is(err, flow.ErrNotInteger):
 		code, reason = http.StatusBadRequest, "bad_request"
+	case errors.Is(err, consensus.ErrLastVoter):
+		code, reason = http.StatusConflict, "last_voter" // refused before it was proposed, or applied as nothing
 	case errors.Is(err, flow.ErrFenced):
 		reason = "fenced"
 	case errors.Is(err, flow.ErrNotOwner):

@@ -80,6 +80,19 @@ type Set struct {
 	// held up by fsyncs runs its ticks late, so the window stretches past
 	// its bound in true time.
 	TickWindow bool
+	// RemoveLastVoter lets a membership change that leaves no voter
+	// through: RemoveMember proposes the removal of the only voter, and
+	// apply hands it to etcd raft, which panics ("removed all voters") on
+	// every member, and again on every restart, the entry being in the
+	// log: one request bricks the cluster.
+	RemoveLastVoter bool
+	// RemoveLeaderOfTwo lets the leader of a group of two voters append
+	// its own removal instead of handing leadership to the other voter
+	// first: it commits the change, applies it and steps down, and if the
+	// other voter missed the commit it can be elected only with the
+	// removed node's vote, which a longer log, or its being stopped,
+	// withholds for ever.
+	RemoveLeaderOfTwo bool
 
 	// --- core/flow: the owner path, adoption and replication.
 
@@ -109,6 +122,13 @@ type Set struct {
 	// when ownership comes back to it, it serves its old copy without
 	// asking the owner it had in between.
 	StaleAdoption bool
+	// WaitForRemoved: an adoption that has waited out AdoptWait still
+	// waits for at least one copy, even when every node it asked has left
+	// the membership. A voter left alone by removals asks only the removed
+	// node, which never answers (stopped, or dropped by the transport as a
+	// stranger), and answers 503 not-adopted for every flow it did not
+	// already serve, for ever.
+	WaitForRemoved bool
 	// NoFloorWait: a read that hides an expired entry answers before the
 	// clock floor on disk covers the expiry, so a crash and a clock
 	// stepped back can show the entry again.
@@ -214,6 +234,8 @@ var Table = []Bug{
 	{"promote-early", "a learner is promoted to voter as soon as it joins, before it has caught up", func(s *Set) *bool { return &s.PromoteEarly }},
 	{"no-vote-sync", "a hard state that changes only the term and vote is written without an fsync", func(s *Set) *bool { return &s.NoVoteSync }},
 	{"tick-window", "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", func(s *Set) *bool { return &s.TickWindow }},
+	{"remove-last-voter", "a membership change that leaves no voter is proposed and applied: etcd raft panics on every member, and on every restart", func(s *Set) *bool { return &s.RemoveLastVoter }},
+	{"remove-leader-of-two", "the leader of two voters appends its own removal instead of handing leadership over first: the survivor may never elect", func(s *Set) *bool { return &s.RemoveLeaderOfTwo }},
 	{"no-fence", "the owner skips its membership-index checks", func(s *Set) *bool { return &s.NoFence }},
 	{"no-d17", "an owner serves while isolated", func(s *Set) *bool { return &s.NoD17 }},
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
@@ -222,6 +244,7 @@ var Table = []Bug{
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},
 	{"no-prune", "a replica keeps keys its owner's anti-entropy copy no longer holds", func(s *Set) *bool { return &s.NoPrune }},
 	{"stale-adoption", "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", func(s *Set) *bool { return &s.StaleAdoption }},
+	{"wait-for-removed", "an adoption past AdoptWait still waits for a copy when every node it asked was removed: a last voter never adopts", func(s *Set) *bool { return &s.WaitForRemoved }},
 	{"no-floor-wait", "a read that hides an expired entry answers before the clock floor on disk covers the expiry", func(s *Set) *bool { return &s.NoFloorWait }},
 	{"read-expired", "a read shows an entry past its expiry", func(s *Set) *bool { return &s.ReadExpired }},
 	{"no-readopt", "a restarted owner serves its own disk without pulling from its successors", func(s *Set) *bool { return &s.NoReadopt }},

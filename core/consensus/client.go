@@ -54,7 +54,13 @@ func (n *Node) Propose(op kv.Op, done func(kv.Result, error)) {
 // the proposal waits for its retry. Any other error is final.
 func (n *Node) propose(p *pendingProp) error {
 	var err error
-	if p.cc != nil {
+	if to, first := n.handOffBefore(p.cc); first {
+		// Not while this node leads: it hands leadership to the other
+		// voter, and the change waits, unaccepted, for the next retry,
+		// which forwards it to the new leader.
+		n.rn.TransferLeader(to)
+		err = raft.ErrProposalDropped
+	} else if p.cc != nil {
 		err = n.rn.ProposeConfChange(*p.cc)
 	} else {
 		err = n.rn.Propose(p.data)
@@ -270,6 +276,9 @@ func (n *Node) LocalGet(key string) (kv.Entry, bool) { return n.kv.Get(key) }
 // LocalKeys lists this node's applied data keys under prefix, sorted.
 func (n *Node) LocalKeys(prefix string) []string { return n.kv.Keys(prefix) }
 
+// LocalLen is how many data keys this node's applied state holds.
+func (n *Node) LocalLen() int { return n.kv.Len() }
+
 // LocalLease reads a lease from this node's applied state.
 func (n *Node) LocalLease(name string) (kv.Lease, bool) { return n.kv.Lease(name) }
 
@@ -287,12 +296,23 @@ func (n *Node) Digest() (index uint64, digest uint64) {
 // done runs once: nil when the change is applied here, or an error
 // (ErrTimeout: unknown — raft turns a conf change it refuses into an empty
 // entry, which answers nobody).
+//
+// Adding as a learner the only voter would demote it and leave the group
+// without a voter: that is refused with ErrLastVoter, as RemoveMember
+// refuses removing it.
 func (n *Node) AddLearner(m Member, done func(error)) {
 	n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddLearnerNode, NodeID: uint64(m.ID)}, m, done)
 }
 
 // RemoveMember proposes removing a voter or learner. A crashed voter stays a
 // voter until someone removes it explicitly.
+//
+// Removing the last voter is refused at once with ErrLastVoter, judged by
+// the membership this node has applied: etcd raft panics applying such a
+// change, and the entry would panic every member again on every restart.
+// A removal proposed on a view that is stale by the time it commits (two
+// removals racing in a two-voter group) is caught where it applies: every
+// member applies it as nothing, and its proposer gets ErrLastVoter.
 func (n *Node) RemoveMember(id dial.NodeID, done func(error)) {
 	m, ok := n.members[id]
 	if !ok {
@@ -302,7 +322,50 @@ func (n *Node) RemoveMember(id dial.NodeID, done func(error)) {
 }
 
 func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
+	if leavesNoVoter(n.conf, cc) && !n.cfg.Bugs.RemoveLastVoter {
+		done(ErrLastVoter)
+		return
+	}
 	n.proposeConfOnce(cc, m, false, done)
+}
+
+// handOffBefore reports whether cc takes this node out of a group of two
+// voters while it leads (removes it, or makes it a learner), and if so
+// the voter to hand leadership to first. Such a change must not be
+// appended by the leader it removes: once it applies it, the leader
+// steps down, and the other voter, if it missed the commit (one lost
+// frame), still counts two voters and can be elected only with the vote
+// of the node just removed, which does not campaign, refuses a candidate
+// whose log is shorter than its own, and is about to be stopped: the
+// group never elects again (etcd-io/etcd#10563). With three voters or
+// more the others can elect without it. The other voter, once leader,
+// appends the change and commits it itself.
+func (n *Node) handOffBefore(cc *pb.ConfChange) (uint64, bool) {
+	if cc == nil || n.cfg.Bugs.RemoveLeaderOfTwo || cc.NodeID != uint64(n.id) || len(n.conf.Voters) != 2 ||
+		(cc.Type != pb.ConfChangeRemoveNode && cc.Type != pb.ConfChangeAddLearnerNode) || !n.BelievesSelfLeader() {
+		return 0, false
+	}
+	for _, v := range n.conf.Voters {
+		if v != uint64(n.id) {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// leavesNoVoter reports whether applying cc to the membership cs would
+// leave no voter: removing the only voter, or making it a learner. (Only
+// simple changes are proposed here; joint ones never are.)
+func leavesNoVoter(cs pb.ConfState, cc pb.ConfChange) bool {
+	if cc.Type != pb.ConfChangeRemoveNode && cc.Type != pb.ConfChangeAddLearnerNode {
+		return false
+	}
+	for _, v := range cs.Voters {
+		if v != cc.NodeID {
+			return false
+		}
+	}
+	return len(cs.Voters) > 0
 }
 
 // proposeConfOnce is proposeConf, with once: never proposed again.

@@ -28,6 +28,14 @@ var (
 	ErrBusy     = errors.New("consensus: too many proposals in flight; refused")
 	ErrTimeout  = errors.New("consensus: no answer in time; outcome unknown")
 	ErrStopped  = errors.New("consensus: node stopped")
+	// ErrLastVoter refuses a membership change that would leave the
+	// group without a voter (removing, or demoting to learner, the only
+	// one): etcd raft panics when such a change applies, on every member
+	// and again on every restart, since the entry stays in the log. It is
+	// refused before it is proposed, and an entry that reached the log
+	// anyway (proposed on a stale view, or by an earlier version) applies
+	// as nothing, on every member alike. Known not applied.
+	ErrLastVoter = errors.New("consensus: refusing to remove the last voter")
 )
 
 // Unknown reports whether err leaves the outcome of a proposal unknown.
@@ -139,8 +147,10 @@ type Node struct {
 	snapWant  uint64 // apply index at which a snapshot was requested
 	snapData  []byte // the state at snapWant, taken when it was applied
 
-	// Stats, for benchmarks and traces.
-	Applied, Proposed, Sent, SendErrors, BadFrames, Duplicates uint64
+	// Stats, for benchmarks and traces. RefusedConfChanges counts the
+	// committed membership changes applied as nothing because they would
+	// have left no voter (ErrLastVoter).
+	Applied, Proposed, Sent, SendErrors, BadFrames, Duplicates, RefusedConfChanges uint64
 	// Terms counts the terms this node has seen begin since it started:
 	// each is an election somewhere in the cluster.
 	Terms    uint64
@@ -350,6 +360,10 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 		n.heard[m.From] = n.env.Clock.Mono()
 		n.heardTick[m.From] = n.ticks
 	}
+	if m.Type == pb.MsgProp && len(n.conf.Voters) == 2 && n.handOffFor(m) {
+		n.pump()
+		return
+	}
 	if err := n.rn.Step(m); err != nil {
 		return // e.g. a message from a peer that is not a member
 	}
@@ -357,6 +371,27 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 }
 
 const frameRaft = 1
+
+// handOffFor keeps a leader of two voters from appending a forwarded
+// change that takes it out (see handOffBefore): it drops the proposal
+// and hands leadership to the other voter instead; the proposer asks
+// again once leadership has moved, and the new leader appends it.
+func (n *Node) handOffFor(m pb.Message) bool {
+	for _, e := range m.Entries {
+		if e.Type != pb.EntryConfChange {
+			continue
+		}
+		var cc pb.ConfChange
+		if cc.Unmarshal(e.Data) != nil {
+			continue
+		}
+		if to, first := n.handOffBefore(&cc); first {
+			n.rn.TransferLeader(to)
+			return true
+		}
+	}
+	return false
+}
 
 // contact reports whether a message of type t is what D-17 counts as
 // contact: a leader's entries, heartbeat or snapshot (a follower hears its
@@ -557,6 +592,20 @@ func (n *Node) apply(e pb.Entry) {
 			// pending change clears and the config stays as it is.
 			n.Duplicates++
 			n.rn.ApplyConfChange(pb.ConfChange{Type: cc.Type, NodeID: raft.None})
+			return
+		}
+		if leavesNoVoter(n.conf, cc) && !n.cfg.Bugs.RemoveLastVoter {
+			// A change that would leave no voter: etcd raft would panic
+			// applying it (here, on every member, and on every restart
+			// while the entry is in the log). Every member decides this
+			// alike, from the same membership at the same index, so every
+			// member applies it as nothing, as etcd does for conf changes
+			// it refuses: the membership and m_idx stay as they are.
+			n.RefusedConfChanges++
+			n.rn.ApplyConfChange(pb.ConfChange{Type: cc.Type, NodeID: raft.None})
+			if p := n.mine(id); p != nil && p.conf != nil {
+				n.later(func() { p.conf(ErrLastVoter) })
+			}
 			return
 		}
 		n.prevMIdx, n.prevVoters = n.mIdx, append([]uint64(nil), n.conf.Voters...)

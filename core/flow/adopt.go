@@ -20,12 +20,14 @@ import (
 // membership just before, if that owner was serving the flow there (it
 // answered, and answering fenced it: it serves the flow no more below the
 // new m_idx), or this node itself, if it was. Otherwise it completes once
-// AdoptWait has passed and at least one copy has come in: the last node
-// to serve the flow may be unreachable, or not even among those asked,
-// and the wait outlasts the isolation window in which such a node may
-// still serve (D-17). That case is where the design accepts loss: writes
-// that node acknowledged but never pushed are gone, and the adopter
-// re-stamps the flow so every copy converges on what it serves.
+// AdoptWait has passed and at least one copy has come in (or none, when
+// no node it asked is a voter any more: removed nodes may never answer,
+// and their copies went with them): the last node to serve the flow may
+// be unreachable, or not even among those asked, and the wait outlasts
+// the isolation window in which such a node may still serve (D-17). That
+// case is where the design accepts loss: writes that node acknowledged
+// but never pushed are gone, and the adopter re-stamps the flow so every
+// copy converges on what it serves.
 type adoption struct {
 	flow       string
 	m          uint64
@@ -42,6 +44,11 @@ type adoption struct {
 	spent      clock.Timer            // fires then, if that is before deadline; nil otherwise
 	retry      clock.Timer            // asks the sources that have not answered again
 	asked      int                    // rounds of asking so far
+	// members: some source is a voter of the membership the adoption
+	// works at. A source that is not has been removed: its copy went with
+	// it, and it may never answer (stopped, or refused by the transport
+	// as a stranger), so past AdoptWait the adoption does not wait for it.
+	members bool
 }
 
 // maxAsks bounds an adoption's rounds of asking (four per AdoptWait).
@@ -71,6 +78,9 @@ func (s *Store) startAdoption(flow string, mode shard.Mode) {
 	}
 	sort.Slice(sources, func(i, j int) bool { return sources[i] < sources[j] })
 	a.sources = sources
+	for _, id := range sources {
+		a.members = a.members || slices.Contains(s.voters, id)
+	}
 	s.adopting[flow] = a
 	wait := s.cfg.AdoptWait
 	if s.cfg.Bugs.NoAdoptWait {
@@ -164,7 +174,13 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 	// partition: wait out AdoptWait, past its isolation window, even if
 	// every copy asked has answered.
 	everyCopy := len(a.answered) == len(a.sources) && s.env.Clock.Mono() >= a.spentAt
-	if !fromPrev && !everyCopy && !(a.waited && (len(a.answered) > 0 || len(a.sources) == 0)) {
+	// Past AdoptWait, one copy will do; none, if no voter is left to give
+	// one: a voter left alone by removals asks only nodes that are gone,
+	// and would otherwise refuse every flow it did not already serve, for
+	// ever. Their writes that reached no one else are the loss a removal
+	// accepts; a voter that is down is waited for, as before.
+	waitedOut := a.waited && (len(a.answered) > 0 || len(a.sources) == 0 || !a.members && !s.cfg.Bugs.WaitForRemoved)
+	if !fromPrev && !everyCopy && !waitedOut {
 		return false
 	}
 	a.stopTimers()
