@@ -3,6 +3,7 @@ package imposterhttp
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -98,4 +99,34 @@ func TestADefinitionThatWillNotCompileIsSkipped(t *testing.T) {
 	}
 	require.Equal(t, "fine", do(t, "GET", at(good, "/"), "").body)
 	require.Contains(t, do(t, "GET", base+"/logs", "").body, "does not compile on this node")
+}
+
+// proxyOnce recordings are bounded per imposter (finding 11): at
+// MaxOnceRecordings a request no recording answers is a 503 that calls
+// nobody (recording it would pass the bound, and not recording it could
+// call upstream twice for one signature); the recordings made still
+// answer; deleting them makes room.
+func TestProxyOnceRecordingsAreBounded(t *testing.T) {
+	base, _ := admin(t)
+	var calls atomic.Int64
+	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.WriteString(w, r.URL.Path)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = upstream.Serve(ln) }()
+	t.Cleanup(func() { _ = upstream.Close() })
+	port := create(t, base, `{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"http://`+ln.Addr().String()+`","predicateGenerators":[{"matches":{"path":true}}]}}]}]}`)
+	for i := range MaxOnceRecordings {
+		require.Equal(t, "/"+strconv.Itoa(i), do(t, "GET", at(port, "/"+strconv.Itoa(i)), "").body)
+	}
+	a := do(t, "GET", at(port, "/one-more"), "")
+	require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
+	require.Contains(t, a.body, "the most kept")
+	require.Equal(t, int64(MaxOnceRecordings), calls.Load(), "the one over the bound called nobody")
+	require.Equal(t, "/7", do(t, "GET", at(port, "/7"), "").body, "a recording still answers")
+	require.Equal(t, int64(MaxOnceRecordings), calls.Load())
+	require.Equal(t, http.StatusOK, do(t, "DELETE", base+"/imposters/"+strconv.Itoa(port)+"/savedProxyResponses", "").code)
+	require.Equal(t, "/one-more", do(t, "GET", at(port, "/one-more"), "").body)
 }

@@ -45,6 +45,15 @@ func (h *imposterHandler) proxy(wr *wireRequest, c *imposter.ProxyCall) (out imp
 		}
 		return out, retry, err
 	}
+	h.sv.mu.Lock()
+	once := len(h.sv.def.Recordings) - h.sv.always
+	h.sv.mu.Unlock()
+	if once >= MaxOnceRecordings {
+		// Recording it would pass the bound; calling upstream without
+		// recording could call it twice for one signature. Neither.
+		return imposter.Outcome{}, false, errBusy{e: &imposter.Error{Code: "busy", Message: fmt.Sprintf(
+			"proxyOnce: the imposter holds %d recordings, the most kept: DELETE /imposters/%d/savedProxyResponses to record more", once, h.sv.port)}}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ClaimWait)
 	defer cancel()
 	ans, err := h.s.claims.Acquire(ctx, c.Signature)
@@ -118,6 +127,12 @@ func (h *imposterHandler) place(key string, b []byte) error {
 	}
 	return h.sv.imp.AddRecording(key, rec.proxyStub, rec.stub)
 }
+
+// MaxOnceRecordings bounds the proxyOnce recordings the cluster keeps
+// for one imposter (each a raft entry of up to the KV's value bound, in
+// every member's state and snapshots): past it a request no recording
+// answers is a 503 that calls nobody, until the recordings are deleted.
+const MaxOnceRecordings = 1000
 
 // MaxAlwaysRecordings bounds the proxyAlways responses the cluster keeps
 // for one creation of an imposter (each a raft entry, kept in every

@@ -5,17 +5,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/imposterhttp"
 )
 
 // These tests are issue 26's findings, each against the real binary:
@@ -226,4 +230,96 @@ func TestExposedWithoutAKeyRefusesToStart(t *testing.T) {
 	out, _ := exec.CommandContext(ctx, bin, "-http", "10.9.8.7:2591", "-peer", "127.0.0.6:25591", "-insecure", "-data-dir", t.TempDir()).CombinedOutput()
 	require.NotContains(t, string(out), "no API key is set")
 	require.Contains(t, string(out), "listen for HTTP on 10.9.8.7:2591")
+}
+
+// A cluster with an API key works as one without: members join (the
+// control key's attestation, not the API key), a change made through one
+// member is answered once all serve it, and a read through another
+// gathers every member's records (the member MAC) with nobody missing.
+func TestAClusterWithAnAPIKey(t *testing.T) {
+	nodeBinary(t)
+	f := filepath.Join(t.TempDir(), "api.key")
+	require.NoError(t, os.WriteFile(f, []byte("cluster-key\n"), 0o600))
+	ps := clusterWith(t, nil, "-apikey-file", f)
+	key := []string{apiKeyHeader, "cluster-key"}
+	code, body, h := callAs("POST", "http://"+ps[0].http+"/imposters",
+		`{"protocol":"http","port":4620,"recordRequests":true,"stubs":[{"responses":[{"is":{"body":"ok"}}]}]}`, "", key...)
+	require.Equal(t, http.StatusCreated, code, body)
+	require.Empty(t, h.Get("X-Fenceline-Unconfirmed"))
+	for _, p := range ps {
+		code, body, _ := callAs("GET", "http://"+host(p)+":4620/from-"+p.name, "", "")
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	code, body, h = callAs("GET", "http://"+ps[2].http+"/imposters/4620", "", "", key...)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Empty(t, h.Get("X-Fenceline-Missing"), "every member answered the gather")
+	for _, p := range ps {
+		require.Contains(t, body, `"/from-`+p.name+`"`)
+	}
+	code, _, _ = callAs("GET", "http://"+ps[2].http+"/imposters/4620", "", "")
+	require.Equal(t, http.StatusUnauthorized, code)
+}
+
+// The egress policy of an exposed node (finding 5): its proxies reach
+// neither loopback (its own API among it), nor link-local metadata
+// addresses, nor its own addresses; a node on loopback keeps
+// mountebank's open proxies, and -egress-deny narrows them.
+func TestAnExposedNodesProxiesStayOut(t *testing.T) {
+	exposed, err := egressPolicy(config{http: "0.0.0.0:2525", imposterHost: "0.0.0.0"},
+		&net.TCPAddr{IP: net.IPv4zero, Port: 2525}, "0.0.0.0:25525")
+	require.NoError(t, err)
+	local, err := egressPolicy(config{http: "127.0.0.1:2525", imposterHost: "127.0.0.1"}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2525}, "127.0.0.1:25525")
+	require.NoError(t, err)
+	narrowed, err := egressPolicy(config{http: "127.0.0.1:2525", imposterHost: "127.0.0.1", egressDeny: []string{"127.0.0.0/8"}},
+		&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2525}, "127.0.0.1:25525")
+	require.NoError(t, err)
+	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "upstream") })}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = upstream.Serve(ln) }()
+	defer upstream.Close()
+	for name, tc := range map[string]struct {
+		e    imposterhttp.Egress
+		want string
+	}{"exposed": {exposed, "the egress policy refuses 127.0.0.1"}, "loopback": {local, "upstream"}, "narrowed": {narrowed, "the egress policy refuses"}} {
+		s := imposterhttp.New("127.0.0.1", slog.New(slog.NewTextHandler(io.Discard, nil)), imposterhttp.NewMemoryConfig())
+		s.UseEgress(tc.e)
+		mux := http.NewServeMux()
+		s.Register(mux)
+		adm, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		srv := &http.Server{Handler: mux}
+		go func() { _ = srv.Serve(adm) }()
+		code, body, _ := callAs("POST", "http://"+adm.Addr().String()+"/imposters",
+			`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"http://`+ln.Addr().String()+`"}}]}]}`, "")
+		require.Equal(t, http.StatusCreated, code, body)
+		port := regexp.MustCompile(`"port":\s*(\d+)`).FindStringSubmatch(body)[1]
+		_, body, _ = callAs("GET", "http://127.0.0.1:"+port+"/", "", "")
+		require.Contains(t, body, tc.want, name)
+		_ = srv.Close()
+		s.Close()
+	}
+}
+
+// Findings 2 and 3: one request no longer bricks a node. Removing the
+// last voter is refused with 409, and the node serves on, after a
+// restart too; the raw KV API cannot write an imposter definition past
+// the admin API's checks.
+func TestNoRequestBricksANode(t *testing.T) {
+	p := single(t, "")
+	code, body := removeMember(t, p.http, filepath.Join(p.dir, defaultDataDir, "control.key"), "n1")
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Contains(t, body, "last_voter")
+	for _, key := range []string{"imposter%2F4630", "proxyonce%2F4630:x"} {
+		code, body, _ = callAs("PUT", "http://"+p.http+"/_cluster/kv/"+key, `{"value":{"creation":{"protocol":"http"}}}`, "")
+		require.Equal(t, http.StatusForbidden, code, body)
+	}
+	code, body, _ = callAs("PUT", "http://"+p.http+"/_cluster/kv/mine", `{"value":1}`, "")
+	require.Equal(t, http.StatusOK, code, body)
+	p.kill()
+	p.start()
+	require.Eventually(t, func() bool { st := p.status(); return st != nil && st.IsLeader && len(st.Voters) == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the node restarts and leads: nothing in its log removes its last voter")
+	code, body, _ = callAs("POST", "http://"+p.http+"/imposters", `{"protocol":"http","port":4630}`, "")
+	require.Equal(t, http.StatusCreated, code, body)
 }

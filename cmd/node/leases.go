@@ -278,7 +278,7 @@ func (a *api) kvPut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !a.kvRoom(r.Context(), key) {
-		fail(w, http.StatusInsufficientStorage, "full", "the replicated KV holds %d keys or more: delete some before adding more", maxUserKeys)
+		fail(w, http.StatusInsufficientStorage, "full", "the replicated KV holds %d keys or more: delete some before adding more", maxKVKeys)
 		return
 	}
 	res, err := a.propose(r, kv.Put(key, b.Value))
@@ -323,27 +323,23 @@ func serverOwned(key string) (string, bool) {
 	return "", false
 }
 
-// maxUserKeys bounds the keys the raw KV API may add: each is in every
-// member's memory and in every snapshot.
-const maxUserKeys = 10000
+// maxKVKeys bounds the keys the raw KV API may add to: each is in every
+// member's memory and in every snapshot. The server's own keys count
+// too (at most 1,000 imposters and their recordings, bounded by
+// imposterhttp), so that a full KV refuses the raw API first.
+const maxKVKeys = 100000
 
 // kvRoom reports whether key may be written: it exists already, or the
-// KV holds fewer than maxUserKeys keys besides the server's own. Counted
-// on this member's applied state: calls in flight elsewhere may overshoot
-// the bound by as many as there are callers.
+// KV holds fewer than maxKVKeys keys. Counted on this member's applied
+// state, in constant time: calls in flight elsewhere may overshoot the
+// bound by as many as there are callers.
 func (a *api) kvRoom(ctx context.Context, key string) bool {
 	room := true
 	_ = a.nd.Do(ctx, func(c *node.Node) {
 		if _, ok := c.Consensus.LocalGet(key); ok {
 			return
 		}
-		n := 0
-		for _, k := range c.Consensus.LocalKeys("") {
-			if _, owned := serverOwned(k); !owned {
-				n++
-			}
-		}
-		room = n < maxUserKeys
+		room = c.Consensus.LocalLen() < maxKVKeys
 	})
 	return room
 }
