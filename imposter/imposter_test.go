@@ -210,3 +210,43 @@ func TestAMatchOutsideTheLockHoldsOnlyWhileTheStubsDo(t *testing.T) {
 	body, _ := c.stubs[found].responses[0].is.Get("body")
 	require.Equal(t, "a", body, "the snapshot itself was not changed under its readers")
 }
+
+// A response's repeat is a count, not an expansion: a hundred responses
+// repeated a million times each (a 2 KB creation that allocated 4.4 GB
+// when each repetition was an entry) compile to a hundred runs, and the
+// cycle serves each in turn for its count.
+func TestRepeatIsACountNotAnExpansion(t *testing.T) {
+	var b strings.Builder
+	for i := range 100 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"is":{"body":"r%d"},"repeat":1000000}`, i)
+	}
+	imp := newImposter(t, `{"protocol":"http","stubs":[{"responses":[`+b.String()+`]}]}`)
+	require.Len(t, imp.stubs[0].cycle.runs, 100)
+	require.Equal(t, 100*1000000, imp.stubs[0].cycle.len())
+	small := newImposter(t, `{"protocol":"http","stubs":[{"responses":[{"is":{"body":"a"},"repeat":3},{"is":{"body":"b"}},{"is":{"body":"c"},"repeat":2}]}]}`)
+	var got []string
+	for range 8 {
+		got = append(got, string(respond(t, small, req("GET", "/", "", "")).Body))
+	}
+	require.Equal(t, []string{"a", "a", "a", "b", "c", "c", "a", "a"}, got)
+}
+
+// A query string or form body is read into at most MaxQueryKeys pairs,
+// as node's querystring.parse reads 1,000 for mountebank: the rest is left
+// out, and a form body of a hundred thousand distinct keys costs what a
+// thousand do.
+func TestQueryKeysAreBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 100000 {
+		fmt.Fprintf(&b, "k%d=v&", i)
+	}
+	q := ParseQuery(b.String())
+	require.Equal(t, MaxQueryKeys, q.Len())
+	v, _ := q.Get("k999")
+	require.Equal(t, "v", v)
+	_, ok := q.Get("k1000")
+	require.False(t, ok)
+}

@@ -567,7 +567,7 @@ func (st *Stub) addResponse(r *Object) {
 	list, _ := rs.([]any)
 	st.config.Set("responses", append(list, r))
 	st.responses = append(st.responses, cr)
-	st.cycle = append(st.cycle, len(st.responses)-1)
+	st.cycle.add(len(st.responses)-1, 1)
 }
 
 // isRecorded reports whether a response config is a proxy's recording.

@@ -78,7 +78,7 @@ func orEmpty(o *Object) *Object {
 // has the empty string, and bad escapes are kept as written.
 func ParseQuery(raw string) *Object {
 	o := &Object{}
-	for raw != "" {
+	for parts := 0; raw != "" && parts < MaxQueryKeys; parts++ {
 		var part string
 		part, raw, _ = strings.Cut(raw, "&")
 		if part == "" {
@@ -89,6 +89,12 @@ func ParseQuery(raw string) *Object {
 	}
 	return o
 }
+
+// MaxQueryKeys bounds the pairs a query string or form body is read
+// into, past which the rest is left out: node's querystring.parse reads
+// at most 1,000 (its maxKeys), so mountebank does the same, and a 1 MB
+// form body of distinct keys is not a million keys to match against.
+const MaxQueryKeys = 1000
 
 func unescape(s string) string {
 	s = strings.ReplaceAll(s, "+", " ")

@@ -130,3 +130,29 @@ func TestProxyOnceRecordingsAreBounded(t *testing.T) {
 	require.Equal(t, http.StatusOK, do(t, "DELETE", base+"/imposters/"+strconv.Itoa(port)+"/savedProxyResponses", "").code)
 	require.Equal(t, "/one-more", do(t, "GET", at(port, "/one-more"), "").body)
 }
+
+// A request's header lines are read into at most maxHeaderLines, as
+// node's server keeps 2,000 for mountebank: the rest are left out, and
+// thousands of distinct names cost what two thousand do.
+func TestHeaderLinesAreBounded(t *testing.T) {
+	base, _ := admin(t)
+	port := create(t, base, `{"protocol":"http","recordRequests":true}`)
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	require.NoError(t, err)
+	defer c.Close()
+	var b strings.Builder
+	b.WriteString("GET / HTTP/1.1\r\nHost: x\r\n")
+	for i := range 3000 {
+		b.WriteString("X-" + strconv.Itoa(i) + ": v\r\n")
+	}
+	b.WriteString("Connection: close\r\n\r\n")
+	_, err = io.WriteString(c, b.String())
+	require.NoError(t, err)
+	reply, _ := io.ReadAll(c)
+	require.Contains(t, string(reply), "200 OK")
+	a := do(t, "GET", base+"/imposters/"+strconv.Itoa(port), "")
+	headers := a.json["requests"].([]any)[0].(map[string]any)["headers"].(map[string]any)
+	require.Len(t, headers, maxHeaderLines)
+	require.Contains(t, headers, "X-1998")
+	require.NotContains(t, headers, "X-1999")
+}

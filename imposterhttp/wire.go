@@ -484,6 +484,9 @@ func errorOutcome(err error, keepAlive bool) imposter.Outcome {
 		Headers: []imposter.Header{{Name: "content-type", Values: []string{"application/json"}}, {Name: "Connection", Values: []string{connection}}}}
 }
 
+// maxHeaderLines bounds the header lines a request is read into.
+const maxHeaderLines = 2000
+
 // toEngineRequest turns a request off the wire into the engine's.
 func toEngineRequest(wr *wireRequest, remote string) *imposter.Request {
 	rawPath, rawQuery := wr.target, ""
@@ -512,7 +515,10 @@ func toEngineRequest(wr *wireRequest, remote string) *imposter.Request {
 	if host, _, err := net.SplitHostPort(req.RequestFrom); err == nil {
 		req.IP = host
 	}
-	for _, h := range wr.headers {
+	for i, h := range wr.headers {
+		if i == maxHeaderLines {
+			break // as node's server, which keeps at most 2,000 (maxHeadersCount)
+		}
 		if !strings.EqualFold(h[0], ForwardedHeader) { // the cluster's, not the client's
 			imposter.AddHeader(req.Headers, h[0], h[1])
 		}
