@@ -45,13 +45,13 @@ import (
 const (
 	maxAdminConns      = 1024
 	maxAdminConnsPerIP = 256
-	// adminReadTimeout bounds reading a whole call, body included (an
-	// imposter of 16 MiB at 1 MiB/s); adminIdleTimeout a keep-alive
-	// between calls; adminWriteTimeout an answer (the watch stream lifts
-	// it for itself).
-	adminReadTimeout  = 30 * time.Second
-	adminIdleTimeout  = 60 * time.Second
-	adminWriteTimeout = 60 * time.Second
+	// defaultReadTimeout bounds reading a whole call, body included (an
+	// imposter of 16 MiB at 1 MiB/s: -http-read-timeout);
+	// defaultIdleTimeout a keep-alive between calls (-http-idle-timeout);
+	// adminWriteTimeout an answer (the watch stream renews it per write).
+	defaultReadTimeout = 30 * time.Second
+	defaultIdleTimeout = 60 * time.Second
+	adminWriteTimeout  = 60 * time.Second
 )
 
 // apiKeyHeader is mountebank's header for the API key.

@@ -323,3 +323,27 @@ func TestNoRequestBricksANode(t *testing.T) {
 	code, body, _ = callAs("POST", "http://"+p.http+"/imposters", `{"protocol":"http","port":4630}`, "")
 	require.Equal(t, http.StatusCreated, code, body)
 }
+
+// Finding 7: a slow body and an idle keep-alive are no longer held
+// forever: the first is closed at -http-read-timeout, the second at
+// -http-idle-timeout (set short here; 30 s and 60 s by default).
+func TestSlowAndIdleConnectionsAreLetGo(t *testing.T) {
+	p := single(t, "", "-http-read-timeout", "1s", "-http-idle-timeout", "1s")
+	slow, err := net.Dial("tcp", p.http)
+	require.NoError(t, err)
+	defer slow.Close()
+	_, err = io.WriteString(slow, "POST /imposters HTTP/1.1\r\nHost: 127.0.0.6\r\nContent-Length: 100\r\n\r\n{\"proto")
+	require.NoError(t, err)
+	idle, err := net.Dial("tcp", p.http)
+	require.NoError(t, err)
+	defer idle.Close()
+	_, err = io.WriteString(idle, "GET /imposters HTTP/1.1\r\nHost: 127.0.0.6\r\n\r\n")
+	require.NoError(t, err)
+	start := time.Now()
+	for name, c := range map[string]net.Conn{"slow body": slow, "idle keep-alive": idle} {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := io.ReadAll(c) // an answer (the idle one's first call) then the close
+		require.NoError(t, err, "%s: closed by the node, not by the test's deadline", name)
+	}
+	require.Less(t, time.Since(start), 9*time.Second)
+}

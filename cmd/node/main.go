@@ -62,16 +62,17 @@ type config struct {
 	shutdownGrace                           time.Duration
 
 	// Exposing the node (access.go, README "Exposing a node").
-	apiKey, apiKeyFile      string
-	localOnly               bool
-	ipWhitelist, origin     string
-	tlsCert, tlsKey         string
-	insecure                bool
-	imposterHost            string
-	imposterPorts           imposterhttp.PortRange
-	access                  imposterhttp.Access
-	dataRoot                string
-	egressAllow, egressDeny []string
+	apiKey, apiKeyFile       string
+	localOnly                bool
+	ipWhitelist, origin      string
+	tlsCert, tlsKey          string
+	insecure                 bool
+	imposterHost             string
+	imposterPorts            imposterhttp.PortRange
+	access                   imposterhttp.Access
+	dataRoot                 string
+	readTimeout, idleTimeout time.Duration
+	egressAllow, egressDeny  []string
 }
 
 // errUsage marks a mistake in how the node was started: exit code 2.
@@ -110,6 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key of -tls-cert")
 	fs.BoolVar(&c.insecure, "insecure", false, "serve the HTTP API beyond loopback without an API key (refused otherwise)")
 	fs.StringVar(&c.imposterHost, "imposter-host", "", "host the imposters listen on (default: the HTTP API's host)")
+	fs.DurationVar(&c.readTimeout, "http-read-timeout", defaultReadTimeout, "how long the HTTP API waits for a whole call, body included; a slower one is closed")
+	fs.DurationVar(&c.idleTimeout, "http-idle-timeout", defaultIdleTimeout, "how long the HTTP API keeps an idle keep-alive connection")
 	fs.StringVar(&c.dataRoot, "data-root", "", "the directory lookup behaviors read their CSV files under, relative paths from it (default: the directory the node started in)")
 	list := func(dst *[]string) func(string) error {
 		return func(v string) error {
@@ -154,8 +157,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.name == "" {
 		return c, fmt.Errorf("%w: -name must not be empty", errUsage)
 	}
-	if c.shutdownGrace <= 0 {
-		return c, fmt.Errorf("%w: -shutdown-grace must be positive", errUsage)
+	if c.shutdownGrace <= 0 || c.readTimeout <= 0 || c.idleTimeout <= 0 {
+		return c, fmt.Errorf("%w: -shutdown-grace, -http-read-timeout and -http-idle-timeout must be positive", errUsage)
 	}
 	var err error
 	if _, err := imposterhttp.ParseEgress(c.egressAllow, c.egressDeny); err != nil {
@@ -306,8 +309,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	api.guard = newGuard(c.apiKey, c.access, c.origin, log)
 	limited := newLimitListener(ln, c.access, maxAdminConns, maxAdminConnsPerIP)
 	api.conns = limited
-	srv := &http.Server{Handler: api.guard.wrap(api), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: adminReadTimeout,
-		WriteTimeout: adminWriteTimeout, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: 64 << 10,
+	srv := &http.Server{Handler: api.guard.wrap(api), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: c.readTimeout,
+		WriteTimeout: adminWriteTimeout, IdleTimeout: c.idleTimeout, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	served := make(chan error, 1)
 	if c.tlsCert != "" {
