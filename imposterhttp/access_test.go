@@ -156,3 +156,15 @@ func TestHeaderLinesAreBounded(t *testing.T) {
 	require.Contains(t, headers, "X-1998")
 	require.NotContains(t, headers, "X-1999")
 }
+
+// An exposed node's GET /config leaves out where it runs on its machine
+// (finding 12); a node on loopback shows it, as mountebank does.
+func TestAnExposedConfigShowsNoPaths(t *testing.T) {
+	base, s := admin(t)
+	cwd := func() any {
+		return do(t, "GET", base+"/config", "").json["process"].(map[string]any)["cwd"]
+	}
+	require.NotEmpty(t, cwd())
+	s.Exposed()
+	require.Equal(t, "", cwd())
+}

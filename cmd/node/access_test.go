@@ -347,3 +347,31 @@ func TestSlowAndIdleConnectionsAreLetGo(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), 9*time.Second)
 }
+
+// Finding 4: a lookup cannot read a file outside the node's data root,
+// whatever path it names; its failure names no OS detail; and one under
+// the root, written after the imposter was created, is read when the
+// response is made.
+func TestLookupReadsOnlyUnderTheDataRoot(t *testing.T) {
+	root := t.TempDir()
+	p := single(t, "", "-data-root", root)
+	lookup := func(port int, path string) string {
+		return fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"is":{"body":"row=${R}[\"x\"]"},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":"/(.*)$"},"index":1},"fromDataSource":{"csv":{"path":%q,"keyColumn":"root"}},"into":"${R}"}}]}]}]}`, port, path)
+	}
+	for i, path := range []string{"/etc/passwd", "../../../../etc/passwd", "/dev/zero"} {
+		code, body, _ := callAs("POST", "http://"+p.http+"/imposters", lookup(4640+i, path), "")
+		require.Equal(t, http.StatusCreated, code, body)
+		code, body, _ = callAs("GET", fmt.Sprintf("http://127.0.0.6:%d/root", 4640+i), "", "")
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, `row=${R}["x"]`, body, "%s: the tokens stay, nothing read", path)
+	}
+	_, logs, _ := callAs("GET", "http://"+p.http+"/logs", "", "")
+	require.Contains(t, logs, "cannot read the CSV file")
+	require.NotContains(t, logs, "no such file")
+	require.NotContains(t, logs, "permission denied")
+	code, body, _ := callAs("POST", "http://"+p.http+"/imposters", lookup(4650, "table.csv"), "")
+	require.Equal(t, http.StatusCreated, code, body)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "table.csv"), []byte("root,x\nroot,found\n"), 0o600))
+	_, body, _ = callAs("GET", "http://127.0.0.6:4650/root", "", "")
+	require.Equal(t, "row=found", body)
+}
