@@ -329,7 +329,7 @@ func (s *Server) UsePorts(r PortRange) { s.ports = r }
 // Exposed says the admin API is reachable beyond loopback: answers leave
 // out what only the machine's own user should see (the working
 // directory in GET /config).
-func (s *Server) Exposed() { s.exposed = true }
+func (s *Server) Exposed() { s.exposed.Store(true) }
 
 // Bounds on the cluster's configuration: every member holds all of it in
 // memory, in its journal and in every snapshot, and serves every

@@ -112,7 +112,7 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 	// A node exposed beyond loopback does not tell callers where it runs
 	// on its machine (mountebank's field stays, empty).
 	wd := ""
-	if !s.exposed {
+	if !s.exposed.Load() {
 		wd, _ = os.Getwd()
 	}
 	var mem runtime.MemStats

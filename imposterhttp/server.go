@@ -61,7 +61,7 @@ type Server struct {
 	memberAccept [][]byte
 	// ports is the range imposters may listen in (UsePorts).
 	ports   PortRange
-	exposed bool // Exposed
+	exposed atomic.Bool // Exposed
 
 	// flows keeps stateful imposters' flow state, routed by route
 	// (UseFlows).
