@@ -42,6 +42,13 @@ type Files interface {
 // imposter without any answers a lookup with an error.
 func (imp *Imposter) UseFiles(fs Files) { imp.files = fs }
 
+// UseLog gives the imposter somewhere to say what went wrong matching a
+// request that the answer does not say: a predicate's selector that
+// stopped at its work budget (the stub is passed over). log must be safe
+// for concurrent use: requests are matched outside the imposter's lock
+// (Candidates). The engine logs nothing by itself.
+func (imp *Imposter) UseLog(log func(msg string)) { imp.log = log }
+
 // ParseCSV splits a lookup's CSV file into records as the engine reads
 // it: fields split at delim, quoted as RFC 4180 says, rows of any
 // length, at most maxFields fields in all (a bound on the memory a
@@ -190,7 +197,10 @@ func compileSelection(o *Object, kind string, src any) (*selection, error) {
 		if flags != "" {
 			selector = "(?" + flags + ")" + selector
 		}
-		if sel.regex, err = regexp.Compile(selector); err != nil {
+		if err = checkRegexSize(selector); err == nil {
+			sel.regex, err = regexp.Compile(selector)
+		}
+		if err != nil {
 			return nil, badData(fmt.Sprintf("%s behavior: invalid regular expression %q: %v", kind, selector, err), src)
 		}
 	case "jsonpath":
@@ -209,8 +219,10 @@ func compileSelection(o *Object, kind string, src any) (*selection, error) {
 }
 
 // values picks the values out of the request: a regex gives its match
-// and groups, a selector its matches; nothing found gives none.
-func (s *selection) values(r *Request) []string {
+// and groups, a selector its matches; nothing found gives none. A
+// selector past its work budget is an error, in mountebank's shape, that
+// the response is (kind names the behavior).
+func (s *selection) values(r *Request, kind string) ([]string, error) {
 	// mountebank looks the field up ignoring case, as every key below it.
 	v, ok := r.field(strings.ToLower(s.from[0]))
 	for _, k := range s.from[1:] {
@@ -239,22 +251,28 @@ func (s *selection) values(r *Request) []string {
 		// as the text "undefined".
 		text = "undefined"
 	}
+	var out []string
+	var err error
 	switch {
 	case s.regex != nil:
-		return s.regex.FindStringSubmatch(text)
+		return s.regex.FindStringSubmatch(text), nil
 	case s.jsonpath != nil:
-		doc, err := Parse(text)
-		if err != nil {
-			return nil
+		doc, perr := Parse(text)
+		if perr != nil {
+			return nil, nil
 		}
-		var out []string
-		for _, x := range s.jsonpath.Select(toPlain(doc)) {
+		var found []any
+		found, err = s.jsonpath.Select(toPlain(doc))
+		for _, x := range found {
 			out = append(out, ToString(fromPlain(x)))
 		}
-		return out
 	default:
-		return s.xpath.Select(text)
+		out, err = s.xpath.Select(text)
 	}
+	if err != nil {
+		return nil, &Error{Code: CodeBadData, Message: kind + " behavior: " + err.Error()}
+	}
+	return out, nil
 }
 
 type copyBehavior struct {
@@ -295,7 +313,10 @@ func compileCopy(v any, src *Object) (behavior, error) {
 }
 
 func (c *copyBehavior) apply(r *Request, is *Object, _ Files) (time.Duration, error) {
-	values := c.sel.values(r)
+	values, err := c.sel.values(r, "copy")
+	if err != nil {
+		return 0, err
+	}
 	replaceTokens(is, func(s string) string {
 		for i, v := range values {
 			s = strings.ReplaceAll(s, c.into+"["+strconv.Itoa(i)+"]", v)
@@ -319,16 +340,7 @@ func replaceTokens(v any, fn func(string) string) {
 				replaceTokens(t.vals[i], fn)
 			}
 		}
-		renamed := false
-		for i, k := range t.keys {
-			if nk := fn(k); nk != k {
-				t.keys[i] = nk
-				renamed = true
-			}
-		}
-		if renamed {
-			*t = *dedupeKeys(t)
-		}
+		t.renameKeys(fn) // keys that became the same merge
 	case []any:
 		for i := range t {
 			if s, ok := t[i].(string); ok {
@@ -418,7 +430,10 @@ func compileLookup(v any, src *Object) (behavior, error) {
 // no such row replaces nothing, as mountebank's lookup does (Files has
 // logged why).
 func (l *lookupBehavior) apply(r *Request, is *Object, fs Files) (time.Duration, error) {
-	keys := l.key.values(r)
+	keys, err := l.key.values(r, "lookup")
+	if err != nil {
+		return 0, err
+	}
 	if l.index >= len(keys) {
 		return 0, nil
 	}

@@ -136,9 +136,9 @@ func FuzzNew(f *testing.F) {
 		}
 		imp, alloc, err := allocated(func() (*Imposter, error) { return New(creation, 4545) })
 		// Regular expressions are compiled with their creation, and Go's
-		// regexp allocates ~105 KB compiling the 7 bytes "a{1000}" (its
-		// repeat counts are bounded, so per byte of pattern this is
-		// bounded too; REPORTED as an amplification of admin bodies).
+		// regexp allocates ~110 KB compiling the 7 bytes "a{1000}": per
+		// byte of pattern this is bounded (repeat counts are), and in all
+		// by MaxRegexInsts and MaxImposterRegexInsts (regexsize.go).
 		require.LessOrEqual(t, alloc, uint64(1<<20+32<<10*len(s)), "bytes allocated compiling %d bytes", len(s))
 		if err != nil {
 			var e *Error
@@ -250,8 +250,10 @@ func FuzzPredicate(f *testing.F) {
 // FuzzSelectors compiles an arbitrary string as a JSONPath and as an
 // XPath selector and applies each to an arbitrary body, as predicates and
 // the copy and lookup behaviors do per request. Nothing panics, a compile
-// error wraps ErrBadSelector, and an XPath selects the same on reuse (it
-// keeps state between selections).
+// error wraps ErrBadSelector, a selection fails only at its work budget
+// (ErrSelectorBudget), every filter's queries are read for the budget,
+// and an XPath selects the same on reuse (it keeps state between
+// selections).
 func FuzzSelectors(f *testing.F) {
 	for _, tc := range []struct{ sel, doc string }{
 		{"$.order.items[0].sku", `{"order":{"items":[{"sku":"A1"}]}}`},
@@ -271,6 +273,9 @@ func FuzzSelectors(f *testing.F) {
 		{"/r/comment()", `<?xml version="1.0" encoding="ISO-8859-1"?><r><!--c--><![CDATA[d]]><?pi data?></r>`},
 		{"//a]", `<a/>`},
 		{"$..[", `{}`},
+		// Past the work budget (selbudget.go).
+		{"//a[count(//a) > 0]", "<r>" + strings.Repeat("<a/>", 4000) + "</r>"},
+		{"$[?count($..*) > 0]", "[" + strings.TrimSuffix(strings.Repeat("[],", 5000), ",") + "]"},
 	} {
 		f.Add(tc.sel, tc.doc)
 	}
@@ -283,7 +288,14 @@ func FuzzSelectors(f *testing.F) {
 			if err != nil {
 				parsed = doc
 			}
-			_ = anySlice(jp.Select(toPlain(parsed)))
+			found, err := jp.Select(toPlain(parsed))
+			if err != nil {
+				require.ErrorIs(t, err, ErrSelectorBudget)
+			}
+			_ = anySlice(found)
+			for f, sf := range jp.filters {
+				require.False(t, sf.opaque, "the queries of filter %s could not be read", f)
+			}
 		}
 		ns := map[string]string{"b": "urn:b", "x": "http://example.com/x"}
 		xp, err := CompileXPath(sel, ns)
@@ -291,8 +303,13 @@ func FuzzSelectors(f *testing.F) {
 			require.ErrorIs(t, err, ErrBadSelector)
 			return
 		}
-		first := xp.Select(doc)
-		require.Equal(t, first, xp.Select(doc), "an XPath selects differently on reuse")
-		_ = xp.Select(strings.ToLower(doc))
+		first, err := xp.Select(doc)
+		if err != nil {
+			require.ErrorIs(t, err, ErrSelectorBudget)
+		}
+		again, err2 := xp.Select(doc)
+		require.Equal(t, first, again, "an XPath selects differently on reuse")
+		require.Equal(t, err, err2)
+		_, _ = xp.Select(strings.ToLower(doc))
 	})
 }

@@ -75,6 +75,8 @@ type Imposter struct {
 	// files is what lookup behaviors read their CSV files through
 	// (UseFiles); nil: a lookup answers with an error.
 	files Files
+	// log takes the imposter's log lines (UseLog); nil: none.
+	log func(msg string)
 }
 
 // Stub is one compiled stub.
@@ -161,6 +163,9 @@ func New(creation *Object, port int) (*Imposter, error) {
 	}
 	if v, ok := creation.Get("endOfRequestResolver"); ok && v != nil {
 		return nil, errInjection("endOfRequestResolver", v)
+	}
+	if err := CheckRegexTotal(creation); err != nil {
+		return nil, err // before compiling any: see MaxImposterRegexInsts
 	}
 	if v, ok := creation.Get("stubs"); ok && v != nil {
 		list, ok := v.([]any)
@@ -543,22 +548,25 @@ func (imp *Imposter) RespondAt(r *Request, c *Cycle, n int64) (Outcome, error) {
 // find returns the first stub whose predicates match and whose scenario
 // gate the flow's states pass; nil if none does.
 func (imp *Imposter) find(r *Request, states States) *Stub {
-	if i := findIn(imp.stubs, r, states); i >= 0 {
+	if i := findIn(imp.stubs, r, states, imp.log); i >= 0 {
 		return imp.stubs[i]
 	}
 	return nil
 }
 
 // findIn is the index of the first of stubs whose predicates match and
-// whose scenario gate states pass; -1 if none does.
-func findIn(stubs []*Stub, r *Request, states States) int {
+// whose scenario gate states pass; -1 if none does. Their selectors share
+// one work budget; why a stub's predicates could not be evaluated goes to
+// log (if not nil).
+func findIn(stubs []*Stub, r *Request, states States, log func(string)) int {
+	budget := newSelBudget()
 	for i, st := range stubs {
 		if st.gated {
 			if cur, _ := states.state(st.scenario); cur != st.required {
 				continue
 			}
 		}
-		if st.matches(r) {
+		if st.matches(r, log, budget) {
 			return i
 		}
 	}
@@ -606,9 +614,16 @@ func (imp *Imposter) produce(r *Request, matched *Stub, resp *response) (Outcome
 	return out, err
 }
 
-func (st *Stub) matches(r *Request) bool {
+// matches reports whether every predicate matches r, their selectors
+// working within budget. A predicate that cannot be evaluated (a selector
+// past the budget) does not match, and log is told.
+func (st *Stub) matches(r *Request, log func(string), budget *selBudget) bool {
 	for _, p := range st.predicates {
-		if !p.Matches(r) {
+		ok, err := p.evaluateIn(r, budget)
+		if err != nil && log != nil {
+			log(err.Error() + "; the stub is passed over")
+		}
+		if !ok {
 			return false
 		}
 	}
@@ -844,15 +859,18 @@ func (imp *Imposter) DeleteStub(index int) {
 type Candidates struct {
 	stubs []*Stub
 	gen   uint64
+	log   func(string)
 }
 
 // Candidates returns the stubs to match against (under the lock).
-func (imp *Imposter) Candidates() Candidates { return Candidates{stubs: imp.stubs, gen: imp.stubsGen} }
+func (imp *Imposter) Candidates() Candidates {
+	return Candidates{stubs: imp.stubs, gen: imp.stubsGen, log: imp.log}
+}
 
 // Find is the index of the first stub whose predicates match r, -1 if
 // none does; as Respond does, every scenario reads as Started. It takes
 // no lock and changes nothing.
-func (c Candidates) Find(r *Request) int { return findIn(c.stubs, r, nil) }
+func (c Candidates) Find(r *Request) int { return findIn(c.stubs, r, nil, c.log) }
 
 // RespondFound is Respond for a request Find matched against c (found is
 // its answer): when the stubs have not changed since c was taken it

@@ -53,19 +53,24 @@ type params struct {
 // predicate object names exactly one.
 var operators = []string{"equals", "deepEquals", "contains", "startsWith", "endsWith", "matches", "exists", "not", "or", "and", "inject"}
 
+// predicateOperator is the operator a predicate object names ("" for
+// none).
+func predicateOperator(o *Object) string {
+	for _, name := range operators {
+		if _, ok := o.Get(name); ok {
+			return name
+		}
+	}
+	return ""
+}
+
 // CompilePredicate compiles one predicate object.
 func CompilePredicate(v any) (*Predicate, error) {
 	o, ok := v.(*Object)
 	if !ok {
 		return nil, badData("each predicate must be an object", v)
 	}
-	op := ""
-	for _, name := range operators {
-		if _, ok := o.Get(name); ok {
-			op = name
-			break
-		}
-	}
+	op := predicateOperator(o)
 	switch op {
 	case "":
 		return nil, badData("missing predicate", v)
@@ -115,6 +120,9 @@ func CompilePredicate(v any) (*Predicate, error) {
 		p.expected = p.normalize(forceStrings(operand))
 	default:
 		p.expected = p.normalize(Clone(operand))
+	}
+	if op != "deepEquals" {
+		p.general = p.generalPart()
 	}
 	return p, nil
 }
@@ -302,10 +310,14 @@ func (j *jsRegex) match(s string) bool {
 
 // compileJSRegex compiles a JavaScript regular expression source. Go's
 // RE2 syntax covers what predicates use; lookarounds and backreferences
-// are refused here, at creation, rather than failing per request.
+// are refused here, at creation, rather than failing per request, and so
+// is a pattern whose program is past MaxRegexInsts (before compiling it).
 func compileJSRegex(src string, ignoreCase bool) (*regexp.Regexp, error) {
 	if ignoreCase {
 		src = "(?i)" + src
+	}
+	if err := checkRegexSize(src); err != nil {
+		return nil, err
 	}
 	return regexp.Compile(src)
 }
@@ -331,7 +343,7 @@ func truthy(v any) bool {
 func (p *Predicate) normalize(v any) any {
 	switch t := v.(type) {
 	case *Object:
-		out := &Object{}
+		out := NewObjectCap(len(t.keys))
 		for i, k := range t.keys {
 			if p.lowerKeys {
 				k = strings.ToLower(k)
@@ -364,16 +376,20 @@ func (p *Predicate) transformString(s string) string {
 
 // actual normalizes one request field: like the expected side, then the
 // selector on each string. It reports false for a value the selector
-// found nothing in (undefined).
-func (p *Predicate) actual(v any, force bool) (any, bool) {
+// found nothing in (undefined), and for one whose selection stopped at its
+// work budget, which it records in ev.
+func (p *Predicate) actual(v any, force bool, ev *evaluation) (any, bool) {
+	if ev.err != nil {
+		return nil, false // stopped: select nothing more
+	}
 	switch t := v.(type) {
 	case *Object:
-		out := &Object{}
+		out := NewObjectCap(len(t.keys))
 		for i, k := range t.keys {
 			if p.lowerKeys {
 				k = strings.ToLower(k)
 			}
-			if x, ok := p.actual(t.vals[i], force); ok {
+			if x, ok := p.actual(t.vals[i], force, ev); ok {
 				out.Set(k, x)
 			}
 		}
@@ -381,7 +397,7 @@ func (p *Predicate) actual(v any, force bool) (any, bool) {
 	case []any:
 		out := make([]any, 0, len(t))
 		for _, x := range t {
-			if y, ok := p.actual(x, force); ok {
+			if y, ok := p.actual(x, force, ev); ok {
 				out = append(out, y)
 			}
 		}
@@ -395,9 +411,19 @@ func (p *Predicate) actual(v any, force bool) (any, bool) {
 			if force {
 				doc = forceStrings(doc)
 			}
-			return selected(anySlice(p.jsonpath.Select(toPlain(doc))))
+			found, err := p.jsonpath.selectIn(toPlain(doc), ev.budget)
+			if err != nil {
+				ev.fail(err)
+				return nil, false
+			}
+			return selected(anySlice(found))
 		case p.xpath != nil:
-			return selected(stringsAsAny(p.xpath.Select(s)))
+			found, err := p.xpath.selectIn(s, ev.budget)
+			if err != nil {
+				ev.fail(err)
+				return nil, false
+			}
+			return selected(stringsAsAny(found))
 		}
 		return s, true
 	}
@@ -447,14 +473,11 @@ func (p *Predicate) tryJSON(s string) any {
 func (p *Predicate) jsonTransform(v any) any {
 	switch t := v.(type) {
 	case *Object:
-		for i, k := range t.keys {
-			if p.lowerKeys {
-				t.keys[i] = strings.ToLower(k)
-			}
+		for i := range t.vals {
 			t.vals[i] = p.jsonTransform(t.vals[i])
 		}
 		if p.lowerKeys {
-			return dedupeKeys(t)
+			t.renameKeys(strings.ToLower) // keys that became the same merge
 		}
 		return t
 	case []any:
@@ -468,53 +491,80 @@ func (p *Predicate) jsonTransform(v any) any {
 	return v
 }
 
-// dedupeKeys merges keys that became equal when lower-cased: the later
-// value wins and the first place stays, as assigning them in order would.
-func dedupeKeys(o *Object) *Object {
-	for i := 1; i < len(o.keys); i++ {
-		if slices.Contains(o.keys[:i], o.keys[i]) {
-			out := &Object{}
-			for j, k := range o.keys {
-				out.Set(k, o.vals[j])
-			}
-			return out
-		}
-	}
-	return o
-}
-
 // --- evaluating
 
-// Matches evaluates the predicate against a request.
+// evaluation is one evaluation of a predicate: the selectors' work budget
+// (shared by the predicates of the stubs one request is matched against),
+// and the error that stopped it, if any.
+type evaluation struct {
+	budget *selBudget
+	err    error
+}
+
+func (ev *evaluation) fail(err error) {
+	if ev.err == nil {
+		ev.err = err
+	}
+}
+
+// Matches evaluates the predicate against a request. A predicate whose
+// evaluation stopped (Evaluate's error) does not match.
 func (p *Predicate) Matches(r *Request) bool {
+	ok, _ := p.Evaluate(r)
+	return ok
+}
+
+// Evaluate evaluates the predicate against a request, and returns the
+// error that stopped it: a jsonpath or xpath selector past its work budget
+// (ErrSelectorBudget), anywhere in it, even under a not. The predicate
+// then does not match, nor does its stub (mountebank has no such bound,
+// and would answer after however long it took).
+func (p *Predicate) Evaluate(r *Request) (bool, error) {
+	return p.evaluateIn(r, newSelBudget())
+}
+
+// evaluateIn is Evaluate, its selectors working within budget b.
+func (p *Predicate) evaluateIn(r *Request, b *selBudget) (bool, error) {
+	ev := &evaluation{budget: b}
+	ok := p.matches(r, ev)
+	if ev.err != nil {
+		return false, ev.err
+	}
+	return ok, nil
+}
+
+func (p *Predicate) matches(r *Request, ev *evaluation) bool {
 	switch p.op {
 	case "not":
-		return !p.subs[0].Matches(r)
+		return !p.subs[0].matches(r, ev)
 	case "or":
 		for _, s := range p.subs {
-			if s.Matches(r) {
+			if s.matches(r, ev) {
 				return true
+			}
+			if ev.err != nil {
+				return false
 			}
 		}
 		return false
 	case "and":
 		for _, s := range p.subs {
-			if !s.Matches(r) {
+			if !s.matches(r, ev) {
 				return false
 			}
 		}
 		return true
 	case "deepEquals":
-		return p.deepEquals(r)
+		return p.deepEquals(r, ev)
 	}
 	exp := p.expected.(*Object)
 	var act *Object // the request fields that need the general path
 	for i, f := range exp.keys {
-		ev := exp.vals[i]
-		if s, ok := r.stringField(f); ok && p.jsonpath == nil && p.xpath == nil && isScalar(ev) {
+		want := exp.vals[i]
+		if s, ok := r.stringField(f); ok && p.jsonpath == nil && p.xpath == nil && isScalar(want) {
 			// The common case, without building anything: a string field
 			// against one expected value.
-			if !p.leafString(ev, p.transformString(s)) {
+			if !p.leafString(want, p.transformString(s)) {
 				return false
 			}
 			continue
@@ -523,31 +573,34 @@ func (p *Predicate) Matches(r *Request) bool {
 			act = &Object{}
 		}
 		if v, ok := r.field(f); ok {
-			if x, ok := p.actual(v, false); ok {
+			if x, ok := p.actual(v, false, ev); ok {
 				act.Set(f, x)
+			}
+			if ev.err != nil {
+				return false
 			}
 		}
 	}
 	if act == nil {
 		return true
 	}
-	return p.satisfied(p.generalPart(), act)
+	return p.satisfied(p.general, act)
 }
 
 // generalPart is the expected object without the keys Matches tests
-// directly (computed once).
+// directly. It is computed when the predicate is compiled: a compiled
+// predicate is read by any number of requests at once, and writes
+// nothing.
 func (p *Predicate) generalPart() *Object {
-	if p.general == nil {
-		exp := p.expected.(*Object)
-		p.general = &Object{}
-		for i, f := range exp.keys {
-			if _, isString := (&Request{}).stringField(f); isString && p.jsonpath == nil && p.xpath == nil && isScalar(exp.vals[i]) {
-				continue
-			}
-			p.general.Set(f, exp.vals[i])
+	exp := p.expected.(*Object)
+	general := &Object{}
+	for i, f := range exp.keys {
+		if _, isString := (&Request{}).stringField(f); isString && p.jsonpath == nil && p.xpath == nil && isScalar(exp.vals[i]) {
+			continue
 		}
+		general.Set(f, exp.vals[i])
 	}
-	return p.general
+	return general
 }
 
 func isScalar(v any) bool {
@@ -558,14 +611,17 @@ func isScalar(v any) bool {
 	return true
 }
 
-func (p *Predicate) deepEquals(r *Request) bool {
+func (p *Predicate) deepEquals(r *Request, ev *evaluation) bool {
 	exp := p.expected.(*Object)
 	for i, f := range exp.keys {
 		want := exp.vals[i]
 		var got any
 		v, ok := r.field(f)
 		if ok {
-			got, ok = p.actual(forceStrings(v), true)
+			got, ok = p.actual(forceStrings(v), true, ev)
+		}
+		if ev.err != nil {
+			return false
 		}
 		if _, isObj := want.(*Object); isObj && ok {
 			if s, isStr := got.(string); isStr {
@@ -711,11 +767,11 @@ func member(v any, key string) (any, bool) {
 func forceStrings(v any) any {
 	switch t := v.(type) {
 	case *Object:
-		out := &Object{keys: append([]string(nil), t.keys...), vals: make([]any, len(t.vals))}
+		vals := make([]any, len(t.vals))
 		for i, x := range t.vals {
-			out.vals[i] = forceStrings(x)
+			vals[i] = forceStrings(x)
 		}
-		return out
+		return objectOf(slices.Clone(t.keys), vals)
 	case []any:
 		out := make([]any, len(t))
 		for i, x := range t {
@@ -734,11 +790,11 @@ func lowerKeys(v any, lower bool) any {
 	}
 	switch t := v.(type) {
 	case *Object:
-		for i, k := range t.keys {
-			t.keys[i] = strings.ToLower(k)
+		for i := range t.vals {
 			t.vals[i] = lowerKeys(t.vals[i], lower)
 		}
-		return dedupeKeys(t)
+		t.renameKeys(strings.ToLower) // keys that became the same merge
+		return t
 	case []any:
 		for i := range t {
 			t[i] = lowerKeys(t[i], lower)

@@ -177,9 +177,13 @@ func (g *generator) valueOf(v any) any {
 			}
 			doc = p
 		}
-		found = anySlice(g.jsonpath.Select(toPlain(doc)))
+		// A selector past its work budget finds nothing here: a proxy's
+		// predicate generation has no way to fail the request.
+		sel, _ := g.jsonpath.Select(toPlain(doc))
+		found = anySlice(sel)
 	case g.xpath != nil:
-		found = stringsAsAny(g.xpath.Select(ToString(v)))
+		sel, _ := g.xpath.Select(ToString(v))
+		found = stringsAsAny(sel)
 	default:
 		return v
 	}

@@ -9,10 +9,14 @@ package imposter
 // github.com/antchfx/xpath over github.com/antchfx/xmlquery.
 //
 // Both are compiled once, when the imposter is created, and selected many
-// times, once per request. A JSONPath keeps no state between selections;
-// an XPath does (the xpath library keeps iteration state inside a compiled
-// expression), so it is not safe for concurrent use: one goroutine, the
-// core's, owns each compiled XPath.
+// times, once per request, by any number of requests at once (predicates
+// are matched outside the imposter's lock). A JSONPath keeps no state
+// between selections. The xpath library keeps iteration state inside a
+// compiled expression, so each selection takes an XPath's expression for
+// itself (and compiles another copy if a concurrent one has it).
+//
+// Every selection has a work budget (selbudget.go): past it, Select stops
+// with an error wrapping ErrSelectorBudget.
 
 import (
 	"cmp"
@@ -24,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/antchfx/xmlquery"
@@ -40,6 +45,9 @@ var ErrBadSelector = errors.New("imposter: bad selector")
 type JSONPath struct {
 	src  string
 	segs []*spec.Segment
+	// filters are the queries inside each filter selector, which a
+	// selection runs to charge their work to its budget (selFilter).
+	filters map[*spec.FilterSelector]*selFilter
 }
 
 // CompileJSONPath compiles a JSONPath selector as mountebank users write it
@@ -60,7 +68,9 @@ func CompileJSONPath(selector string) (*JSONPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: jsonpath %q: %v", ErrBadSelector, selector, err)
 	}
-	return &JSONPath{src: selector, segs: p.Query().Segments()}, nil
+	jp := &JSONPath{src: selector, segs: p.Query().Segments(), filters: map[*spec.FilterSelector]*selFilter{}}
+	selCompileFilters(jp.segs, jp.filters)
+	return jp, nil
 }
 
 // String returns the selector as it was written.
@@ -69,6 +79,8 @@ func (p *JSONPath) String() string { return p.src }
 // Select applies p to doc, a JSON document as encoding/json decodes it into
 // an any (nil, bool, float64, string, []any, map[string]any), and returns
 // the selected values, which are doc's own (not copies); no match is nil.
+// A selection past its work budget stops with an error wrapping
+// ErrSelectorBudget.
 //
 // Results come in document order for arrays. A decoded object has no
 // member order, so where a wildcard, a descendant segment or a filter
@@ -80,16 +92,55 @@ func (p *JSONPath) String() string { return p.src }
 // As in jsonpath-plus, a member name applied to an array selects by index
 // when it is one ("$.books.0") and "length" gives the length of an array or
 // (in UTF-16 code units) of a string.
-func (p *JSONPath) Select(doc any) []any {
-	e := selJSONEval{root: doc}
-	nodes := []any{doc}
-	for _, seg := range p.segs {
+func (p *JSONPath) Select(doc any) ([]any, error) {
+	return p.selectIn(doc, newSelBudget())
+}
+
+// selectIn is Select within budget b, which doc's part is added to.
+func (p *JSONPath) selectIn(doc any, b *selBudget) (out []any, err error) {
+	b.add(func() int { return selJSONNodes(doc) })
+	e := selJSONEval{root: doc, filters: p.filters, b: b}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, e.b.stopped(r, "jsonpath", p.src)
+		}
+	}()
+	out = e.run(p.segs, doc, false)
+	for _, v := range out {
+		e.weigh(v) // what the caller does with them is linear in their size
+	}
+	return out, nil
+}
+
+// selJSONEval is one evaluation of a JSONPath: the document's root, for
+// filters that refer to $; a stack of object keys, each object's in
+// sorted order above those of the objects enclosing it, so that sorting the
+// keys of every object visited costs no allocation once the stack is as
+// deep as the document; and the budget.
+type selJSONEval struct {
+	root    any
+	keys    []string
+	filters map[*spec.FilterSelector]*selFilter
+	b       *selBudget
+	// scratch is a list to reuse for what a filter's query selects when
+	// run only to charge its work (nil while one such run has it).
+	scratch []any
+}
+
+// run applies segs to start. Charging (running a filter's queries to
+// count their work), a filter keeps every candidate.
+func (e *selJSONEval) run(segs []*spec.Segment, start any, charging bool) []any {
+	nodes := []any{start}
+	for i, seg := range segs {
 		var next []any
+		if charging && i == len(segs)-1 {
+			next, e.scratch = e.scratch[:0], nil // charge gives it back
+		}
 		for _, n := range nodes {
 			if seg.IsDescendant() {
-				next = e.descend(seg, n, next)
+				next = e.descend(seg, n, next, charging)
 			} else {
-				next = e.apply(seg, n, next)
+				next = e.apply(seg, n, next, charging)
 			}
 		}
 		if len(next) == 0 {
@@ -100,21 +151,12 @@ func (p *JSONPath) Select(doc any) []any {
 	return nodes
 }
 
-// selJSONEval is one evaluation of a JSONPath: the document's root, for
-// filters that refer to $, and a stack of object keys, each object's in
-// sorted order above those of the objects enclosing it, so that sorting the
-// keys of every object visited costs no allocation once the stack is as
-// deep as the document.
-type selJSONEval struct {
-	root any
-	keys []string
-}
-
 // pushKeys pushes m's keys in the order selCompareKeys defines and returns
 // where they start; the caller reads e.keys[start:start+len(m)], which what
 // it calls in between leaves alone, and then pops them with
 // e.keys = e.keys[:start].
 func (e *selJSONEval) pushKeys(m map[string]any) int {
+	e.b.step(len(m))
 	start := len(e.keys)
 	e.keys = slices.AppendSeq(e.keys, maps.Keys(m))
 	slices.SortFunc(e.keys[start:], selCompareKeys)
@@ -122,7 +164,9 @@ func (e *selJSONEval) pushKeys(m map[string]any) int {
 }
 
 // apply appends to out what seg's selectors select from cur.
-func (e *selJSONEval) apply(seg *spec.Segment, cur any, out []any) []any {
+func (e *selJSONEval) apply(seg *spec.Segment, cur any, out []any, charging bool) []any {
+	before := len(out)
+	e.b.step(1)
 	for _, sel := range seg.Selectors() {
 		switch s := sel.(type) {
 		case spec.Name:
@@ -149,17 +193,23 @@ func (e *selJSONEval) apply(seg *spec.Segment, cur any, out []any) []any {
 				e.keys = e.keys[:start]
 			}
 		case *spec.FilterSelector:
+			f := e.filters[s]
+			keep := func(x any) bool {
+				e.b.step(1)
+				e.charge(f, x, charging)
+				return charging || s.Eval(x, e.root)
+			}
 			switch v := cur.(type) {
 			case []any:
 				for _, x := range v {
-					if s.Eval(x, e.root) {
+					if keep(x) {
 						out = append(out, x)
 					}
 				}
 			case map[string]any:
 				start := e.pushKeys(v)
 				for _, k := range e.keys[start:] {
-					if s.Eval(v[k], e.root) {
+					if keep(v[k]) {
 						out = append(out, v[k])
 					}
 				}
@@ -169,23 +219,25 @@ func (e *selJSONEval) apply(seg *spec.Segment, cur any, out []any) []any {
 			out = append(out, sel.Select(cur, e.root)...)
 		}
 	}
+	e.b.step(len(out) - before)
+	e.b.results(len(out))
 	return out
 }
 
 // descend appends what a descendant segment selects from cur and from
 // every value below it, cur's own selection first, then its children's in
 // order (RFC 9535 section 2.5.2.2).
-func (e *selJSONEval) descend(seg *spec.Segment, cur any, out []any) []any {
-	out = e.apply(seg, cur, out)
+func (e *selJSONEval) descend(seg *spec.Segment, cur any, out []any, charging bool) []any {
+	out = e.apply(seg, cur, out, charging)
 	switch v := cur.(type) {
 	case []any:
 		for _, c := range v {
-			out = e.descend(seg, c, out)
+			out = e.descend(seg, c, out, charging)
 		}
 	case map[string]any:
 		start := e.pushKeys(v)
 		for i := start; i < start+len(v); i++ {
-			out = e.descend(seg, v[e.keys[i]], out)
+			out = e.descend(seg, v[e.keys[i]], out, charging)
 		}
 		e.keys = e.keys[:start]
 	}
@@ -384,9 +436,15 @@ func selQuote(b *strings.Builder, name string) {
 
 // XPath is a compiled XPath 1.0 selector with its namespace bindings.
 type XPath struct {
-	src  string
-	expr *xpath.Expr
-	opts xmlquery.ParserOptions
+	src string
+	// expr is the compiled selector, nil while a selection has it: an
+	// expression keeps its iteration state inside, so two requests
+	// evaluating one at once would race. A selection that finds it taken
+	// compiles its own copy (compile: the selector as compiled, its
+	// namespaces bound; some microseconds).
+	expr    atomic.Pointer[xpath.Expr]
+	compile func() (*xpath.Expr, error)
+	opts    xmlquery.ParserOptions
 }
 
 // CompileXPath compiles an XPath 1.0 selector. ns binds the prefixes the
@@ -400,16 +458,16 @@ func CompileXPath(selector string, ns map[string]string) (*XPath, error) {
 		// by the document's prefix; an empty one makes it an error.
 		ns = map[string]string{}
 	}
-	expr, err := xpath.CompileWithNS(selXPathNoNamespace(selector), ns)
+	rewritten := selXPathNoNamespace(selector)
+	expr, err := xpath.CompileWithNS(rewritten, ns)
 	if err == nil {
 		err = selXPathComplete(selector, ns)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: xpath %q: %v", ErrBadSelector, selector, err)
 	}
-	return &XPath{
-		src:  selector,
-		expr: expr,
+	x := &XPath{
+		src: selector,
 		opts: xmlquery.ParserOptions{Decoder: &xmlquery.DecoderOptions{
 			// xmldom recovers from what it can (an unknown entity such as
 			// &nbsp; stays as written, a stray end tag is tolerated); a
@@ -420,7 +478,10 @@ func CompileXPath(selector string, ns map[string]string) (*XPath, error) {
 			// ignores it too.
 			CharsetReader: selKeepCharset,
 		}},
-	}, nil
+	}
+	x.compile = func() (*xpath.Expr, error) { return xpath.CompileWithNS(rewritten, ns) }
+	x.expr.Store(expr)
+	return x, nil
 }
 
 // String returns the selector as it was written.
@@ -581,39 +642,62 @@ func selXPathComplete(selector string, ns map[string]string) error {
 // comment or processing instruction, otherwise "". A number, string or
 // boolean result (count(//a), string(//a), count(//a) > 1) gives one string,
 // a number formatted as JavaScript formats it. XML that does not parse
-// gives nil, as does a node set that selects nothing.
-func (x *XPath) Select(doc string) []string {
-	root, err := xmlquery.ParseWithOptions(strings.NewReader(doc), x.opts)
-	if err != nil {
-		return nil
+// gives nil, as does a node set that selects nothing. A selection past its
+// work budget stops with an error wrapping ErrSelectorBudget.
+func (x *XPath) Select(doc string) ([]string, error) {
+	return x.selectIn(doc, newSelBudget())
+}
+
+// selectIn is Select within budget b, which doc's part is added to.
+func (x *XPath) selectIn(doc string, b *selBudget) (out []string, err error) {
+	root, perr := xmlquery.ParseWithOptions(strings.NewReader(doc), x.opts)
+	if perr != nil {
+		return nil, nil
 	}
-	switch v := x.expr.Evaluate(xmlquery.CreateXPathNavigator(root)).(type) {
+	expr := x.expr.Swap(nil)
+	if expr == nil {
+		if expr, err = x.compile(); err != nil {
+			return nil, err // it compiled once: never
+		}
+	}
+	b.add(func() int { return selXMLNodes(root) })
+	defer func() {
+		if r := recover(); r != nil {
+			// The expression stopped halfway: it is dropped, not reused.
+			out, err = nil, b.stopped(r, "xpath", x.src)
+			return
+		}
+		x.expr.CompareAndSwap(nil, expr)
+	}()
+	switch v := expr.Evaluate(&selNav{NodeNavigator: xmlquery.CreateXPathNavigator(root), b: b}).(type) {
 	case *xpath.NodeIterator:
 		var hits []selHit
 		for v.MoveNext() {
-			if nav, ok := v.Current().(*xmlquery.NodeNavigator); ok {
-				hits = append(hits, selHitOf(nav))
+			if nav, ok := v.Current().(*selNav); ok {
+				hits = append(hits, selHitOf(nav.NodeNavigator))
+				b.step(1)
+				b.results(len(hits))
 			}
 		}
 		if len(hits) == 0 {
-			return nil
+			return nil, nil
 		}
 		if len(hits) > 1 {
 			hits = selDocumentOrder(root, hits)
 		}
-		out := make([]string, len(hits))
+		out = make([]string, len(hits))
 		for i, h := range hits {
 			out[i] = h.val
 		}
-		return out
+		return out, nil
 	case float64:
-		return []string{selJSNumber(v)}
+		return []string{selJSNumber(v)}, nil
 	case string:
-		return []string{v}
+		return []string{v}, nil
 	case bool:
-		return []string{strconv.FormatBool(v)}
+		return []string{strconv.FormatBool(v)}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // selHit is a selected node: an element, text, comment or other node, or

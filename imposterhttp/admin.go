@@ -664,6 +664,11 @@ func (s *Server) changeStubs(w http.ResponseWriter, r *http.Request, edit func(s
 		d.Creation = imposter.Clone(d.Creation).(*imposter.Object)
 		d.Creation.Set("stubs", list)
 		d.StubIDs = ids
+		// Each stub compiled alone (compileStubs); the imposter's patterns
+		// together are bounded too, as New bounds them on every member.
+		if err := imposter.CheckRegexTotal(d.Creation); err != nil {
+			return d, http.StatusBadRequest, []error{err}
+		}
 		return d, 0, nil
 	}, nil)
 }

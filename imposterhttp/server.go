@@ -223,7 +223,18 @@ func (s *Server) build(d Definition) (imposter.Stored, *imposter.Imposter, error
 	}
 	imp, err := st.Build(d.Port, false)
 	s.giveFiles(imp)
+	s.giveLog(imp)
 	return st, imp, err
+}
+
+// giveLog hands a built imposter the server's log, its lines prefixed
+// with the imposter's name as mountebank prefixes them (a predicate's
+// selector stopped at its work budget).
+func (s *Server) giveLog(imp *imposter.Imposter) {
+	if imp != nil {
+		who := fmt.Sprintf("[%s:%d] ", imp.Protocol, imp.Port)
+		imp.UseLog(func(msg string) { s.log.Warn(who + msg) })
+	}
 }
 
 // place puts the recordings made for scope (the creation and recording
