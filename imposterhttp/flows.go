@@ -123,7 +123,7 @@ func (w httpWorld) Engine(f func(imp *imposter.Imposter)) {
 func (s *Server) respondStateful(sv *served, wr *wireRequest, req *imposter.Request) (out imposter.Outcome, done bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
-	_, forwarded := s.forwardedFrom(wr)
+	forwarded := wr.forwarded
 	var res imposter.Served
 	imposter.ServeStateful(httpWorld{ctx: ctx, s: s, sv: sv, wr: wr, from: req.RequestFrom},
 		imposter.Route{Forward: s.route == RouteForward, Forwarded: forwarded},

@@ -45,6 +45,9 @@ type wireRequest struct {
 	body           []byte
 	keepAlive      bool
 	chunked        bool // the body came chunked
+	// forwarded: a member forwarded it, its loop guard checked once
+	// (forwardedFrom) when it was read.
+	forwarded bool
 }
 
 // framing is how a message's body is delimited.
@@ -357,7 +360,7 @@ func (s *Server) serveConn(sv *served, c net.Conn) {
 		remote := c.RemoteAddr().String()
 		if from, ok := s.forwardedFrom(wr); ok {
 			// Forwarded by another member: the client is the one it names.
-			remote = from
+			remote, wr.forwarded = from, true
 		}
 		req := toEngineRequest(wr, remote)
 		out := s.answer(sv, wr, req)
