@@ -29,6 +29,10 @@
 // script, which installs wrk and mountebank and builds the node:
 //
 //	scripts/imposter-bench -d 10s -c 50
+//
+// That is -suite static, the default. -suite stateful is the stateful
+// benchmark behind scripts/stateful-bench instead: scenarios per flow on
+// one fenceline node and on three, against WireMock's (stateful.go).
 package main
 
 import (
@@ -47,6 +51,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,6 +85,13 @@ type workload struct {
 	body        string
 	contentType string
 	want        string
+	// orWant: other bodies the request may get (a stateful stub's, when
+	// the check does not know the flow's state).
+	orWant []string
+	// header: what check sends besides (wrk's own come from its script).
+	header map[string]string
+	// flowState is the imposter's _rift.flowState; nil: stateless.
+	flowState map[string]any
 }
 
 // response is a stub's one response: 200 with body, and the header that
@@ -125,7 +137,11 @@ func workloads() []workload {
 
 // creation is the POST /imposters body for w on port.
 func (w workload) creation(port int) ([]byte, error) {
-	return json.Marshal(map[string]any{"protocol": "http", "port": port, "name": "bench " + w.name, "stubs": w.stubs})
+	imp := map[string]any{"protocol": "http", "port": port, "name": "bench " + w.name, "stubs": w.stubs}
+	if w.flowState != nil {
+		imp["_rift"] = map[string]any{"flowState": w.flowState}
+	}
+	return json.Marshal(imp)
 }
 
 // luaScript is the wrk script that sends w's method, body and content
@@ -421,6 +437,9 @@ func check(ctx context.Context, url string, w workload) error {
 	if w.contentType != "" {
 		req.Header.Set("Content-Type", w.contentType)
 	}
+	for k, v := range w.header {
+		req.Header.Set(k, v)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", w.method, url, err)
@@ -430,7 +449,10 @@ func check(ctx context.Context, url string, w workload) error {
 	switch {
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("%s %s: %s, want 200 OK (body %.200q)", w.method, url, resp.Status, got)
-	case string(got) != w.want:
+	case string(got) != w.want && !slices.Contains(w.orWant, string(got)):
+		if len(w.orWant) > 0 {
+			return fmt.Errorf("%s %s: body %.200q, want one of %q", w.method, url, got, append([]string{w.want}, w.orWant...))
+		}
 		return fmt.Errorf("%s %s: body %.200q, want %q", w.method, url, got, w.want)
 	case resp.Close:
 		return fmt.Errorf("%s %s: the server closes the connection (Connection: %s): wrk's connections would not be kept alive",
@@ -442,6 +464,7 @@ func check(ctx context.Context, url string, w workload) error {
 // --- the run
 
 type config struct {
+	suite         string // static (mountebank and the ceiling) or stateful (stateful.go)
 	mb, node, wrk string
 	duration      time.Duration
 	conns         int
@@ -450,6 +473,13 @@ type config struct {
 	warmup        time.Duration
 	mbLogLevel    string
 	strict        bool
+
+	// The stateful suite's (stateful.go).
+	java, wiremock string
+	wmWarmup       time.Duration
+	flows          int
+	seed           int64
+	profileDir     string
 }
 
 // measurement is one wrk run's result.
@@ -467,6 +497,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var c config
 	fs := flag.NewFlagSet("imposterbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&c.suite, "suite", "static", "static: fenceline against mountebank and the ceiling (scripts/imposter-bench); stateful: scenarios per flow against WireMock, one node and three (scripts/stateful-bench)")
 	fs.StringVar(&c.mb, "mb", "", "mountebank's bin/mb (run with node)")
 	fs.StringVar(&c.node, "node", "", "the fenceline node binary (go build ./cmd/node)")
 	fs.StringVar(&c.wrk, "wrk", "wrk", "the wrk binary")
@@ -477,18 +508,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "an unmeasured wrk run before each measured one (0: none)")
 	fs.StringVar(&c.mbLogLevel, "mb-loglevel", "", "mountebank's --loglevel, and no log file (default: as mb starts out of the box, at info with its log file: a line per request)")
 	fs.BoolVar(&c.strict, "strict", false, "exit 1 when a bar is missed")
+	fs.StringVar(&c.java, "java", "java", "stateful: the java binary WireMock runs on")
+	fs.StringVar(&c.wiremock, "wiremock", "", "stateful: WireMock's standalone jar")
+	fs.DurationVar(&c.wmWarmup, "wiremock-warmup", 10*time.Second, "stateful: WireMock's unmeasured wrk run before each measured one (the JVM compiles its hot paths meanwhile)")
+	fs.IntVar(&c.flows, "flows", 10000, "stateful: wrk's requests carry X-Flow drawn from [0, flows)")
+	fs.Int64Var(&c.seed, "seed", 1, "stateful: seeds wrk's draws of X-Flow (thread i: seed+i)")
+	fs.StringVar(&c.profileDir, "profile", "", "stateful: serve pprof on the nodes and save a CPU profile of each fenceline run, from the node wrk drives, as DIR/<run>.pprof")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if c.mb == "" || c.node == "" || fs.NArg() > 0 || c.duration < time.Second || c.conns < 1 || c.threads < 1 || c.threads > c.conns {
-		fmt.Fprintln(stderr, "usage: imposterbench -mb PATH/bin/mb -node PATH/node [-d 10s] [-c 50] [-t 2] (scripts/imposter-bench runs it)")
+	if fs.NArg() > 0 || c.node == "" || c.duration < time.Second || c.conns < 1 || c.threads < 1 || c.threads > c.conns {
+		fmt.Fprintln(stderr, "usage: imposterbench [-suite static] -mb PATH/bin/mb -node PATH/node [-d 10s] [-c 50] [-t 2] (scripts/imposter-bench runs it)")
+		fmt.Fprintln(stderr, "       imposterbench -suite stateful -wiremock PATH/wiremock-standalone.jar -node PATH/node [-d 10s] [-c 50] [-profile DIR] (scripts/stateful-bench runs it)")
 		return 2
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
+	switch c.suite {
+	case "static":
+		if c.mb == "" {
+			fmt.Fprintln(stderr, "imposterbench: -mb is needed (scripts/imposter-bench runs it)")
+			return 2
+		}
+	case "stateful":
+		return runStateful(ctx, c, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "imposterbench: -suite %q: static or stateful\n", c.suite)
+		return 2
+	}
 	ms, notes, err := bench(ctx, c, stdout, stderr)
 	if err != nil {
 		if ctx.Err() != nil {
