@@ -60,7 +60,9 @@ type Node struct {
 	clk  *clock.Wall
 	tcp  *TCP
 	bolt *Bolt
-	core *node.Node // the loop's alone
+	// worker commits the flow shard beside the loop.
+	worker *Worker
+	core   *node.Node // the loop's alone
 	// hints are peer addresses learnt outside the membership, such as
 	// from the member that answered a join: a node that has not yet
 	// applied the membership that adds it must still reach the leader.
@@ -116,6 +118,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, bolt: bolt, log: cfg.Log, loop: NewLoop(cfg.MailboxLen)}
+	n.worker = NewWorker(n.loop)
 	n.clk = clock.NewWall(n.loop.PostTimer)
 	id := dial.IDFromName(cfg.Name)
 	tcfg := cfg.TCP
@@ -132,6 +135,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	})
 	if err != nil {
 		n.loop.Stop()
+		n.worker.Close()
 		_ = bolt.Close()
 		return nil, err
 	}
@@ -155,7 +159,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	ccfg.Transport.Keys = cfg.Keys
 	booted := make(chan error, 1)
 	if err := n.loop.Post(func() {
-		core, err := node.Open(ccfg, node.Env{Clock: n.clk, Net: n.tcp, FS: fs, Rand: rnd, Shard: bolt})
+		core, err := node.Open(ccfg, node.Env{Clock: n.clk, Net: n.tcp, FS: fs, Rand: rnd, Shard: bolt, Worker: n.worker})
 		if err == nil {
 			n.core = core
 			core.Consensus.OnMembership(n.membershipChanged)
@@ -169,6 +173,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	if err := <-booted; err != nil {
 		_ = n.tcp.Close()
 		n.loop.Stop()
+		n.worker.Close()
 		_ = bolt.Close()
 		return nil, fmt.Errorf("realnet: boot %s: %w", cfg.Name, err)
 	}
@@ -282,6 +287,7 @@ func (n *Node) Close() error {
 		err = cerr
 	}
 	n.loop.Stop()
+	n.worker.Close()
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -31,7 +32,8 @@ var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "bridge"
 // handover frames were lost, and the flow checkers.
 type flowHarness struct {
 	*raftCluster
-	ownedStarts int // startOwnedClients calls, naming their clients
+	stalls      *rand.Rand // draws of stallDuring
+	ownedStarts int        // startOwnedClients calls, naming their clients
 	flowHist    *linearizability.History
 	deadline    time.Duration
 	aeEvery     time.Duration
@@ -330,11 +332,31 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 	return until, forwarded
 }
 
+// stallDuring stalls each of nodes, with even odds, once at an instant
+// within the next span, for half to one and a half isolation windows (see
+// sim.Machine.Stall). A node frozen while it is cut off is the case in
+// which an isolation window counted in ticks falls behind the time that
+// has passed (planted bug tick-window): the shard's fsyncs no longer
+// hold the loop up, so the scenarios aim this fault at it instead.
+func (h *flowHarness) stallDuring(nodes []*sim.Machine, span time.Duration) {
+	if h.stalls == nil {
+		h.stalls = h.run.Kernel.Stream("faults/stalls")
+	}
+	for _, n := range nodes {
+		at := sim.Between(h.stalls, 0, span)
+		d := sim.Between(h.stalls, h.timing.isolation/2, h.timing.isolation*3/2)
+		if h.stalls.IntN(2) == 0 {
+			continue
+		}
+		h.run.Kernel.After(at, sim.EvFault, xxhash.Sum64String("stall "+n.Name()), func() { n.Stall(d) })
+	}
+}
+
 // checkD17 holds every owner-side service to the isolated-owner rule,
 // from the network's record. The window is the isolation window, two
 // ticks for the rule's granularity, and 0.1% for the clocks' drift.
 func (h *flowHarness) checkD17() {
-	window := time.Duration(float64(time.Duration(h.timing.election+2)*h.timing.tick) * 1.001)
+	window := time.Duration(float64(time.Duration(h.timing.isolationTicks+2)*h.timing.tick) * 1.001)
 	checker.D17(h.run, h.services, h.contacts, h.memberships, window, func(id dial.NodeID) string { return h.byID[id].Name() })
 }
 

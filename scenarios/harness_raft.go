@@ -192,7 +192,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 			}
 			if c.flowCfg != nil {
 				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg, ProxyOnce: c.proxyCfg}
-				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand}
+				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk}
 				if c.keys != nil {
 					ncfg.Transport = transport.Config{Keys: *c.keys, Bugs: b}
 					nenv.Admitted = c.admit

@@ -21,7 +21,8 @@ type timing struct {
 	proposal, expiryTick time.Duration
 	promoteLag           uint64
 	adoptWait, deadline  time.Duration
-	isolation            time.Duration // election ticks × tick: D-17's window
+	isolationTicks       int           // D-17's window in ticks, one to two election timeouts
+	isolation            time.Duration // isolation ticks × tick: D-17's window
 }
 
 // drawTiming draws the run's timings from its "knobs/timing" stream. The
@@ -40,21 +41,22 @@ func drawTiming(run *Run) timing {
 		deadline:   sim.Between(r, time.Second, 3*time.Second),
 	}
 	t.election = t.heartbeat * (5 + r.IntN(8))
-	t.isolation = time.Duration(t.election) * t.tick
+	t.isolationTicks = t.election + r.IntN(t.election+1)
+	t.isolation = time.Duration(t.isolationTicks) * t.tick
 	t.adoptWait = time.Duration(float64(t.isolation) * (2 + 2*r.Float64()))
 	run.Knob("timing", t)
 	return t
 }
 
 func (t timing) String() string {
-	return fmt.Sprintf("tick=%v heartbeat=%d election=%d (isolation %v) adopt_wait=%v deadline=%v proposal_timeout=%v expiry_tick=%v promote_lag=%d",
-		t.tick, t.heartbeat, t.election, t.isolation, t.adoptWait.Round(time.Millisecond), t.deadline.Round(time.Millisecond),
+	return fmt.Sprintf("tick=%v heartbeat=%d election=%d isolation=%d (%v) adopt_wait=%v deadline=%v proposal_timeout=%v expiry_tick=%v promote_lag=%d",
+		t.tick, t.heartbeat, t.election, t.isolationTicks, t.isolation, t.adoptWait.Round(time.Millisecond), t.deadline.Round(time.Millisecond),
 		t.proposal.Round(time.Millisecond), t.expiryTick.Round(time.Millisecond), t.promoteLag)
 }
 
 // applyConsensus sets the consensus timings.
 func (t timing) applyConsensus(c *consensus.Config) {
-	c.TickInterval, c.HeartbeatTicks, c.ElectionTicks = t.tick, t.heartbeat, t.election
+	c.TickInterval, c.HeartbeatTicks, c.ElectionTicks, c.IsolationTicks = t.tick, t.heartbeat, t.election, t.isolationTicks
 	c.ProposalTimeout, c.ExpiryTick, c.PromoteLag = t.proposal, t.expiryTick, t.promoteLag
 }
 

@@ -24,6 +24,7 @@ func init() {
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
 			{Name: "ack-before-sync", Window: 30, MinCaught: 3},
+			{Name: "ack-at-submit", Window: 30, MinCaught: 8},
 			{Name: "no-readopt", Window: 30, MinCaught: 6},
 			{Name: "retry-failed-sync", Window: 30, MinCaught: 5},
 		},

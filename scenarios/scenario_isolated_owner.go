@@ -92,6 +92,13 @@ func runIsolatedOwner(run *Run) error {
 				h.nw.Heal()
 				h.nw.Split(k.Nodes(), a, b)
 				run.Did("cuts", 1)
+				var cutOff []*sim.Machine
+				for _, n := range h.nodes {
+					if side[n.ID()] {
+						cutOff = append(cutOff, n)
+					}
+				}
+				h.stallDuring(cutOff, time.Second)
 			})
 		}
 		k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("heal"), func() {

@@ -88,6 +88,7 @@ func runOwnerHandoff(run *Run) error {
 	victim := h.nodes[r.IntN(voters)]
 	k.At(t2, sim.EvFault, xxhash.Sum64String("phase2"), func() {
 		h.isolate(victim, "isolate "+victim.Name()+" and remove it")
+		h.stallDuring([]*sim.Machine{victim}, time.Second)
 		h.startOwnedClients(victim, 6, calm)
 		remove(victim, func() {
 			// Its clients keep calling it; after a while the partition
@@ -123,6 +124,7 @@ func runOwnerHandoff(run *Run) error {
 			run.Inject(ord, fmt.Sprintf("cut %s off from the leader %s (and remove it)", second.Name(), leader.Name()), func() {
 				h.nw.Block(second.ID(), leader.ID())
 				h.nw.Block(leader.ID(), second.ID())
+				h.stallDuring([]*sim.Machine{second}, time.Second)
 			})
 			h.startOwnedClients(second, 6, calm)
 			remove(second, func() {

@@ -89,8 +89,23 @@ type Disk struct {
 	// 0 if none: the kernel holds that incarnation to stopping.
 	failedSync uint64
 
+	// The work a node runs beside its loop (Go), oldest first; when the
+	// last of it completes; whether the disk is running one now (its
+	// fsyncs then keep the disk busy, not the node).
+	bg         []*bgWork
+	bgFree     time.Duration
+	background bool
+
 	// Counters, for checkers and the benchmark.
 	Syncs, Writes, Torn, Holes, PowerCuts, SyncFailures, WriteFailures uint64
+	// BackgroundWork counts the work Go completed.
+	BackgroundWork uint64
+}
+
+type bgWork struct {
+	work func() error
+	done func(error)
+	h    Handle
 }
 
 // powerCut is the panic value a disk raises to crash its node mid-call;
@@ -227,11 +242,50 @@ func (d *Disk) SyncAsync(f recfile.File, done func(error)) {
 	d.n.k.atNode(d.n.Local()+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
 }
 
+// Go runs work as the disk's background work (shard.Worker): it
+// completes, and done runs on the node as a disk completion event, a
+// latency the seed draws after the later of now and the completion of the
+// work handed before it (one queue, in order). Meanwhile the node takes
+// its other events; the work's fsyncs keep the disk busy, not the node. A
+// crash before the completion loses the work whole: it never ran, and
+// done never runs.
+func (d *Disk) Go(work func() error, done func(error)) {
+	lat := Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
+	at := max(d.n.Local(), d.bgFree) + lat
+	d.bgFree = at
+	w := &bgWork{work: work, done: done}
+	d.bg = append(d.bg, w)
+	d.BackgroundWork++
+	w.h = d.n.k.atNode(at, EvDisk, d.n, d.BackgroundWork, func() { d.complete(w, true) })
+}
+
+// Settle runs every background work now, in order, on the node: an
+// orderly shutdown waits for its disk.
+func (d *Disk) Settle() {
+	for len(d.bg) > 0 {
+		w := d.bg[0]
+		w.h.Cancel()
+		d.complete(w, false)
+	}
+}
+
+// complete runs the oldest background work and its done.
+func (d *Disk) complete(w *bgWork, background bool) {
+	if len(d.bg) == 0 || d.bg[0] != w {
+		panic("sim: background disk work completed out of order")
+	}
+	d.bg = d.bg[1:]
+	d.background = background
+	err := w.work()
+	d.background = false
+	w.done(err)
+}
+
 // wait spends one fsync's latency of the node's time, if the node is the
 // one running: the process blocks in the fsync, and whatever it does next
 // (frames, timers, answers, its next event) comes after it.
 func (d *Disk) wait() {
-	if d.n.k.cur != d.n || d.cfg.SyncLatencyMax == 0 {
+	if d.n.k.cur != d.n || d.cfg.SyncLatencyMax == 0 || d.background {
 		return
 	}
 	d.n.busyUntil = d.n.Local() + Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
@@ -243,6 +297,7 @@ func (d *Disk) wait() {
 func (d *Disk) crash() {
 	d.gen++
 	d.cutAfter = 0
+	d.bg, d.bgFree, d.background = nil, 0, false
 	names := make([]string, 0, len(d.durable))
 	for name := range d.durable {
 		names = append(names, name)

@@ -185,6 +185,17 @@ func (n *Machine) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
 // sees a frame delivered learns from it when the node takes the frame.
 func (n *Machine) Local() time.Duration { return max(n.busyUntil, n.k.now) }
 
+// Stall freezes the node's process for d, as a long GC pause, a virtual
+// machine's stolen time or SIGSTOP would: whatever comes for it meanwhile
+// is taken once the stall ends, in order, and its timers fire late, so a
+// count of its ticks measures less time than has passed. A stall of a
+// node that is down does nothing.
+func (n *Machine) Stall(d time.Duration) {
+	if n.up && d > 0 {
+		n.busyUntil = n.Local() + d
+	}
+}
+
 // Receive hands a frame to the node if the incarnation it was sent to is
 // still running. Networks call it when a frame arrives.
 func (n *Machine) Receive(from dial.NodeID, frame []byte, inc uint64) bool {

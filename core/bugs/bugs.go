@@ -146,6 +146,10 @@ type Set struct {
 	// AckBeforeSync: WhenDurable answers at once, so a sync write is
 	// acknowledged before its fsync.
 	AckBeforeSync bool
+	// AckAtSubmit: the writer counts a batch durable when it hands it to
+	// the disk rather than when the disk says its fsync completed, so a
+	// sync write is acknowledged while its fsync is still in flight.
+	AckAtSubmit bool
 	// EvictKeys: over the cap, the writer evicts one key of the least
 	// recently used flow instead of the whole flow.
 	EvictKeys bool
@@ -249,6 +253,7 @@ var Table = []Bug{
 	{"read-expired", "a read shows an entry past its expiry", func(s *Set) *bool { return &s.ReadExpired }},
 	{"no-readopt", "a restarted owner serves its own disk without pulling from its successors", func(s *Set) *bool { return &s.NoReadopt }},
 	{"ack-before-sync", "sync mode acknowledges a write before its fsync", func(s *Set) *bool { return &s.AckBeforeSync }},
+	{"ack-at-submit", "the shard's writer counts a batch durable when it hands it to the disk, before its fsync completes", func(s *Set) *bool { return &s.AckAtSubmit }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
 	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},
 	{"no-floor-recovery", "a restarted shard ignores the clock floor it recorded, so its clamp starts from a clock stepped back", func(s *Set) *bool { return &s.NoFloorRecovery }},

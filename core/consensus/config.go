@@ -27,6 +27,18 @@ type Config struct {
 	// pause or slow disk that lands on a heartbeat starts an election, and
 	// the cluster spends its life electing. Default 30.
 	ElectionTicks int
+	// IsolationTicks is D-17's isolation window, in ticks (measured as
+	// that much monotonic time): a follower that has not heard its
+	// leader, or a leader that has not heard a quorum, for this long is
+	// isolated and refuses to serve as an owner. Default three halves of
+	// ElectionTicks. It must be at least ElectionTicks: raft times a
+	// follower out between one and two election timeouts after it last
+	// heard its leader, so with a window of 1.5 timeouts the survivors of
+	// a leader's death usually elect a new one before an owner among them
+	// counts as isolated (the first of two followers times out within
+	// 1.5 timeouts three times in four), and its flows do not pause. A
+	// new owner's AdoptWait must outlast the window (core/flow).
+	IsolationTicks int
 
 	// ProposalTimeout bounds how long a proposal or read waits to be
 	// applied; past it the caller gets ErrTimeout (unknown outcome).
@@ -65,6 +77,9 @@ func (c Config) withDefaults() Config {
 	if c.ElectionTicks == 0 {
 		c.ElectionTicks = 30
 	}
+	if c.IsolationTicks == 0 {
+		c.IsolationTicks = c.ElectionTicks * 3 / 2
+	}
 	if c.ProposalTimeout == 0 {
 		c.ProposalTimeout = 2 * time.Second
 	}
@@ -97,6 +112,9 @@ func (c Config) Validate() error {
 	case c.ElectionTicks < 5*c.HeartbeatTicks:
 		return fmt.Errorf("%w: election timeout of %d ticks is under five heartbeats (%d ticks each): "+
 			"a single pause that lands on a heartbeat would start an election", ErrBadConfig, c.ElectionTicks, c.HeartbeatTicks)
+	case c.IsolationTicks < c.ElectionTicks:
+		return fmt.Errorf("%w: an isolation window of %d ticks is under the election timeout (%d ticks): "+
+			"every leader's death would pause its followers' flows", ErrBadConfig, c.IsolationTicks, c.ElectionTicks)
 	case c.ProposalTimeout <= 0 || c.MaxPending <= 0 || c.ExpiryTick <= 0:
 		return fmt.Errorf("%w: proposal timeout, max pending and expiry tick must be positive", ErrBadConfig)
 	}

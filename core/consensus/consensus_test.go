@@ -156,11 +156,13 @@ func TestDeposedLeaderBelievesButIsNotConfirmed(t *testing.T) {
 		}
 	}
 	c.nw.Split(c.k.Nodes(), []dial.NodeID{c.nodes[l].ID()}, others)
-	// Within the isolation window the old leader loses its quorum's
-	// confirmation; with CheckQuorum it steps down a little later.
+	// Within the election timeout the old leader loses its quorum's
+	// confirmation; with CheckQuorum it steps down a little later, and
+	// past the isolation window it is isolated.
 	c.run(400 * time.Millisecond)
 	old := c.node(l)
 	require.False(t, old.IsLeader(), "a leader cut off from its quorum is not confirmed")
+	c.run(200 * time.Millisecond)
 	require.True(t, old.IsIsolated())
 	c.run(2 * time.Second)
 	newLeader := c.leader()

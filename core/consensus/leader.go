@@ -26,17 +26,17 @@ func (n *Node) BelievesSelfLeader() bool {
 }
 
 // IsLeader reports that this node leads and a quorum of voters has
-// acknowledged it within the isolation window (measured on this node's
+// acknowledged it within the election timeout (measured on this node's
 // monotonic clock, so a wall-clock step cannot stretch it, nor can ticks
-// that a busy loop ran late).
+// that a busy loop ran late): past it, those voters may elect another.
 func (n *Node) IsLeader() bool {
-	return n.BelievesSelfLeader() && n.quorumHeardWithin(n.IsolationWindow())
+	return n.BelievesSelfLeader() && n.quorumHeardWithin(time.Duration(n.cfg.ElectionTicks)*n.cfg.TickInterval)
 }
 
-// IsolationWindow is the window IsIsolated uses: the election timeout,
-// ElectionTicks ticks of TickInterval, as monotonic time.
+// IsolationWindow is the window IsIsolated uses: IsolationTicks ticks of
+// TickInterval, as monotonic time.
 func (n *Node) IsolationWindow() time.Duration {
-	return time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
+	return time.Duration(n.cfg.IsolationTicks) * n.cfg.TickInterval
 }
 
 // IsIsolated is seed 000's D-17 rule: true when this node knows no current

@@ -56,6 +56,9 @@ type Env struct {
 	// Backend is the FlowShard's disk; nil keeps every flow in memory
 	// only (tests, and nodes without a data dir).
 	Backend shard.Backend
+	// Worker runs the shard's backend calls beside the loop (shard.Worker);
+	// nil: on the loop.
+	Worker shard.Worker
 }
 
 // Store is one node's flow store. Like all of core/, it is a single-
@@ -118,7 +121,7 @@ func New(cfg Config, env Env) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	sh, err := shard.Open[Value](cfg.Shard, shard.Env{Clock: env.Clock, Backend: env.Backend}, valueCodec{})
+	sh, err := shard.Open[Value](cfg.Shard, shard.Env{Clock: env.Clock, Backend: env.Backend, Worker: env.Worker}, valueCodec{})
 	if err != nil {
 		return nil, fmt.Errorf("flow: %w", err)
 	}

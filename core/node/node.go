@@ -35,6 +35,11 @@ type Env struct {
 	// Shard is the flow store's disk. Nil: a shard log (FlowLog) on FS,
 	// as the simulator runs it; the real node hands in bbolt.
 	Shard shard.Backend
+	// Worker runs the flow shard's disk work beside the node's loop
+	// (shard.Worker): a goroutine in the real node, disk completion
+	// events in the simulator. Nil: the writer waits for the disk on the
+	// loop.
+	Worker shard.Worker
 	// Admitted, if set, sees every frame the envelope lets through, as it
 	// hands it to the parts: the world's record of what got past the
 	// link (the simulator's adversary checker reads it). Nil in the real
@@ -125,7 +130,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 			return nil, fmt.Errorf("node: flow shard: %w", err)
 		}
 	}
-	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: &control{cn: cn}, Rand: env.Rand, Backend: backend})
+	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: &control{cn: cn}, Rand: env.Rand, Backend: backend, Worker: env.Worker})
 	if err != nil {
 		cn.Stop()
 		_ = backend.Close() // the store's error is the one worth reporting

@@ -50,3 +50,24 @@ type Backend interface {
 	// Close makes every write durable and releases the store.
 	Close() error
 }
+
+// Worker runs the writer's backend calls beside the node's loop, so a
+// commit and its fsync never hold up the requests behind them. It is the
+// seam between the core, which never starts a goroutine or blocks, and
+// whatever runs the work: a goroutine in a real node (realnet.Worker), a
+// disk completion event in the simulator (sim.Disk).
+//
+// The shard keeps at most one call in flight and touches its Backend only
+// inside work while one is, so a Backend still has one writer at a time.
+type Worker interface {
+	// Go runs work away from the loop, after every work handed to it
+	// before, and then done with work's error back on the loop. Go itself
+	// never waits. If the node stops first (a crash), work may not run and
+	// done never does.
+	Go(work func() error, done func(error))
+	// Settle runs, on the loop and before it returns, everything handed
+	// to Go: it waits for the work and delivers each done (including
+	// those of work that done hands to Go). Only an orderly shutdown
+	// calls it.
+	Settle()
+}

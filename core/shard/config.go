@@ -23,12 +23,13 @@ type Config struct {
 	SyncEvery time.Duration
 	// CommitDelay is how long the writer lingers before it writes a batch,
 	// so that concurrent writers share one fsync. Zero writes at the next
-	// turn of the node's loop, which already groups every request that
-	// queued while the last fsync ran. The simulator sets it to model a
-	// disk's fsync latency.
+	// turn of the node's loop; while a batch is on its way to the backend
+	// the next one gathers whatever arrives until it completes (group
+	// commit), whatever the delay.
 	CommitDelay time.Duration
-	// MaxPending bounds the mutations waiting for the writer. At the
-	// bound Put refuses with ErrBusy and changes nothing. Default 65 536.
+	// MaxPending bounds the mutations waiting for the writer, the batch
+	// on its way to the backend included. At the bound Put refuses with
+	// ErrBusy and changes nothing. Default 65 536.
 	MaxPending int
 	// MaxBatch bounds the mutations in one backend write. Default 4096.
 	MaxBatch int
@@ -90,6 +91,9 @@ func (c Config) Validate() error {
 type Env struct {
 	Clock   clock.Clock
 	Backend Backend // nil: memory only (every mode behaves as None)
+	// Worker runs the backend's calls beside the loop. Nil: the writer
+	// calls the backend on the loop and waits for it (unit tests).
+	Worker Worker
 }
 
 // Errors.
@@ -102,6 +106,7 @@ var (
 type Stats struct {
 	Puts      uint64 `json:"puts"`      // Put calls that changed the shard
 	Batches   uint64 `json:"batches"`   // backend writes
+	Commits   uint64 `json:"commits"`   // turns of the writer: each hands the backend everything pending
 	Fsyncs    uint64 `json:"fsyncs"`    // backend writes with sync, and Syncs
 	SyncAcks  uint64 `json:"sync_acks"` // WhenDurable answers that waited for an fsync
 	Evicted   uint64 `json:"evicted"`   // flows evicted over the cap

@@ -56,6 +56,8 @@ type Shard[V any] struct {
 	// restart's clamp starts at least there.
 	durableFloorMs int64
 	waiters        []waiter
+	inflight       *commit    // the commit the backend is working on; nil: none
+	spare          []Mutation // the last commit's buffer, for the next pending
 
 	flushT, syncT, purgeT clock.Timer
 	lastMs                int64
@@ -254,8 +256,14 @@ func (s *Shard[V]) Live() int { return s.count }
 // Stats returns the writer's counters.
 func (s *Shard[V]) Stats() Stats { return s.stats }
 
-// Pending is the number of mutations waiting for the writer.
-func (s *Shard[V]) Pending() int { return len(s.pending) }
+// Pending is the number of mutations not yet written: waiting for the
+// writer, or on their way to the backend.
+func (s *Shard[V]) Pending() int {
+	if s.inflight != nil {
+		return len(s.pending) + len(s.inflight.batch)
+	}
+	return len(s.pending)
+}
 
 // Put sets keys of a flow (and, when meta is non-nil, its metadata) in
 // memory at once, and hands them to the writer in mode. It never waits:
@@ -274,7 +282,7 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	f := s.flows[flow]
 	persist := mode != None && s.env.Backend != nil
 	disk := persist || (f != nil && f.onDisk)
-	if disk && len(s.pending)+len(changes)+1 > s.cfg.MaxPending {
+	if disk && s.Pending()+len(changes)+1 > s.cfg.MaxPending {
 		s.stats.Busy++
 		return ErrBusy
 	}
@@ -395,7 +403,7 @@ func (s *Shard[V]) DropKeys(flow string, keys []string) error {
 		return ErrClosed
 	case s.err != nil:
 		return s.err
-	case f.onDisk && len(s.pending)+len(keys) > s.cfg.MaxPending:
+	case f.onDisk && s.Pending()+len(keys) > s.cfg.MaxPending:
 		s.stats.Busy++
 		return ErrBusy
 	}
@@ -467,21 +475,33 @@ func (s *Shard[V]) endUnit() {
 	}
 }
 
-// nextBatch returns how many pending mutations the next backend write
-// takes: as many whole units as fit MaxBatch, and at least one unit.
-func (s *Shard[V]) nextBatch() int {
-	n, bytes, start := 0, 0, 0
-	for _, end := range s.units {
-		for _, m := range s.pending[start:end] {
-			bytes += len(m.Flow) + len(m.Key) + len(m.Value)
+// batchCuts appends to cuts where each backend write of pending ends:
+// each takes as many whole units as fit MaxBatch and MaxBatchBytes, and
+// at least one unit.
+func (s *Shard[V]) batchCuts(cuts []int) []int {
+	first, prev, bytes := 0, 0, 0 // the current write starts at first; the last unit ended at prev
+	cut := func(end int) {
+		ub := 0
+		for _, m := range s.pending[prev:end] {
+			ub += len(m.Flow) + len(m.Key) + len(m.Value)
 		}
-		start = end
-		if n > 0 && (end > s.cfg.MaxBatch || bytes > s.cfg.MaxBatchBytes) {
-			break
+		if prev > first && (end-first > s.cfg.MaxBatch || bytes+ub > s.cfg.MaxBatchBytes) {
+			cuts = append(cuts, prev)
+			first, bytes = prev, 0
 		}
-		n = end
+		bytes += ub
+		prev = end
 	}
-	return n
+	for _, end := range s.units {
+		cut(end)
+	}
+	if prev < len(s.pending) {
+		cut(len(s.pending))
+	}
+	if prev > first {
+		cuts = append(cuts, prev)
+	}
+	return cuts
 }
 
 // Stop abandons the shard, as a crash does: timers stop, nothing more is
@@ -496,13 +516,23 @@ func (s *Shard[V]) Stop() {
 }
 
 // Close writes and fsyncs everything pending, answers the waiters, and
-// closes the backend.
+// closes the backend. It waits for the worker (Worker.Settle): only an
+// orderly shutdown calls it.
 func (s *Shard[V]) Close() error {
 	if s.stopped {
 		return ErrClosed
 	}
 	s.pendingSync = true
 	s.flush()
+	if s.env.Worker != nil {
+		s.env.Worker.Settle()
+	}
+	if s.inflight == nil && (len(s.pending) > 0 || s.pendingSync) && s.err == nil {
+		s.flush() // the last commit's completion armed a turn: take it now
+		if s.env.Worker != nil {
+			s.env.Worker.Settle()
+		}
+	}
 	s.Stop()
 	if s.env.Backend == nil {
 		return s.err

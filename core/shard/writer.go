@@ -8,9 +8,9 @@ import (
 	"github.com/fenceline/fenceline/core/halt"
 )
 
-// This file: the writer, which batches
-// mutations to the backend, decides when to fsync and answers the
-// durability waits, all on the node's loop.
+// This file: the writer, which batches mutations to the backend, decides
+// when to fsync and answers the durability waits. It decides on the
+// node's loop; the backend's calls run beside it (Env.Worker).
 
 func (s *Shard[V]) armFlush() {
 	if s.flushT == nil && !s.stopped {
@@ -38,9 +38,13 @@ func (s *Shard[V]) armPurge() {
 	})
 }
 
-// flush is the writer's turn: evict over the cap, write what is pending
-// in batches (the last one synced if a waiter or the async interval asks),
-// then answer the waiters the fsync covered.
+// flush is the writer's turn: evict over the cap, then hand everything
+// pending to the backend as one commit (in batches of at most MaxBatch,
+// the last one synced if a waiter or the async interval asks). The commit
+// runs beside the loop (Env.Worker); its completion, commitDone, answers
+// the waiters the fsync covered. While a commit is in flight the next one
+// gathers whatever arrives (group commit): a turn that finds one in
+// flight leaves the rest to its completion.
 func (s *Shard[V]) flush() {
 	if s.flushT != nil {
 		s.flushT.Stop()
@@ -55,65 +59,100 @@ func (s *Shard[V]) flush() {
 		s.answer()
 		return
 	}
+	if s.inflight != nil {
+		return
+	}
 	wantSync := s.pendingSync
+	if len(s.pending) == 0 && !wantSync {
+		return
+	}
 	s.pendingSync = false
 	if wantSync {
 		s.floorMs = s.NowMs()
 		s.pending = append(s.pending, Mutation{Flow: clockFlow, Key: clockKey, Value: binary.LittleEndian.AppendUint64(nil, uint64(s.floorMs))})
 		s.endUnit()
 	}
-	for len(s.pending) > 0 && s.err == nil {
-		n := s.nextBatch()
-		last := n == len(s.pending)
-		sync := last && wantSync
-		if err := s.env.Backend.Write(s.pending[:n], sync); err != nil {
-			if s.retryInstead() {
-				return
-			}
-			s.fail(fmt.Errorf("shard: write: %w", err))
-			break
-		}
-		s.stats.Batches++
-		// Moved down rather than resliced: pending keeps its capacity,
-		// and the next turn appends without growing it again.
-		m := copy(s.pending, s.pending[n:])
-		clear(s.pending[m:])
-		s.pending = s.pending[:m]
-		rest := s.units[:0]
-		for _, end := range s.units {
-			if end > n {
-				rest = append(rest, end-n)
-			}
-		}
-		s.units = rest
-		if sync {
-			s.stats.Fsyncs++
-			s.unsynced = false
-		} else {
-			s.unsynced = true
-		}
+	c := &commit{seq: s.seq, floorMs: s.floorMs, sync: wantSync}
+	c.cuts = s.batchCuts(nil)
+	// The commit takes pending whole; the next one fills the buffer the
+	// last commit gave back, so neither grows again once warm.
+	c.batch, s.pending, s.spare = s.pending, s.spare[:0], nil
+	s.units = s.units[:0]
+	s.inflight = c
+	s.stats.Commits++
+	if s.cfg.Bugs.AckAtSubmit && c.sync {
+		s.durable, s.durableFloorMs = c.seq, c.floorMs // the planted bug
+		s.answer()
 	}
-	if s.err == nil {
-		s.pending, s.units = s.pending[:0], s.units[:0]
-		s.written = s.seq
-		switch {
-		case wantSync && s.unsynced:
-			if err := s.env.Backend.Sync(); err != nil {
-				if s.retryInstead() {
-					return
-				}
-				s.fail(fmt.Errorf("shard: sync: %w", err))
-				break
-			}
-			s.stats.Fsyncs++
-			fallthrough
-		case wantSync:
-			s.unsynced = false
-			s.durable = s.written
-			s.durableFloorMs = s.floorMs
-		}
+	backend := s.env.Backend
+	work := func() error { return c.run(backend) }
+	if s.env.Worker == nil {
+		s.commitDone(c, work())
+		return
 	}
+	s.env.Worker.Go(work, func(err error) { s.commitDone(c, err) })
+}
+
+// A commit is one turn of the writer on its way to the backend.
+type commit struct {
+	batch   []Mutation
+	cuts    []int // where each backend write ends in batch
+	seq     uint64
+	floorMs int64
+	sync    bool // the last write syncs (an empty commit only syncs)
+	writes  int  // backend writes done, for the counters
+}
+
+// run is the commit's backend work. It runs beside the loop and touches
+// nothing of the shard but the commit itself.
+func (c *commit) run(b Backend) error {
+	start := 0
+	for i, end := range c.cuts {
+		if err := b.Write(c.batch[start:end], c.sync && i == len(c.cuts)-1); err != nil {
+			return fmt.Errorf("shard: write: %w", err)
+		}
+		c.writes++
+		start = end
+	}
+	return nil
+}
+
+// commitDone is a commit's completion, back on the loop: what the backend
+// now holds moves the writer's marks, the waiters its fsync covered are
+// answered, and whatever gathered meanwhile is the next commit.
+func (s *Shard[V]) commitDone(c *commit, err error) {
+	if s.inflight != c || s.stopped {
+		return
+	}
+	s.inflight = nil
+	s.stats.Batches += uint64(c.writes)
+	if err != nil {
+		if s.retryInstead() {
+			// The planted bug: the batch goes back to be written again.
+			s.pending = append(c.batch, s.pending...)
+			s.units = nil
+			s.endUnit()
+			return
+		}
+		s.fail(err)
+		s.answer()
+		return
+	}
+	s.written = c.seq
+	if c.sync {
+		s.stats.Fsyncs++
+		s.unsynced = false
+		s.durable = max(s.durable, c.seq)
+		s.durableFloorMs = max(s.durableFloorMs, c.floorMs)
+	} else {
+		s.unsynced = true
+	}
+	clear(c.batch)
+	s.spare = c.batch[:0]
 	s.answer()
+	if len(s.pending) > 0 || s.pendingSync {
+		s.armFlush()
+	}
 }
 
 // fail handles a backend failure: the writer stops for good, and so does

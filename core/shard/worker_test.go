@@ -1,0 +1,155 @@
+package shard
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
+	"github.com/fenceline/fenceline/core/halt"
+)
+
+// handWorker is a Worker the test drives: work runs when the test says
+// the disk finished it, and its done with it, as a real worker posts it.
+type handWorker struct {
+	queue []func()
+}
+
+func (w *handWorker) Go(work func() error, done func(error)) {
+	w.queue = append(w.queue, func() { done(work()) })
+}
+
+// complete finishes the oldest work handed over.
+func (w *handWorker) complete(t *testing.T) {
+	t.Helper()
+	require.NotEmpty(t, w.queue, "no work in flight")
+	job := w.queue[0]
+	w.queue = w.queue[1:]
+	job()
+}
+
+func (w *handWorker) Settle() {
+	for len(w.queue) > 0 {
+		job := w.queue[0]
+		w.queue = w.queue[1:]
+		job()
+	}
+}
+
+func newAsyncRig(t *testing.T, cfg Config) (*Shard[val], *Memory, *handWorker, *clock.Manual) {
+	clk := clock.NewManual(time.UnixMilli(1_000_000))
+	mem, w := NewMemory(), &handWorker{}
+	s, err := Open[val](cfg, Env{Clock: clk, Backend: mem, Worker: w}, codec{})
+	require.NoError(t, err)
+	return s, mem, w, clk
+}
+
+func putOne(t *testing.T, s *Shard[val], clk *clock.Manual, flow string, mode Mode) {
+	t.Helper()
+	require.NoError(t, s.Put(flow, map[string]val{"k": {data: flow, exp: clk.Now().UnixMilli() + 10_000}}, nil, mode))
+}
+
+// A sync write is answered when its commit's completion comes back, never
+// when the commit is handed to the disk; writes that arrive while a commit
+// is in flight go to the disk together in the next one (group commit).
+func TestAsyncWriterAnswersAtCompletionAndGroupsCommits(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{})
+	answered := map[string]bool{}
+	wait := func(flow string) {
+		s.WhenDurable(flow, func(err error) { require.NoError(t, err); answered[flow] = true })
+	}
+	putOne(t, s, clk, "a", Sync)
+	wait("a")
+	clk.Advance(0) // the writer's turn: the commit goes to the worker
+	require.Len(t, w.queue, 1)
+	require.False(t, answered["a"], "handed to the disk is not durable")
+
+	for i := range 50 {
+		flow := fmt.Sprintf("b%d", i)
+		putOne(t, s, clk, flow, Sync)
+		wait(flow)
+	}
+	clk.Advance(0)
+	require.Len(t, w.queue, 1, "one commit in flight at a time")
+	require.Equal(t, 3+50*2, s.Pending(), "a's key, meta and clock floor in flight; fifty keys and metas waiting")
+
+	w.complete(t)
+	require.True(t, answered["a"])
+	require.False(t, answered["b0"], "b0 is not in the first commit")
+	require.Equal(t, 1, mem.Syncs)
+	clk.Advance(0)
+	require.Len(t, w.queue, 1)
+	w.complete(t)
+	for i := range 50 {
+		require.True(t, answered[fmt.Sprintf("b%d", i)])
+	}
+	require.Equal(t, 2, mem.Syncs, "the fifty writes that gathered share one fsync")
+	require.Equal(t, uint64(2), s.Stats().Commits)
+	require.Zero(t, s.Pending())
+}
+
+// The planted AckAtSubmit bug answers while the fsync is in flight.
+func TestAckAtSubmitBugAnswersBeforeCompletion(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{Bugs: bugs.Set{AckAtSubmit: true}})
+	putOne(t, s, clk, "a", Sync)
+	answered := false
+	s.WhenDurable("a", func(error) { answered = true })
+	clk.Advance(0)
+	require.Len(t, w.queue, 1)
+	require.True(t, answered)
+	require.Zero(t, mem.Syncs, "answered with nothing on disk")
+}
+
+// A node that stops (a crash) with a commit in flight answers nothing
+// from it; the bound on pending counts the commit in flight.
+func TestAsyncWriterStopAndBound(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{MaxPending: 6})
+	putOne(t, s, clk, "a", Sync) // k and meta: two mutations
+	answered := false
+	s.WhenDurable("a", func(error) { answered = true })
+	clk.Advance(0) // in flight: a's two and the clock floor
+	require.Equal(t, 3, s.Pending())
+	putOne(t, s, clk, "b", Async) // two more: five
+	require.ErrorIs(t, s.Put("c", map[string]val{"k": {data: "c", exp: clk.Now().UnixMilli() + 10_000}}, nil, Async), ErrBusy,
+		"the commit in flight counts toward MaxPending")
+	s.Stop()
+	w.complete(t)
+	require.False(t, answered, "a stopped node answers nothing")
+	require.Equal(t, 1, mem.Writes, "the work itself ran: the disk may hold it, as after a crash")
+}
+
+// Close settles the worker: everything pending is written and fsynced.
+func TestAsyncWriterCloseSettles(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{})
+	putOne(t, s, clk, "a", Async)
+	clk.Advance(0)
+	require.Len(t, w.queue, 1)
+	putOne(t, s, clk, "b", Async)
+	require.NoError(t, s.Close())
+	require.Empty(t, w.queue)
+	require.Equal(t, 1, mem.Syncs, "Close's last commit fsyncs both")
+	got := map[string]bool{}
+	require.NoError(t, mem.Scan(func(m Mutation) error { got[m.Flow] = true; return nil }))
+	require.True(t, got["a"] && got["b"])
+}
+
+// A failed commit stops the node (core/halt) and answers no waiter.
+func TestAsyncWriterFailureHalts(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{})
+	s.env.Backend = &failingSync{Memory: mem, fail: true}
+	putOne(t, s, clk, "a", Sync)
+	acked := false
+	s.WhenDurable("a", func(err error) { acked = true })
+	clk.Advance(0)
+	defer func() {
+		h, ok := recover().(halt.Halt)
+		require.True(t, ok, "the writer must halt the node")
+		require.ErrorIs(t, h.Reason, errEIO)
+		require.False(t, acked)
+	}()
+	w.complete(t)
+	t.Fatal("the writer carried on after a failed commit")
+}
