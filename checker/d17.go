@@ -21,7 +21,8 @@ type Contact struct {
 // directly from the network's record (checker d17): a node may serve a
 // flow as its owner only if, within window before it, it heard a leader
 // (a heartbeat, entries or a snapshot reached it), or, leading itself, it
-// heard answers from a quorum of the voters then in force. window is the
+// heard answers from a quorum of the voters of a membership in force
+// within the window. window is the
 // isolation window in true time, with room for the nodes' drift and a
 // tick.
 //
@@ -57,7 +58,7 @@ func D17(rep Reporter, services []FlowService, contacts []Contact, ms []Membersh
 			}
 			leader = leader || c.FromLeader
 		}
-		if leader || quorumHeard(sortedMs, s.Node, s.At, heard) {
+		if leader || quorumHeard(sortedMs, s.Node, s.At, window, heard) {
 			continue
 		}
 		reported[s.Node] = true
@@ -67,19 +68,28 @@ func D17(rep Reporter, services []FlowService, contacts []Contact, ms []Membersh
 }
 
 // quorumHeard reports whether node, counting itself, heard answers from a
-// majority of the voters in force at t.
-func quorumHeard(ms []MembershipChange, node dial.NodeID, t time.Duration, heard map[dial.NodeID]bool) bool {
-	var voters []dial.NodeID
-	for _, m := range ms {
-		if m.At <= t {
-			voters = m.Voters
+// majority of the voters of some membership in force during [t-window, t].
+// Any of them will do: a leader cut off just before a change that removes
+// it commits cannot know of the change, and keeps counting the voters it
+// had (the change needs a new leader, which needs the old one's followers
+// to have timed out first).
+func quorumHeard(ms []MembershipChange, node dial.NodeID, t, window time.Duration, heard map[dial.NodeID]bool) bool {
+	for i, m := range ms {
+		if m.At > t {
+			break
+		}
+		if i+1 < len(ms) && ms[i+1].At <= t-window {
+			continue // replaced before the window began
+		}
+		n := 0
+		for _, v := range m.Voters {
+			if v == node || heard[v] {
+				n++
+			}
+		}
+		if n > len(m.Voters)/2 {
+			return true
 		}
 	}
-	n := 0
-	for _, v := range voters {
-		if v == node || heard[v] {
-			n++
-		}
-	}
-	return n > len(voters)/2
+	return false
 }

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,5 +28,36 @@ func TestD17(t *testing.T) {
 	require.Equal(t, []string{
 		"d17: n3 served flow h at 1s having heard no leader, and no quorum, within the 300ms before: an isolated owner serving",
 		"d17: n2 served flow f at 1.3s having heard no leader, and no quorum, within the 300ms before: an isolated owner serving",
+	}, rec.Failures)
+}
+
+// A leader cut off just before a membership change that removes it
+// commits counts the voters it knew: a quorum of any membership in force
+// within the window will do, and one replaced before the window began
+// will not.
+func TestD17QuorumOfAMembershipInTheWindow(t *testing.T) {
+	name := func(id dial.NodeID) string { return fmt.Sprintf("n%d", id) }
+	window := 300 * time.Millisecond
+	ms := []MembershipChange{
+		{Index: 1, Voters: []dial.NodeID{1, 2, 3, 4, 5}},
+		{Index: 5, At: 900 * time.Millisecond, Voters: []dial.NodeID{2, 3, 4, 5}}, // n1 removed while cut off
+	}
+	contacts := []Contact{
+		{To: 1, From: 2, At: 800 * time.Millisecond, Ack: true},
+		{To: 1, From: 3, At: 800 * time.Millisecond, Ack: true},
+	}
+	var rec Record
+	D17(&rec, []FlowService{{Flow: "f", Node: 1, At: time.Second}}, contacts, ms, window, name)
+	require.True(t, rec.OK(), "three of the five voters it knew: %v", rec.Failures)
+
+	// Once the old membership was replaced before the window began, the
+	// new one alone counts: two of its four voters is no quorum, though
+	// it would have been three of the old five.
+	contacts = append(contacts,
+		Contact{To: 1, From: 2, At: 1000 * time.Millisecond, Ack: true},
+		Contact{To: 1, From: 3, At: 1000 * time.Millisecond, Ack: true})
+	D17(&rec, []FlowService{{Flow: "g", Node: 1, At: 1250 * time.Millisecond}}, contacts, ms, window, name)
+	require.Equal(t, []string{
+		"d17: n1 served flow g at 1.25s having heard no leader, and no quorum, within the 300ms before: an isolated owner serving",
 	}, rec.Failures)
 }

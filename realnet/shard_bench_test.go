@@ -60,9 +60,12 @@ func openLoopShard(dir string, mailbox int) (*Loop, *shard.Shard[[]byte], error)
 	}
 	l := NewLoop(mailbox)
 	clk := clock.NewWall(l.PostTimer)
+	// The worker, as a node runs it; it exits when the loop stops.
+	w := NewWorker(l)
+	go func() { <-l.done; w.Close() }()
 	var sh *shard.Shard[[]byte]
 	if perr := runOnLoop(l, func() {
-		sh, err = shard.Open(shard.Config{}, shard.Env{Clock: clk, Backend: db}, shardBytesCodec{})
+		sh, err = shard.Open(shard.Config{}, shard.Env{Clock: clk, Backend: db, Worker: w}, shardBytesCodec{})
 	}); perr != nil {
 		err = perr
 	}

@@ -316,11 +316,14 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 		}
 		store.Do(req, settle)
 	})
+	tookAt := h.takenAt
 	h.calling, h.callOp, until, forwarded = 0, -1, max(h.arriveBy, h.takenAt), h.forwarded
 	if a.done {
 		return until, forwarded
 	}
-	h.k.After(h.deadline+time.Second, sim.EvClient, tag, func() {
+	// The store's deadline runs from when the node took the call: a node
+	// stalled (or busy in fsyncs) when it came takes it late.
+	h.k.At(tookAt+h.deadline+time.Second, sim.EvClient, tag, func() {
 		if a.once() {
 			if n.Up() && n.Incarnation() == inc {
 				// The node lived, yet its store never answered.

@@ -75,11 +75,13 @@ func runDurabilityRestart(run *Run) error {
 
 	syncEvery := 50 * time.Millisecond
 	d := &durability{h: h,
-		// An async write is on its owner's disk within the commit delay and
-		// one fsync interval of being applied, and on a replica's within
-		// that and the push's flight (latency, reordering). Clocks drift by
-		// at most 100ppm here; a millisecond covers it.
-		window: commitDelay + syncEvery + netCfg.LatencyMax + netCfg.ReorderMax + time.Millisecond}
+		// An async write is on its owner's disk within one fsync interval
+		// of being applied, plus the commit delay and two commits' latency — the
+		// commit in flight when the interval ends, then the synced one —
+		// and on a replica's within that and the push's flight (latency,
+		// reordering). Clocks drift by at most 100ppm here; a millisecond
+		// covers it.
+		window: commitDelay + syncEvery + 2*disk.SyncLatencyMax + netCfg.LatencyMax + netCfg.ReorderMax + time.Millisecond}
 	rg := ring.New(ids(h.nodes))
 	for _, mode := range []shard.Mode{shard.Sync, shard.Async, shard.None} {
 		for i := 0; i < perMode; i++ {

@@ -174,9 +174,10 @@ func runImposterScenarios(run *Run) error {
 	run.Knob("faults", faults)
 	DrawClocks(run, founderNodes, 300*time.Millisecond, 100)
 	chaos := StartChaos(run, h.nw, founderNodes, faults, calm)
-	// Held on moves alone: only the clients make them, while the
-	// imposter-ok floor also counts checkServed's peeks after calm.
-	h.holdForFloors(calm, func() bool { return x.moves < run.Floor("moves") })
+	// Held on both floors the clients make: a run whose faults left the
+	// cluster unavailable most of the time keeps its clients past calm
+	// (checkServed's peeks after calm count towards imposter-ok too).
+	h.holdForFloors(calm, func() bool { return x.moves < run.Floor("moves") || x.ok < run.Floor("imposter-ok") })
 	x.startClients(h.nodes, calm)
 	h.startChecks(100 * time.Millisecond)
 	x.changeMembership(founderNodes, h.nodes[founders], calm)

@@ -202,8 +202,13 @@ func runShrinkToOne(run *Run) error {
 		}
 		k.After(250*time.Millisecond, sim.EvClient, xxhash.Sum64String("remove "+victim.Name()), func() { remove(before, victim, polls+1) })
 	}
+	// The asks of the last voter are no fault and disturb nothing: they
+	// may come after calm (removals, with longer isolation windows, can
+	// take most of the fault phase), as long as the run has a quiet span
+	// left to judge their answers in.
+	asksUntil := run.Duration - quiet
 	step = func() {
-		if k.Now() >= calm {
+		if k.Now() >= asksUntil {
 			return
 		}
 		vs := voters()
@@ -214,7 +219,9 @@ func runShrinkToOne(run *Run) error {
 			return
 		}
 		if len(vs) > 1 {
-			remove(vs, vs[r.IntN(len(vs))], 0)
+			if k.Now() < calm {
+				remove(vs, vs[r.IntN(len(vs))], 0)
+			}
 			return
 		}
 		// One voter left: it must refuse to go, and keep serving (the

@@ -193,6 +193,7 @@ func (n *Machine) Local() time.Duration { return max(n.busyUntil, n.k.now) }
 func (n *Machine) Stall(d time.Duration) {
 	if n.up && d > 0 {
 		n.busyUntil = n.Local() + d
+		n.k.Logf("%s stalled until %v", n.name, n.busyUntil)
 	}
 }
 
