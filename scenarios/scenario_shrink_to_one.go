@@ -206,7 +206,7 @@ func runShrinkToOne(run *Run) error {
 	// may come after calm (removals, with longer isolation windows, can
 	// take most of the fault phase), as long as the run has a quiet span
 	// left to judge their answers in.
-	asksUntil := run.Duration - quiet
+	asksUntil := max(calm, run.Duration-quiet)
 	step = func() {
 		if k.Now() >= asksUntil {
 			return
