@@ -14,6 +14,10 @@ import (
 // commit index panics. index at or before the current snapshot returns
 // ErrCompacted, past the last entry ErrUnavailable.
 //
+// Everything staged and not yet taken is written by it: memory holds it,
+// and the new file is written from memory and synced. No write may be
+// running.
+//
 // It is the journal's only rewrite, and it never overwrites: it writes the
 // snapshot, the entries after index and the hard state to a sibling file,
 // syncs it, renames it over the journal and syncs the directory, then
@@ -30,6 +34,11 @@ import (
 func (j *Journal) Compact(index uint64, snapData, confState []byte) error {
 	if err := j.usable(); err != nil {
 		return err
+	}
+	if j.running != nil {
+		// The write would append, to the file this replaces, records the
+		// new file already holds.
+		panic("journal: Compact while a write is running")
 	}
 	switch {
 	case index <= j.st.snap.Meta.Index:
@@ -79,7 +88,9 @@ func (j *Journal) Compact(index uint64, snapData, confState []byte) error {
 	}
 	// The name points at the new file; memory must follow it.
 	old := j.f
+	// What was staged and not taken is in the new file, synced.
 	j.f, j.size, j.dirty, j.st = f, size, false, next
+	j.queued, j.queuedSync = nil, false
 	_ = old.Close() // everything in it is in the new file, synced
 	j.mustHoldInvariants(true)
 	if err != nil {

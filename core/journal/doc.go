@@ -49,8 +49,8 @@
 // may hold an acknowledged entry or vote.
 //
 // Cutting a torn tail is safe by the fault model: a crash keeps only a
-// prefix of what was not synced, so a partial record is one whose Save never
-// returned after its sync, and no one was told it was durable.
+// prefix of what was not synced, so a partial record is one whose write
+// never completed its sync, and no one was told it was durable.
 //
 // # Compaction
 //
@@ -70,6 +70,20 @@
 // Breaking raft's storage contract (a gap, a rewrite of committed entries, a
 // second vote in a term) is a programmer error and panics.
 //
+// # Staged writes
+//
+// A write may leave the loop. Stage (and StageSnapshot) checks it, applies
+// it to memory and queues its records; Take hands everything queued over
+// as one Write (one append, at most one sync: a group commit of every
+// stage since the last Take); the Write's Run touches only the file, so a
+// worker beside the loop may run it while the loop goes on; Done takes its
+// outcome back on the loop. One Write runs at a time. Between a Stage and
+// the completion of a synced Write taken after it, memory holds what the
+// file may not: the driver must not promise any of it (raft's asynchronous
+// storage writes deliver an append's responses only after its write
+// completed, which is this contract). Compact needs no Write running, and
+// writes whatever is queued with the rest.
+//
 // A Journal belongs to one node's single-threaded loop and is not safe for
-// concurrent use.
+// concurrent use; a Write's Run is the one thing that may run elsewhere.
 package journal

@@ -10,18 +10,28 @@ import (
 )
 
 // Journal is an open raft log file and its content in memory. Reads are
-// served from memory; writes append records and change memory only once
-// the append succeeded.
+// served from memory. A write has two halves: Stage checks it, changes
+// memory and queues its records; Take hands every queued record over as
+// one Write, whose Run appends them to the file (and syncs) and may run
+// beside the caller's loop; Done takes its outcome back. Save does it all
+// at once.
 type Journal struct {
 	fs   recfile.FS
 	name string
 	cfg  Config
 	f    recfile.File
-	// size is the file's length: where the next record goes.
+	// size is the file's length, as far as completed writes go.
 	size int64
-	// dirty: bytes were appended since the last Sync.
+	// dirty: bytes were taken since the last sync taken.
 	dirty bool
-	st    state
+	// queued holds the records staged and not yet taken; queuedSync, that
+	// a stage asked for a sync.
+	queued     []byte
+	queuedSync bool
+	// running is the write taken and not yet Done: Compact, which
+	// replaces the file under it, needs none.
+	running *Write
+	st      state
 	// err is the first storage error of a write; once set, every write
 	// fails (see the package doc, Errors).
 	err error
@@ -94,6 +104,7 @@ func (j *Journal) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 // Save appends a hard state (nil: unchanged) and entries, and syncs if sync
 // is set (raft's MustSync). It returns once the records are written, and,
 // with sync, durable; only then may the driver send what depends on them.
+// It is Stage, then the Write's Run, then Done.
 //
 // Entries that start at or before LastIndex replace the conflicting suffix
 // from entries[0].Index on, as raft's Ready hands them out: Save records a
@@ -104,16 +115,37 @@ func (j *Journal) Entries(lo, hi, maxBytes uint64) ([]Entry, error) {
 // terms, or a hard state that breaks its invariants panics. ErrTooLarge and
 // ErrLogFull leave the journal unchanged; any other error is sticky.
 func (j *Journal) Save(hs *HardState, entries []Entry, sync bool) error {
+	if err := j.Stage(hs, entries, sync); err != nil {
+		return err
+	}
+	return j.runNow()
+}
+
+// runNow takes what is queued, runs it here and takes its outcome back.
+func (j *Journal) runNow() error {
+	w := j.Take()
+	if w == nil {
+		return nil
+	}
+	return j.Done(w, w.Run())
+}
+
+// Stage is Save's first half: it checks hs and entries as Save does,
+// applies them to memory (what Entries, Term and the rest answer from
+// now on) and queues their records, and a sync if sync is set, for the
+// next Take. Memory runs ahead of the file until then: the caller must
+// not promise anything staged (a vote, an append acknowledgement) before
+// a synced Write taken after it completed. ErrTooLarge and ErrLogFull
+// leave the journal unchanged.
+func (j *Journal) Stage(hs *HardState, entries []Entry, sync bool) error {
 	if err := j.usable(); err != nil {
 		return err
 	}
+	j.queuedSync = j.queuedSync || sync
 	if hs != nil && *hs == j.st.hs {
 		hs = nil
 	}
 	if hs == nil && len(entries) == 0 {
-		if sync {
-			return j.sync()
-		}
 		return nil
 	}
 	truncFrom, dropped := j.checkSave(hs, entries)
@@ -130,24 +162,23 @@ func (j *Journal) Save(hs *HardState, entries []Entry, sync bool) error {
 		return err
 	}
 
-	// One buffer, one Write: the records of a Save reach the file in one
-	// call, and a crash keeps a prefix of them like of any write.
-	estimate := 64 + len(runs)*(recfile.RecordHeaderSize+batchPrefixMax)
-	for i := range entries {
-		estimate += entryLen(&entries[i])
+	// The records of a stage go out in one Write, and a crash keeps a
+	// prefix of them like of any write.
+	if j.queued == nil {
+		estimate := 64 + len(runs)*(recfile.RecordHeaderSize+batchPrefixMax)
+		for i := range entries {
+			estimate += entryLen(&entries[i])
+		}
+		j.queued = make([]byte, 0, estimate)
 	}
-	buf := make([]byte, 0, estimate)
 	if truncFrom != 0 {
-		buf = appendTruncateRecord(buf, truncFrom)
+		j.queued = appendTruncateRecord(j.queued, truncFrom)
 	}
 	for _, run := range runs {
-		buf = appendEntriesRecord(buf, run)
+		j.queued = appendEntriesRecord(j.queued, run)
 	}
 	if hs != nil {
-		buf = appendHardStateRecord(buf, *hs)
-	}
-	if err := j.write(buf); err != nil {
-		return err
+		j.queued = appendHardStateRecord(j.queued, *hs)
 	}
 
 	if truncFrom != 0 {
@@ -160,8 +191,80 @@ func (j *Journal) Save(hs *HardState, entries []Entry, sync bool) error {
 		j.st.mustApply(&record{kind: kindHardState, hs: *hs})
 	}
 	j.mustHoldInvariants(false)
-	if sync {
-		return j.sync()
+	return nil
+}
+
+// Take hands over everything staged since the last Take as one Write,
+// synced if any stage asked for a sync and anything was written since
+// the last one; nil if there is nothing to do. One Write runs at a time:
+// Take panics while the last one is not Done. A synced Write makes
+// durable everything staged before its Take.
+func (j *Journal) Take() *Write {
+	if j.running != nil {
+		panic("journal: Take while a write is running")
+	}
+	if len(j.queued) > 0 {
+		j.dirty = true
+	}
+	w := &Write{f: j.f, buf: j.queued, sync: j.queuedSync && j.dirty}
+	j.queued, j.queuedSync = nil, false
+	if len(w.buf) == 0 && !w.sync {
+		return nil
+	}
+	if w.sync {
+		j.dirty = false
+	}
+	j.running = w
+	return w
+}
+
+// Queued reports whether anything is staged and not yet taken.
+func (j *Journal) Queued() bool { return len(j.queued) > 0 || j.queuedSync }
+
+// A Write is the file work of what was staged before a Take.
+type Write struct {
+	f    recfile.File
+	buf  []byte
+	sync bool
+	n    int // bytes appended
+}
+
+// Synced reports whether the write ends with a sync.
+func (w *Write) Synced() bool { return w.sync }
+
+// Run appends the write's records and syncs if it was asked to. It
+// touches nothing but the write and the file, so it may run beside the
+// goroutine that owns the journal.
+func (w *Write) Run() error {
+	if len(w.buf) > 0 {
+		n, err := w.f.Write(w.buf)
+		w.n = n
+		if err == nil && n != len(w.buf) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
+	}
+	if w.sync {
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+	}
+	return nil
+}
+
+// Done takes a write's outcome back: err is its Run's. A failed write is
+// sticky, as any storage error: the file may now hold less than memory
+// says, and only a restart's replay can tell what.
+func (j *Journal) Done(w *Write, err error) error {
+	if j.running != w {
+		panic("journal: Done of a write that is not running")
+	}
+	j.running = nil
+	j.size += int64(w.n)
+	if err != nil {
+		return j.fail(fmt.Errorf("%s: %w", j.name, err))
 	}
 	return nil
 }
@@ -209,6 +312,15 @@ func (j *Journal) checkSave(hs *HardState, entries []Entry) (truncFrom, dropped 
 // one below the commit index panics (raft never installs such a snapshot).
 // The journal keeps its own copy of snap's bytes.
 func (j *Journal) ApplySnapshot(snap Snapshot) error {
+	if err := j.StageSnapshot(snap); err != nil {
+		return err
+	}
+	return j.runNow()
+}
+
+// StageSnapshot is ApplySnapshot's first half, as Stage is Save's: it
+// applies snap to memory and queues its record and a sync.
+func (j *Journal) StageSnapshot(snap Snapshot) error {
 	if err := j.usable(); err != nil {
 		return err
 	}
@@ -223,12 +335,11 @@ func (j *Journal) ApplySnapshot(snap Snapshot) error {
 	}
 	snap.Meta.ConfState = cloneBytes(snap.Meta.ConfState)
 	snap.Data = cloneBytes(snap.Data)
-	if err := j.write(appendSnapshotRecord(nil, &snap)); err != nil {
-		return err
-	}
+	j.queued = appendSnapshotRecord(j.queued, &snap)
+	j.queuedSync = true
 	j.st.mustApply(&record{kind: kindSnapshot, snap: snap})
 	j.mustHoldInvariants(false)
-	return j.sync()
+	return nil
 }
 
 // Close closes the file. Unsynced records may or may not survive it. The
@@ -256,32 +367,6 @@ func (j *Journal) usable() error {
 func (j *Journal) fail(err error) error {
 	j.err = err
 	return j.usable()
-}
-
-func (j *Journal) write(buf []byte) error {
-	n, err := j.f.Write(buf)
-	j.size += int64(n)
-	if n > 0 {
-		j.dirty = true
-	}
-	if err == nil && n != len(buf) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		return j.fail(fmt.Errorf("append to %s: %w", j.name, err))
-	}
-	return nil
-}
-
-func (j *Journal) sync() error {
-	if !j.dirty {
-		return nil
-	}
-	if err := j.f.Sync(); err != nil {
-		return j.fail(fmt.Errorf("sync %s: %w", j.name, err))
-	}
-	j.dirty = false
-	return nil
 }
 
 // mustHoldInvariants panics if the state breaks an invariant: after the

@@ -155,16 +155,9 @@ func (j *Journal) seal(tail []byte) error {
 			return fmt.Errorf("journal: cut torn tail of %s at %d: %w", j.name, j.size, err)
 		}
 	}
-	if len(tail) > 0 {
-		if err := j.write(tail); err != nil {
-			return err
-		}
-	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("journal: sync %s: %w", j.name, err)
-	}
-	j.dirty = false
-	return nil
+	j.queued, j.queuedSync = tail, true
+	j.dirty = true // a restart may find records written and never synced
+	return j.runNow()
 }
 
 // appendRecordOf encodes a decoded record again.
