@@ -79,7 +79,9 @@ func downDuring(crashes CrashRecord, node dial.NodeID, from, to time.Duration) b
 //     it crashed with the write in memory only, or was down when the
 //     write was pushed to it. window is how long an async write may sit
 //     in a copy's memory only (commit delay, fsync interval, the push's
-//     flight).
+//     flight). Or some copies lost it so, and every other one was down
+//     at some point between the first of them coming back and the read:
+//     the returning copy adopted the flow without it (adoptedWithout).
 //   - none: only if every copy has been down at some point since the
 //     write.
 func Durability(rep Reporter, flows []*VersionedFlow, crashes CrashRecord, window time.Duration) {
@@ -190,7 +192,55 @@ func lossAllowed(f *VersionedFlow, crashes CrashRecord, window, call, applied, r
 		}
 	}
 	for _, a := range cands {
-		if all(a, min(a+window, readAt)) {
+		if all(a, min(a+window, readAt)) || adoptedWithout(f, crashes, a, min(a+window, readAt), readAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptedWithout is the async promise's second way to lose a write: some
+// copies lost it (each down within [a, to]), and every other copy was
+// down at some instant between the first return of one of those and the
+// read. A copy that comes back adopts the flow from whichever copies
+// answer it within AdoptWait (core/flow), and re-stamps it: a copy that
+// held the write and was down then does not count, and its version is
+// overwritten when it returns.
+func adoptedWithout(f *VersionedFlow, crashes CrashRecord, a, to, readAt time.Duration) bool {
+	back := time.Duration(-1) // the first return of a copy that lost it
+	var kept []dial.NodeID
+	for _, id := range f.Placement {
+		lost := false
+		for _, w := range crashes.Downs(id) {
+			if w.From <= to && w.To >= a {
+				lost = true
+				if w.To > a && w.To <= readAt && (back < 0 || w.To < back) {
+					back = w.To
+				}
+				break
+			}
+		}
+		if !lost {
+			kept = append(kept, id)
+		}
+	}
+	if back < 0 || len(kept) == len(f.Placement) {
+		return false
+	}
+	for _, id := range kept {
+		if !downAfter(crashes, id, back, readAt) {
+			return false
+		}
+	}
+	return true
+}
+
+// downAfter reports whether node was down at some instant after from and
+// not after to: a copy that came back at from, with the adopter, answers
+// its adoption.
+func downAfter(crashes CrashRecord, node dial.NodeID, from, to time.Duration) bool {
+	for _, w := range crashes.Downs(node) {
+		if w.From <= to && w.To > from {
 			return true
 		}
 	}

@@ -53,6 +53,21 @@ func TestDurability(t *testing.T) {
 	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, oneLate, window)
 	require.Len(t, rec.Failures, 1, "the second copy crashed 200ms later: it had the write on disk")
 
+	// Or: one copy lost it, and the other was down while it came back
+	// and adopted the flow without it. Down only until the same instant,
+	// the other answers the adoption: no excuse.
+	adoptedWithout := downs{1: {{From: 3 * time.Second, To: 4 * time.Second}}, 2: {{From: 3900 * time.Millisecond, To: 4500 * time.Millisecond}}}
+	rec = Record{}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, adoptedWithout, window)
+	require.True(t, rec.OK(), "copy 1 adopted while copy 2, which held the write, was down: %v", rec.Failures)
+	downAfterRead := downs{1: {{From: 3 * time.Second, To: 4 * time.Second}}, 2: {{From: 5100 * time.Millisecond, To: 6 * time.Second}}}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, downAfterRead, window)
+	require.Len(t, rec.Failures, 1, "copy 2 was up from copy 1's return to the read: it answered the adoption")
+	noneLost := downs{2: {{From: 3900 * time.Millisecond, To: 4500 * time.Millisecond}}}
+	rec = Record{}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, noneLost, window)
+	require.Len(t, rec.Failures, 1, "no copy crashed with the write: nothing adopted without it")
+
 	// none: lost only if every copy was down at some point since.
 	rec = Record{}
 	Durability(&rec, []*VersionedFlow{twoWrites(shard.None)}, oneLate, window)

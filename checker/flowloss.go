@@ -50,9 +50,11 @@ type FaultRecord interface {
 	// [from, to].
 	HandoverLost(flow string, a, b dial.NodeID, from, to time.Duration) bool
 	// HandedOver reports whether a copy of flow that a sent in [from,
-	// sentBy] (an adoption answer) reached b by to, and early enough that
-	// b's adoption had to take it in: an adoption may complete without an
-	// answer once AdoptWait has passed since it began.
+	// sentBy] (an adoption answer) reached b by to, early enough that b's
+	// adoption had to take it in (an adoption may complete without an
+	// answer once AdoptWait has passed since it began), and b did not
+	// crash between its arrival and to (the adopted copy went with b's
+	// memory).
 	HandedOver(flow string, a, b dial.NodeID, from, sentBy, to time.Duration) bool
 	// Name is a node's name, for the reasons given.
 	Name(node dial.NodeID) string

@@ -238,12 +238,18 @@ func (r faultRecord) Cut(a, b dial.NodeID, from, to time.Duration) bool {
 // adoption could have completed without it: an adoption may complete once
 // AdoptWait has passed since it began (on the adopter's clock, which may
 // run 0.1% fast), and an answer that comes later may be ignored by design,
-// even if it comes before the adopter first serves the flow.
+// even if it comes before the adopter first serves the flow. Nor if the
+// adopter crashed after it arrived and before to: the copy it adopted went
+// with its memory (shrink-to-one seed 115: the survivor took the removed
+// owner's copy, lost it in a crash, and adopted again from its own disk
+// with the removed node gone).
 func (r faultRecord) HandedOver(f string, a, b dial.NodeID, from, sentBy, to time.Duration) bool {
 	wait := r.h.flowCfg.AdoptWait - r.h.flowCfg.AdoptWait/1000
 	for _, ho := range r.h.handovers {
 		if ho.flow == f && ho.from == a && ho.to == b && ho.sent >= from && ho.sent <= sentBy && ho.delivered <= to && ho.delivered < ho.asked+wait {
-			return true
+			if crashed, _ := r.h.byID[b].CrashedDuring(ho.delivered, to); !crashed {
+				return true
+			}
 		}
 	}
 	return false

@@ -215,7 +215,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 				}
 				return nd
 			}
-			cn, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
+			cn, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk})
 			if err != nil {
 				err = haltOnIO(err)
 				run.Fail("boot", "%s: %v", name, err)

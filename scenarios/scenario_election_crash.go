@@ -27,6 +27,7 @@ func init() {
 		Duration: 30 * time.Second,
 		Bugs: []Bug{
 			{Name: "no-vote-sync", Window: 60, MinCaught: 5},
+			{Name: "ack-before-append", Window: 60, MinCaught: 10},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 15}, {"votes", 4}, {"crashes-after-vote", 1}},
 		Checkers: clusterCheckers,

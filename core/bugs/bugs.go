@@ -75,6 +75,11 @@ type Set struct {
 	// and vote without syncing it, though raft says it must: a crash then
 	// forgets a vote already sent.
 	NoVoteSync bool
+	// AckBeforeAppend delivers an asynchronous storage append's responses
+	// (votes, append acknowledgements) when it is handed to the journal,
+	// not when its write completed: a crash then forgets what a peer was
+	// told is durable.
+	AckBeforeAppend bool
 	// TickWindow measures the isolation window (D-17) and the leader's
 	// quorum check by counting ticks, as if each tick came on time: a loop
 	// held up by fsyncs runs its ticks late, so the window stretches past
@@ -237,6 +242,7 @@ var Table = []Bug{
 	{"journal-trust-tail", "journal replay accepts a torn record", func(s *Set) *bool { return &s.JournalTrustTail }},
 	{"promote-early", "a learner is promoted to voter as soon as it joins, before it has caught up", func(s *Set) *bool { return &s.PromoteEarly }},
 	{"no-vote-sync", "a hard state that changes only the term and vote is written without an fsync", func(s *Set) *bool { return &s.NoVoteSync }},
+	{"ack-before-append", "a raft append's responses (votes, append acknowledgements) go out when it is staged, before its journal write completes", func(s *Set) *bool { return &s.AckBeforeAppend }},
 	{"tick-window", "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", func(s *Set) *bool { return &s.TickWindow }},
 	{"remove-last-voter", "a membership change that leaves no voter is proposed and applied: etcd raft panics on every member, and on every restart", func(s *Set) *bool { return &s.RemoveLastVoter }},
 	{"remove-leader-of-two", "the leader of two voters appends its own removal instead of handing leadership over first: the survivor may never elect", func(s *Set) *bool { return &s.RemoveLeaderOfTwo }},

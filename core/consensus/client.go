@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"go.etcd.io/raft/v3"
@@ -58,7 +59,9 @@ func (n *Node) propose(p *pendingProp) error {
 		// Not while this node leads: it hands leadership to the other
 		// voter, and the change waits, unaccepted, for the next retry,
 		// which forwards it to the new leader.
-		n.rn.TransferLeader(to)
+		if to != 0 {
+			n.rn.TransferLeader(to)
+		}
 		err = raft.ErrProposalDropped
 	} else if p.cc != nil {
 		err = n.rn.ProposeConfChange(*p.cc)
@@ -340,10 +343,24 @@ func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
 // group never elects again (etcd-io/etcd#10563). With three voters or
 // more the others can elect without it. The other voter, once leader,
 // appends the change and commits it itself.
-func (n *Node) handOffBefore(cc *pb.ConfChange) (uint64, bool) {
+//
+// Nor may leadership go while a membership change waits in this node's
+// log, unapplied: the other voter, elected, would commit it. If that
+// change removes the other voter, it commits its own removal, and this
+// node, which may miss that commit, is the one left counting two voters
+// (shrink-to-one's race: the node being removed asks for the survivor's
+// removal while its own is still in flight; with the journal's writes
+// off the loop, the leader's own append, and so the commit, comes a
+// disk write later, and the hand-over used to win). Then the change
+// waits, unaccepted, with no hand-over (to is 0): the proposer asks again
+// once the pending change has applied.
+func (n *Node) handOffBefore(cc *pb.ConfChange) (to uint64, first bool) {
 	if cc == nil || n.cfg.Bugs.RemoveLeaderOfTwo || cc.NodeID != uint64(n.id) || len(n.conf.Voters) != 2 ||
 		(cc.Type != pb.ConfChangeRemoveNode && cc.Type != pb.ConfChangeAddLearnerNode) || !n.BelievesSelfLeader() {
 		return 0, false
+	}
+	if n.confPending() {
+		return 0, true
 	}
 	for _, v := range n.conf.Voters {
 		if v != uint64(n.id) {
@@ -351,6 +368,25 @@ func (n *Node) handOffBefore(cc *pb.ConfChange) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// confPending reports whether this node's log holds a membership change
+// past what it has applied.
+func (n *Node) confPending() bool {
+	applied, last := n.rn.BasicStatus().Applied, n.j.LastIndex()
+	if applied >= last {
+		return false
+	}
+	ents, err := n.j.Entries(max(applied+1, n.j.FirstIndex()), last+1, math.MaxUint64)
+	if err != nil {
+		return true // cannot tell: assume one is, and hold the change back
+	}
+	for _, e := range ents {
+		if pb.EntryType(e.Type) == pb.EntryConfChange {
+			return true
+		}
+	}
+	return false
 }
 
 // leavesNoVoter reports whether applying cc to the membership cs would

@@ -13,6 +13,10 @@
 // yet.
 //
 // Like all of core/, a Node is a single-threaded state machine: events come
-// in (a frame, a timer, a client call), effects go out through the clock,
-// dial and journal seams. It never blocks.
+// in (a frame, a timer, a client call, a journal write's completion),
+// effects go out through the clock, dial and journal seams and the worker.
+// It never blocks: raft runs with asynchronous storage writes, the journal
+// stages each append and the worker (Env.Worker) writes and fsyncs it
+// beside the loop; an append's responses go out when that completed
+// (pump).
 package consensus

@@ -45,12 +45,27 @@ func Unknown(err error) bool { return errors.Is(err, ErrTimeout) }
 type Rand interface{ Uint64() uint64 }
 
 // Env is what a node is handed: its clock, its peers, its disk and its
-// random source. In the simulator all four are the kernel's.
+// random source, and the worker its journal writes run on. In the
+// simulator all of them are the kernel's.
 type Env struct {
 	Clock clock.Clock
 	Net   dial.Sender
 	FS    recfile.FS
 	Rand  Rand
+	// Worker runs the journal's writes (appends and their fsyncs) beside
+	// the loop. Nil: on the loop, waited for (unit tests).
+	Worker Worker
+}
+
+// Worker runs work away from the loop, in the order it was handed over,
+// and then done with work's error back on the loop; Go never waits. A
+// crash may lose work not yet run, and its done. Settle runs everything
+// handed over, and the dones, before it returns (an orderly shutdown).
+// The real node's and the simulator's are the same ones the flow shard
+// uses (shard.Worker): one queue per disk.
+type Worker interface {
+	Go(work func() error, done func(error))
+	Settle()
 }
 
 type pendingProp struct {
@@ -141,7 +156,18 @@ type Node struct {
 	onTick     func() // the tick timer's callback, made once by armTick
 	stopped    bool
 	pumping    bool     // inside pump: a nested call returns at once
-	deferred   []func() // callbacks to run after the current Advance
+	deferred   []func() // callbacks to run after the current Ready
+
+	// Raft's asynchronous storage writes. The journal stages each
+	// MsgStorageAppend; one journal write runs at a time on the worker
+	// (jw), and whatever is staged meanwhile goes in the next one, under
+	// one fsync. An append's responses (votes, append acknowledgements,
+	// raft's own MsgStorageAppendResp) are held until the write that
+	// covers it completed: queuedResp for what is staged, jwResp for what
+	// jw covers.
+	jw         *journal.Write
+	jwResp     []pb.Message
+	queuedResp []pb.Message
 
 	snapIndex uint64 // index of the journal's snapshot
 	snapWant  uint64 // apply index at which a snapshot was requested
@@ -211,7 +237,10 @@ func Open(cfg Config, env Env) (*Node, error) {
 		// itself it would go on leading a group it is not a voter of,
 		// its followers content, and nobody leading with a quorum.
 		StepDownOnRemoval: true,
-		Logger:            discardLogger{},
+		// The journal's writes leave the loop (pump): raft hands them
+		// over as messages and learns of their completion the same way.
+		AsyncStorageWrites: true,
+		Logger:             discardLogger{},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consensus: raft: %w", err)
@@ -310,7 +339,11 @@ func (n *Node) Stop() {
 // synced before anything that depended on it was sent: the orderly
 // shutdown of a real node.
 func (n *Node) Close() error {
+	running := n.jw != nil
 	n.Stop()
+	if running && n.env.Worker != nil {
+		n.env.Worker.Settle() // the write in flight ends before its file closes
+	}
 	return n.j.Close()
 }
 
@@ -386,7 +419,9 @@ func (n *Node) handOffFor(m pb.Message) bool {
 			continue
 		}
 		if to, first := n.handOffBefore(&cc); first {
-			n.rn.TransferLeader(to)
+			if to != 0 {
+				n.rn.TransferLeader(to)
+			}
 			return true
 		}
 	}
@@ -408,23 +443,27 @@ func contact(t pb.MessageType) bool {
 	return false
 }
 
-// pump carries out every Ready raft has, in the order raft documents:
-//  1. a snapshot from the leader and the new entries and hard state are
-//     written to the journal (synced when raft says MustSync) — before any
-//     message goes out, since a message may promise what was written (a
-//     vote, an append acknowledgement);
-//  2. messages are sent;
-//  3. committed entries are applied;
-//  4. Advance.
+// pump carries out every Ready raft has. With asynchronous storage
+// writes a Ready is a list of messages, taken in order:
+//   - MsgStorageAppend (a snapshot from the leader, new entries, a hard
+//     state) is staged in the journal: memory at once (raft reads its log
+//     from there), the file by the next journal write (flushJournal). Its
+//     responses, which may promise what it holds (a vote, an append
+//     acknowledgement), go out only when that write completed: persist
+//     before send;
+//   - MsgStorageApply's committed entries are applied here and now, and
+//     raft told so (they are committed: a quorum holds them, perhaps not
+//     yet this node's disk);
+//   - every other message goes to its peer at once.
 //
-// A snapshot of our own state, if one is due, is taken after Advance, so
-// raft never sees its log compacted under a Ready it is still handing out.
+// A snapshot of our own state, if one is due, is taken once no journal
+// write runs (maybeSnapshot), so raft never sees its log compacted under
+// a write in flight.
 //
 // Callers' callbacks (an applied proposal's done, a read's answer) are
-// collected during the Ready and run after Advance: a callback may propose
-// again, and raft forbids a second Ready before Advance. pump does not
-// re-enter: a call from inside a callback returns at once, and the loop
-// below picks the new work up.
+// collected during the Ready and run after it: a callback may propose
+// again. pump does not re-enter: a call from inside a callback returns at
+// once, and the loop below picks the new work up.
 func (n *Node) pump() {
 	if n.pumping {
 		return
@@ -433,36 +472,25 @@ func (n *Node) pump() {
 	defer func() { n.pumping = false }()
 	for !n.stopped && n.rn.HasReady() {
 		rd := n.rn.Ready()
-		if !raft.IsEmptySnap(rd.Snapshot) {
-			n.installSnapshot(rd.Snapshot)
-		}
-		var hs *journal.HardState
 		if !raft.IsEmptyHardState(rd.HardState) {
-			hs = &journal.HardState{Term: rd.Term, Vote: rd.Vote, Commit: rd.Commit}
 			if n.lastTerm != 0 && rd.Term > n.lastTerm {
 				n.Terms += rd.Term - n.lastTerm
 			}
 			n.lastTerm = max(n.lastTerm, rd.Term)
 		}
-		if len(rd.Entries) > 0 && len(n.pending) > 0 {
-			n.markLogged(rd.Entries)
-		}
-		if hs != nil || len(rd.Entries) > 0 {
-			mustSync := rd.MustSync
-			if n.cfg.Bugs.NoVoteSync && len(rd.Entries) == 0 {
-				mustSync = false // the planted bug
-			}
-			if err := n.j.Save(hs, toJournal(rd.Entries), mustSync); err != nil {
-				// The journal cannot promise what raft needs: a node that
-				// goes on would break raft's safety. Stop, as a crash would.
-				halt.Stopf("consensus: %s: journal write failed: %w", n.cfg.Name, err)
-			}
-		}
+		var applied []pb.Message
 		for _, m := range rd.Messages {
-			n.send(m)
-		}
-		for _, e := range rd.CommittedEntries {
-			n.apply(e)
+			switch m.To {
+			case raft.LocalAppendThread:
+				n.stageAppend(m)
+			case raft.LocalApplyThread:
+				for _, e := range m.Entries {
+					n.apply(e)
+				}
+				applied = append(applied, m.Responses...)
+			default:
+				n.send(m)
+			}
 		}
 		if v := n.kv.Version(); n.onRevision != nil && v != n.told {
 			n.told = v
@@ -471,10 +499,106 @@ func (n *Node) pump() {
 		for _, rs := range rd.ReadStates {
 			n.readIndexed(rs)
 		}
-		n.rn.Advance(rd)
+		for _, m := range applied {
+			n.deliver(m)
+		}
+		n.flushJournal()
 		n.finishReads()
 		n.maybeSnapshot()
 		n.runDeferred()
+	}
+}
+
+// stageAppend stages one MsgStorageAppend in the journal and holds its
+// responses for the write that will cover it.
+func (n *Node) stageAppend(m pb.Message) {
+	if m.Snapshot != nil {
+		n.installSnapshot(*m.Snapshot)
+	}
+	var hs *journal.HardState
+	if h := (pb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}); !raft.IsEmptyHardState(h) {
+		hs = &journal.HardState{Term: h.Term, Vote: h.Vote, Commit: h.Commit}
+	}
+	if len(m.Entries) > 0 && len(n.pending) > 0 {
+		n.markLogged(m.Entries)
+	}
+	// Raft asks for durability exactly where the append carries
+	// responses: they may promise what it holds.
+	sync := len(m.Responses) > 0
+	if n.cfg.Bugs.NoVoteSync && len(m.Entries) == 0 && m.Snapshot == nil {
+		sync = false // the planted bug
+	}
+	if err := n.j.Stage(hs, toJournal(m.Entries), sync); err != nil {
+		// The journal cannot promise what raft needs: a node that
+		// goes on would break raft's safety. Stop, as a crash would.
+		halt.Stopf("consensus: %s: journal write failed: %w", n.cfg.Name, err)
+		return
+	}
+	if n.cfg.Bugs.AckBeforeAppend {
+		// The planted bug: the responses go out before the write.
+		for _, r := range m.Responses {
+			n.deliver(r)
+		}
+		return
+	}
+	n.queuedResp = append(n.queuedResp, m.Responses...)
+}
+
+// flushJournal starts the next journal write, unless one runs: it takes
+// everything staged since the last one. Responses that need no write (the
+// journal holds nothing unsynced) go out at once.
+func (n *Node) flushJournal() {
+	if n.jw != nil || n.stopped {
+		return
+	}
+	w := n.j.Take()
+	resp := n.queuedResp
+	n.queuedResp = nil
+	if w == nil {
+		for _, m := range resp {
+			n.deliver(m)
+		}
+		return
+	}
+	n.jw, n.jwResp = w, resp
+	if n.env.Worker == nil {
+		n.journalDone(w, w.Run())
+		return
+	}
+	n.env.Worker.Go(w.Run, func(err error) { n.journalDone(w, err) })
+}
+
+// journalDone is a journal write's completion, back on the loop: the
+// responses it covers go out, a compaction that waited for it runs, and
+// whatever was staged meanwhile is the next write.
+func (n *Node) journalDone(w *journal.Write, err error) {
+	if n.jw != w || n.stopped {
+		return
+	}
+	if err := n.j.Done(w, err); err != nil {
+		halt.Stopf("consensus: %s: journal write failed: %w", n.cfg.Name, err)
+		return
+	}
+	resp := n.jwResp
+	n.jw, n.jwResp = nil, nil
+	for _, m := range resp {
+		n.deliver(m)
+	}
+	n.maybeSnapshot()
+	n.flushJournal()
+	n.pump()
+}
+
+// deliver hands a storage write's response to its target: raft itself
+// (a local message, or this node's own append acknowledgement as leader)
+// or a peer.
+func (n *Node) deliver(m pb.Message) {
+	if m.To != uint64(n.id) {
+		n.send(m)
+		return
+	}
+	if err := n.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+		panic(fmt.Sprintf("consensus: %s: raft refused its own storage response %v: %v", n.cfg.Name, m.Type, err))
 	}
 }
 
@@ -520,7 +644,7 @@ func (n *Node) runDeferred() {
 func (n *Node) installSnapshot(s pb.Snapshot) {
 	js, err := snapToJournal(s)
 	if err == nil {
-		err = n.j.ApplySnapshot(js)
+		err = n.j.StageSnapshot(js)
 	}
 	if err == nil {
 		err = n.restoreSnapshot(js.Data, js.Meta.ConfState)
@@ -657,6 +781,9 @@ func (n *Node) requestSnapshot(index uint64) {
 }
 
 func (n *Node) maybeSnapshot() {
+	if n.jw != nil {
+		return // the write's completion calls again
+	}
 	if n.snapWant == 0 && n.kv.AppliedIndex() >= n.snapIndex+n.cfg.SnapshotEntries {
 		n.requestSnapshot(n.kv.AppliedIndex())
 	}
@@ -670,9 +797,16 @@ func (n *Node) maybeSnapshot() {
 	}
 	if err := n.j.Compact(n.snapWant, n.snapData, cs); err != nil {
 		halt.Stopf("consensus: %s: compacting at %d: %w", n.cfg.Name, n.snapWant, err)
+		return
 	}
 	n.snapIndex = n.snapWant
 	n.snapWant, n.snapData = 0, nil
+	// The compaction wrote what was staged, synced: its responses may go.
+	resp := n.queuedResp
+	n.queuedResp = nil
+	for _, m := range resp {
+		n.deliver(m)
+	}
 }
 
 func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }

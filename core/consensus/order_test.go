@@ -139,7 +139,9 @@ func (s watchedSender) Send(to dial.NodeID, frame []byte) error {
 
 // runPromises runs three nodes through elections (a leader cut off twice)
 // and a stream of proposals, watching every grant and acknowledgement.
-func runPromises(t *testing.T, seed uint64, b bugs.Set) *promiseChecker {
+// With worker, the journal's writes run as the disk's background work
+// (as in the real node); without, on the loop.
+func runPromises(t *testing.T, seed uint64, b bugs.Set, worker bool) *promiseChecker {
 	k := sim.New(seed)
 	t.Cleanup(k.InstallCryptoRand())
 	nw := netsim.New(k, netsim.DefaultConfig)
@@ -156,7 +158,11 @@ func runPromises(t *testing.T, seed uint64, b bugs.Set) *promiseChecker {
 			}
 			pc.disks[env.ID] = fs
 			cfg := consensus.Config{Name: name, Bootstrap: boot, Bugs: b, KV: kv.Config{Bugs: b}}
-			node, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: watchedSender{env.Net, env.ID, pc}, FS: fs, Rand: env.Rand})
+			cenv := consensus.Env{Clock: env.Clock, Net: watchedSender{env.Net, env.ID, pc}, FS: fs, Rand: env.Rand}
+			if worker {
+				cenv.Worker = env.Disk
+			}
+			node, err := consensus.Open(cfg, cenv)
 			require.NoError(t, err)
 			live[name] = node
 			return node
@@ -200,15 +206,25 @@ func runPromises(t *testing.T, seed uint64, b bugs.Set) *promiseChecker {
 }
 
 func TestVotesAndAcknowledgementsLeaveOnlyOnceDurable(t *testing.T) {
-	pc := runPromises(t, 1, bugs.Set{})
-	require.Greater(t, pc.votes, 2, "the run granted too few votes to judge")
-	require.Greater(t, pc.acks, 100, "the run acknowledged too few appends to judge")
-	t.Logf("votes granted %d, appends acknowledged %d", pc.votes, pc.acks)
-	require.Zero(t, pc.broken, pc.firstBroken)
+	for _, worker := range []bool{false, true} {
+		t.Run(fmt.Sprintf("worker=%v", worker), func(t *testing.T) {
+			pc := runPromises(t, 1, bugs.Set{}, worker)
+			require.Greater(t, pc.votes, 2, "the run granted too few votes to judge")
+			require.Greater(t, pc.acks, 100, "the run acknowledged too few appends to judge")
+			t.Logf("votes granted %d, appends acknowledged %d", pc.votes, pc.acks)
+			require.Zero(t, pc.broken, pc.firstBroken)
 
-	// The rule bites: with a vote written but not synced, a grant leaves
-	// with the vote only in the page cache.
-	pc = runPromises(t, 1, bugs.Set{NoVoteSync: true})
-	require.NotZero(t, pc.broken, "no-vote-sync went unnoticed")
-	require.Contains(t, pc.firstBroken, "granted its vote")
+			// The rule bites: with a vote written but not synced, a grant
+			// leaves with the vote only in the page cache.
+			pc = runPromises(t, 1, bugs.Set{NoVoteSync: true}, worker)
+			require.NotZero(t, pc.broken, "no-vote-sync went unnoticed")
+			require.Contains(t, pc.firstBroken, "granted its vote")
+
+			// And with an append's responses sent when it is staged, an
+			// acknowledgement leaves before its entries are written.
+			pc = runPromises(t, 1, bugs.Set{AckBeforeAppend: true}, worker)
+			require.NotZero(t, pc.broken, "ack-before-append went unnoticed")
+			t.Logf("ack-before-append: %d broken promises, first: %s", pc.broken, pc.firstBroken)
+		})
+	}
 }

@@ -35,10 +35,10 @@ type Env struct {
 	// Shard is the flow store's disk. Nil: a shard log (FlowLog) on FS,
 	// as the simulator runs it; the real node hands in bbolt.
 	Shard shard.Backend
-	// Worker runs the flow shard's disk work beside the node's loop
-	// (shard.Worker): a goroutine in the real node, disk completion
-	// events in the simulator. Nil: the writer waits for the disk on the
-	// loop.
+	// Worker runs the disk work beside the node's loop, the flow shard's
+	// commits and the raft journal's writes in one queue (shard.Worker,
+	// consensus.Worker): a goroutine in the real node, disk completion
+	// events in the simulator. Nil: both wait for the disk on the loop.
 	Worker shard.Worker
 	// Admitted, if set, sees every frame the envelope lets through, as it
 	// hands it to the parts: the world's record of what got past the
@@ -99,7 +99,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 	if sealed {
 		net = linkSender{n}
 	}
-	cn, err := consensus.Open(cfg.Consensus, consensus.Env{Clock: env.Clock, Net: net, FS: env.FS, Rand: env.Rand})
+	cn, err := consensus.Open(cfg.Consensus, consensus.Env{Clock: env.Clock, Net: net, FS: env.FS, Rand: env.Rand, Worker: env.Worker})
 	if err != nil {
 		return nil, err
 	}
