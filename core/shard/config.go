@@ -27,6 +27,14 @@ type Config struct {
 	// the next one gathers whatever arrives until it completes (group
 	// commit), whatever the delay.
 	CommitDelay time.Duration
+	// AsyncDelay is how long an async write may wait for company before
+	// the writer takes it (unless a sync write, a waiter or the cap calls
+	// the writer sooner): one backend transaction then carries every
+	// async write of the span, where at the next turn it would carry the
+	// few that came in one turn of the loop. A crash may take an async
+	// write for this much longer. Default 5ms; negative: none (the next
+	// turn, at CommitDelay).
+	AsyncDelay time.Duration
 	// MaxPending bounds the mutations waiting for the writer, the batch
 	// on its way to the backend included. At the bound Put refuses with
 	// ErrBusy and changes nothing. Default 65 536.
@@ -58,6 +66,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SyncEvery == 0 {
 		c.SyncEvery = 50 * time.Millisecond
+	}
+	switch {
+	case c.AsyncDelay == 0:
+		c.AsyncDelay = 5 * time.Millisecond
+	case c.AsyncDelay < 0:
+		c.AsyncDelay = 0
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = 1 << 16

@@ -60,6 +60,7 @@ type Shard[V any] struct {
 	spare          []Mutation // the last commit's buffer, for the next pending
 
 	flushT, syncT, purgeT clock.Timer
+	lingering             bool // flushT is an async write's linger (armLinger)
 	lastMs                int64
 	floorMs               int64 // the clock floor last handed to the writer
 	diskFlows             int   // flows the backend may hold
@@ -344,8 +345,11 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	s.computeDeadlines(f)
 	s.place(f)
 	s.touch(f)
-	if len(s.pending) > 0 || s.count > s.cfg.MaxFlows {
+	switch {
+	case mode == Sync || s.count > s.cfg.MaxFlows:
 		s.armFlush()
+	case len(s.pending) > 0:
+		s.armLinger()
 	}
 	return nil
 }

@@ -51,9 +51,20 @@ type rig struct {
 }
 
 func newRig(t *testing.T, cfg Config) *rig {
+	cfg = noLinger(cfg)
 	r := &rig{t: t, clk: clock.NewManual(time.UnixMilli(1_000_000)), mem: NewMemory(), cfg: cfg}
 	r.open()
 	return r
+}
+
+// noLinger has the rigs write async writes at the writer's next turn, as
+// their tests count on, unless a test sets the linger itself
+// (TestAsyncWritesLingerForCompany).
+func noLinger(cfg Config) Config {
+	if cfg.AsyncDelay == 0 {
+		cfg.AsyncDelay = -1
+	}
+	return cfg
 }
 
 func (r *rig) open() {

@@ -42,7 +42,7 @@ func (w *handWorker) Settle() {
 func newAsyncRig(t *testing.T, cfg Config) (*Shard[val], *Memory, *handWorker, *clock.Manual) {
 	clk := clock.NewManual(time.UnixMilli(1_000_000))
 	mem, w := NewMemory(), &handWorker{}
-	s, err := Open[val](cfg, Env{Clock: clk, Backend: mem, Worker: w}, codec{})
+	s, err := Open[val](noLinger(cfg), Env{Clock: clk, Backend: mem, Worker: w}, codec{})
 	require.NoError(t, err)
 	return s, mem, w, clk
 }
@@ -152,4 +152,54 @@ func TestAsyncWriterFailureHalts(t *testing.T) {
 	}()
 	w.complete(t)
 	t.Fatal("the writer carried on after a failed commit")
+}
+
+// An async write waits AsyncDelay for company, so one commit carries every
+// async write of the span; a sync write cuts the wait short and carries
+// them with it; a linger that runs out during a commit goes as soon as
+// the commit completes.
+func TestAsyncWritesLingerForCompany(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{AsyncDelay: 5 * time.Millisecond})
+	putOne(t, s, clk, "a", Async)
+	clk.Advance(time.Millisecond)
+	putOne(t, s, clk, "b", Async)
+	clk.Advance(3 * time.Millisecond)
+	require.Empty(t, w.queue, "4 ms in: both still wait")
+	clk.Advance(time.Millisecond)
+	require.Len(t, w.queue, 1, "at 5 ms one commit takes both")
+	w.complete(t)
+	require.Equal(t, 1, mem.Writes)
+
+	putOne(t, s, clk, "c", Async)
+	clk.Advance(time.Millisecond)
+	putOne(t, s, clk, "d", Sync)
+	answered := false
+	s.WhenDurable("d", func(error) { answered = true })
+	clk.Advance(0)
+	require.Len(t, w.queue, 1, "the sync write does not wait: it takes c along")
+	w.complete(t)
+	require.True(t, answered)
+	require.Equal(t, 2, mem.Writes)
+
+	putOne(t, s, clk, "e", Async)
+	clk.Advance(5 * time.Millisecond)
+	require.Len(t, w.queue, 1)
+	putOne(t, s, clk, "f", Async) // its linger runs out during e's commit
+	clk.Advance(5 * time.Millisecond)
+	require.Len(t, w.queue, 1, "one commit in flight at a time")
+	w.complete(t)
+	clk.Advance(0)
+	require.Len(t, w.queue, 1, "f's linger ran out during the commit: it goes at once")
+	putOne(t, s, clk, "g", Async) // arrives during f's commit, which completes at once
+	w.complete(t)
+	clk.Advance(time.Millisecond)
+	require.Empty(t, w.queue, "a completion does not cut g's linger short")
+	clk.Advance(4 * time.Millisecond)
+	require.Len(t, w.queue, 1)
+	w.complete(t)
+	got := map[string]bool{}
+	require.NoError(t, mem.Scan(func(m Mutation) error { got[m.Flow] = true; return nil }))
+	for _, f := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		require.True(t, got[f], "%s on disk", f)
+	}
 }

@@ -12,9 +12,23 @@ import (
 // when to fsync and answers the durability waits. It decides on the
 // node's loop; the backend's calls run beside it (Env.Worker).
 
+// armFlush calls the writer at CommitDelay, sooner than a linger.
 func (s *Shard[V]) armFlush() {
+	if s.lingering {
+		s.flushT.Stop()
+		s.flushT, s.lingering = nil, false
+	}
 	if s.flushT == nil && !s.stopped {
 		s.flushT = s.env.Clock.AfterFunc(s.cfg.CommitDelay, s.flush)
+	}
+}
+
+// armLinger calls the writer for an async write: AsyncDelay from now,
+// unless a turn is due already.
+func (s *Shard[V]) armLinger() {
+	if s.flushT == nil && !s.stopped {
+		s.flushT = s.env.Clock.AfterFunc(max(s.cfg.CommitDelay, s.cfg.AsyncDelay), s.flush)
+		s.lingering = true
 	}
 }
 
@@ -48,7 +62,7 @@ func (s *Shard[V]) armPurge() {
 func (s *Shard[V]) flush() {
 	if s.flushT != nil {
 		s.flushT.Stop()
-		s.flushT = nil
+		s.flushT, s.lingering = nil, false
 	}
 	if s.stopped {
 		return
@@ -150,7 +164,9 @@ func (s *Shard[V]) commitDone(c *commit, err error) {
 	clear(c.batch)
 	s.spare = c.batch[:0]
 	s.answer()
-	if len(s.pending) > 0 || s.pendingSync {
+	// What gathered meanwhile goes next: at once if a sync waits or its
+	// linger ran out during the commit, else when its linger does.
+	if s.pendingSync || (len(s.pending) > 0 && s.flushT == nil) {
 		s.armFlush()
 	}
 }
