@@ -1,0 +1,364 @@
+// Command mutate runs a mutation campaign over the core's defences: it
+// makes mutants of a package's source mechanically (mutant.go's
+// operators), builds the simulator with each one in place of the real
+// file (go build -overlay: the tree is never touched), sweeps the
+// scenarios that run that package, and then the package's unit tests,
+// and records who caught it.
+//
+//	mutate -list -pkgs core/shard                 every mutant, in order
+//	mutate -pkgs core/shard -sample 20 -seed 1    20 of them, drawn by the seed
+//	mutate -pkgs core/shard -sample 20 -shard 2/4 the second quarter of those
+//	mutate -report                                what the results file holds, per package
+//
+// Results go to -results (one line per mutant: id, verdict, detail) and a
+// run skips the mutants already there, so a stopped campaign resumes.
+// Verdicts: sim (a scenario failed: which, the seed, the checkers), tests
+// (the package's tests failed), both, survived, nobuild (the mutant does
+// not compile: not counted). Exit status 0 unless the tool itself failed.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// defaultPkgs are the packages that defend the promises (issue 29).
+var defaultPkgs = []string{"core/flow", "core/consensus", "core/kv", "core/journal", "core/shard", "core/recfile",
+	"core/proxyonce", "core/transport", "core/routing", "core/ring"}
+
+// scenariosFor names the scenarios that run a package's code where its
+// defences matter; a package not listed gets every scenario.
+var scenariosFor = map[string][]string{
+	"core/flow":      {"flow-ops", "owner-handoff", "durability-restart", "isolated-owner", "ownership-returns", "replica-repair", "ttl-evict", "ttl-restart", "imposter-scenarios", "shrink-to-one"},
+	"core/shard":     {"durability-restart", "ttl-evict", "ttl-restart", "flow-ops", "owner-handoff", "replica-repair"},
+	"core/consensus": {"raft-partitions", "election-crash", "journal-crash", "learner-join", "lease-clock-jump", "shrink-to-one", "flow-ops"},
+	"core/journal":   {"journal-crash", "election-crash", "raft-partitions", "learner-join"},
+	"core/kv":        {"raft-partitions", "lease-clock-jump", "election-crash"},
+	"core/recfile":   {"journal-crash", "durability-restart", "kernel-selftest"},
+	"core/proxyonce": {"proxyonce-crash", "proxyonce-race"},
+	"core/transport": {"transport-adversary"},
+	"core/routing":   {"imposter-scenarios", "one-server", "flow-ops"},
+	"core/ring":      {"flow-ops", "owner-handoff", "imposter-scenarios"},
+	"imposter":       {"imposter-scenarios", "one-server"},
+}
+
+type config struct {
+	root, results string
+	pkgs          []string
+	list, report  bool
+	sample        int
+	seed          uint64
+	shardI        int
+	shardN        int
+	seeds         int
+	tests         bool
+	scenarios     []string
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var c config
+	fs := flag.NewFlagSet("mutate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pkgs := fs.String("pkgs", strings.Join(defaultPkgs, ","), "packages to mutate, comma-separated, relative to the repository root")
+	fs.StringVar(&c.root, "root", ".", "the repository root")
+	fs.StringVar(&c.results, "results", "mutate-results.txt", "the results file: appended to, and read to skip mutants already run")
+	fs.BoolVar(&c.list, "list", false, "list the mutants and stop")
+	fs.BoolVar(&c.report, "report", false, "summarize the results file per package and stop")
+	fs.IntVar(&c.sample, "sample", 0, "run this many mutants, drawn by -seed (0: all)")
+	fs.Uint64Var(&c.seed, "seed", 1, "draws the sample")
+	shard := fs.String("shard", "1/1", "i/n: run the i-th of n disjoint slices of the mutants")
+	fs.IntVar(&c.seeds, "seeds", 30, "seeds 1..N of each scenario per mutant")
+	fs.BoolVar(&c.tests, "tests", true, "also run the package's unit tests on each mutant")
+	scen := fs.String("scenarios", "", "scenarios to sweep, comma-separated (default: the package's own list)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c.pkgs = strings.Split(*pkgs, ",")
+	if *scen != "" {
+		c.scenarios = strings.Split(*scen, ",")
+	}
+	if _, err := fmt.Sscanf(*shard, "%d/%d", &c.shardI, &c.shardN); err != nil || c.shardN < 1 || c.shardI < 1 || c.shardI > c.shardN || c.seeds < 1 {
+		fmt.Fprintln(stderr, "mutate: -shard is i/n with 1 <= i <= n, and -seeds is at least 1")
+		return 2
+	}
+	if c.report {
+		return report(c, stdout, stderr)
+	}
+	ms, err := List(c.root, c.pkgs)
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	if c.list {
+		for _, m := range ms {
+			fmt.Fprintf(stdout, "%s\t%s\n", m.ID(), m.What)
+		}
+		fmt.Fprintf(stdout, "%d mutants\n", len(ms))
+		return 0
+	}
+	ms = pick(ms, c.sample, c.seed, c.shardI, c.shardN)
+	done, err := readResults(c.results)
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	out, err := os.OpenFile(c.results, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	defer out.Close()
+	work, err := os.MkdirTemp("", "mutate-")
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	start := time.Now()
+	for i, m := range ms {
+		if _, ok := done[m.ID()]; ok {
+			continue
+		}
+		verdict, detail, err := runOne(c, work, m)
+		if err != nil {
+			fmt.Fprintln(stderr, "mutate:", m.ID(), err)
+			return 1
+		}
+		fmt.Fprintf(out, "%s\t%s\t%s\n", m.ID(), verdict, detail)
+		fmt.Fprintf(stdout, "[%d/%d %s] %s %s %s (%s)\n", i+1, len(ms), time.Since(start).Round(time.Second), m.ID(), verdict, detail, m.What)
+	}
+	return 0
+}
+
+// pick draws n mutants by seed (all of them if n is 0), in a fixed order,
+// and keeps the shard's slice.
+func pick(ms []Mutant, n int, seed uint64, i, k int) []Mutant {
+	idx := make([]int, len(ms))
+	for j := range idx {
+		idx[j] = j
+	}
+	if n > 0 && n < len(ms) {
+		r := rand.New(rand.NewPCG(seed, 0x6d7574617465))
+		r.Shuffle(len(idx), func(a, b int) { idx[a], idx[b] = idx[b], idx[a] })
+		idx = idx[:n]
+		sort.Ints(idx)
+	}
+	var out []Mutant
+	for j, x := range idx {
+		if j%k == i-1 {
+			out = append(out, ms[x])
+		}
+	}
+	return out
+}
+
+// readResults returns the ids already in the results file.
+func readResults(path string) (map[string][2]string, error) {
+	done := map[string][2]string{}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return done, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), "\t", 3)
+		if len(parts) == 3 {
+			done[parts[0]] = [2]string{parts[1], parts[2]}
+		}
+	}
+	return done, sc.Err()
+}
+
+var failLine = regexp.MustCompile(`^FAIL seed=(\d+):.* checkers=(\S+)`)
+
+// runOne builds the simulator with m in place, sweeps its scenarios until
+// one fails, and runs the package's tests.
+func runOne(c config, work string, m Mutant) (verdict, detail string, err error) {
+	src, err := Apply(c.root, m)
+	if err != nil {
+		return "", "", err
+	}
+	mut := filepath.Join(work, "mutant.go")
+	if err := os.WriteFile(mut, src, 0o644); err != nil {
+		return "", "", err
+	}
+	abs, err := filepath.Abs(filepath.Join(c.root, m.File))
+	if err != nil {
+		return "", "", err
+	}
+	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {abs: mut}})
+	overlay := filepath.Join(work, "overlay.json")
+	if err := os.WriteFile(overlay, ov, 0o644); err != nil {
+		return "", "", err
+	}
+	bin := filepath.Join(work, "simrun")
+	build := exec.Command("go", "build", "-overlay", overlay, "-o", bin, "./cmd/simrun")
+	build.Dir = c.root
+	if b, err := build.CombinedOutput(); err != nil {
+		first, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		if strings.HasPrefix(first, "#") {
+			_, first, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+			first, _, _ = strings.Cut(first, "\n")
+		}
+		return "nobuild", first, nil
+	}
+	pkg := filepath.ToSlash(filepath.Dir(m.File))
+	scens := c.scenarios
+	if len(scens) == 0 {
+		scens = scenariosFor[pkg]
+	}
+	if len(scens) == 0 {
+		scens = allScenarios(bin)
+	}
+	var simDetail string
+	for _, s := range scens {
+		cmd := exec.Command(bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
+		cmd.Dir = c.root
+		b, _ := cmd.CombinedOutput()
+		if first := firstFail(string(b)); first != "" {
+			simDetail = s + " " + first
+			break
+		}
+	}
+	testDetail := ""
+	if c.tests {
+		t := exec.Command("go", "test", "-overlay", overlay, "-count=1", "./"+pkg)
+		t.Dir = c.root
+		if b, err := t.CombinedOutput(); err != nil {
+			testDetail = firstTestFail(string(b))
+		}
+	}
+	switch {
+	case simDetail != "" && testDetail != "":
+		return "both", simDetail + "; tests " + testDetail, nil
+	case simDetail != "":
+		return "sim", simDetail, nil
+	case testDetail != "":
+		return "tests", testDetail, nil
+	}
+	return "survived", strings.Join(scens, ",") + " seeds 1.." + strconv.Itoa(c.seeds), nil
+}
+
+// firstFail finds the lowest failing seed of a sweep's output, as
+// "seed=N checkers=X"; "" if none failed. A worker that crashed (a
+// panic in the mutant) counts as a catch.
+func firstFail(out string) string {
+	best, found := 0, ""
+	for _, line := range strings.Split(out, "\n") {
+		if m := failLine.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			if found == "" || n < best {
+				best, found = n, "seed="+m[1]+" checkers="+m[2]
+			}
+		}
+	}
+	if found == "" && strings.Contains(out, "verdict=FAIL") {
+		return "verdict=FAIL"
+	}
+	return found
+}
+
+// firstTestFail names the first failing test in go test's output.
+func firstTestFail(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "--- FAIL: ") {
+			name, _, _ := strings.Cut(strings.TrimPrefix(line, "--- FAIL: "), " ")
+			return name
+		}
+		if strings.HasPrefix(line, "panic:") {
+			return "panic"
+		}
+	}
+	return "failed"
+}
+
+// allScenarios asks simrun for its scenarios.
+func allScenarios(bin string) []string {
+	b, _ := exec.Command(bin, "-list").Output()
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line != "" && !strings.HasPrefix(line, " ") {
+			name, _, _ := strings.Cut(line, " ")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// report prints, per package, what the results file holds: mutants,
+// caught by the simulator alone, by the tests alone, by both, survived,
+// not built; the simulator's score over those that built; and every
+// survivor.
+func report(c config, stdout, stderr io.Writer) int {
+	done, err := readResults(c.results)
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	type tally struct{ n, sim, tests, both, survived, nobuild int }
+	per := map[string]*tally{}
+	var survivors []string
+	for id, r := range done { //fenceline:unordered counted, then printed sorted
+		file, _, _ := strings.Cut(id, ":")
+		pkg := filepath.ToSlash(filepath.Dir(file))
+		t := per[pkg]
+		if t == nil {
+			t = &tally{}
+			per[pkg] = t
+		}
+		t.n++
+		switch r[0] {
+		case "sim":
+			t.sim++
+		case "tests":
+			t.tests++
+		case "both":
+			t.both++
+		case "survived":
+			t.survived++
+			survivors = append(survivors, id)
+		case "nobuild":
+			t.nobuild++
+		}
+	}
+	pkgs := make([]string, 0, len(per))
+	for p := range per {
+		pkgs = append(pkgs, p)
+	}
+	slices.Sort(pkgs)
+	fmt.Fprintf(stdout, "%-16s %7s %5s %6s %5s %9s %8s %10s\n", "package", "mutants", "sim", "tests", "both", "survived", "nobuild", "sim score")
+	for _, p := range pkgs {
+		t := per[p]
+		built := t.n - t.nobuild
+		score := "-"
+		if built > 0 {
+			score = fmt.Sprintf("%.0f%%", 100*float64(t.sim+t.both)/float64(built))
+		}
+		fmt.Fprintf(stdout, "%-16s %7d %5d %6d %5d %9d %8d %10s\n", p, t.n, t.sim, t.tests, t.both, t.survived, t.nobuild, score)
+	}
+	slices.Sort(survivors)
+	for _, s := range survivors {
+		fmt.Fprintf(stdout, "survived %s\n", s)
+	}
+	return 0
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The fixture has one site of every operator; each mutant is a valid Go
+// file that differs from the original exactly where its site is.
+func TestEveryOperatorMakesAValidDistinctMutant(t *testing.T) {
+	ms, err := List("testdata", []string{"fixture"})
+	require.NoError(t, err)
+	ops := map[Op]int{}
+	for _, m := range ms {
+		ops[m.Op]++
+	}
+	for _, op := range []Op{OpBoundary, OpNegate, OpFlipLogic, OpNotIf, OpDropGuard, OpDropCall, OpNudge} {
+		require.NotZero(t, ops[op], "the fixture has a %s site", op)
+	}
+	orig, err := os.ReadFile(filepath.Join("testdata", "fixture", "fixture.go"))
+	require.NoError(t, err)
+	seen := map[string]string{}
+	for _, m := range ms {
+		src, err := Apply("testdata", m)
+		require.NoError(t, err, m.ID())
+		_, err = parser.ParseFile(token.NewFileSet(), "m.go", src, 0)
+		require.NoError(t, err, "%s is not valid Go:\n%s", m.ID(), src)
+		require.NotEqual(t, string(orig), string(src), "%s changed nothing", m.ID())
+		if other, dup := seen[string(src)]; dup {
+			t.Fatalf("%s and %s make the same file", m.ID(), other)
+		}
+		seen[string(src)] = m.ID()
+	}
+	// The list is the same every time (the mutants' names are stable).
+	again, err := List("testdata", []string{"fixture"})
+	require.NoError(t, err)
+	require.Equal(t, ms, again)
+}
+
+// A mutant whose file changed since the list is refused, not applied
+// somewhere else.
+func TestApplyRefusesAStaleMutant(t *testing.T) {
+	ms, err := List("testdata", []string{"fixture"})
+	require.NoError(t, err)
+	m := ms[0]
+	m.Line++
+	_, err = Apply("testdata", m)
+	require.ErrorContains(t, err, "changed since the list")
+}
+
+// The sample is drawn by the seed alone, and the shards split it without
+// overlap or loss.
+func TestPickIsSeededAndShardsPartition(t *testing.T) {
+	ms := make([]Mutant, 100)
+	for i := range ms {
+		ms[i] = Mutant{File: "f.go", Index: i}
+	}
+	a, b := pick(ms, 10, 3, 1, 1), pick(ms, 10, 3, 1, 1)
+	require.Equal(t, a, b)
+	require.Len(t, a, 10)
+	require.NotEqual(t, a, pick(ms, 10, 4, 1, 1))
+	var union []Mutant
+	for i := 1; i <= 3; i++ {
+		union = append(union, pick(ms, 10, 3, i, 3)...)
+	}
+	require.ElementsMatch(t, a, union)
+}
+
+// The first failing seed of a sweep is the catch; a sweep with none is not.
+func TestFirstFail(t *testing.T) {
+	out := strings.Join([]string{
+		"FAIL seed=9: seed=9 scenario=x verdict=FAIL trace=1 checkers=durability",
+		"FAIL seed=4: seed=4 scenario=x verdict=FAIL trace=2 checkers=liveness,votes",
+		"seeds=1..10 scenario=x runs=10 ok=8 failed=2 verdict=FAIL",
+	}, "\n")
+	require.Equal(t, "seed=4 checkers=liveness,votes", firstFail(out))
+	require.Empty(t, firstFail("seeds=1..10 scenario=x runs=10 ok=10 failed=0 verdict=ok"))
+}
+
+// The report counts each verdict per package, scores the simulator over
+// the mutants that built, and lists the survivors; a results file is read
+// back as the set of mutants a resumed run skips.
+func TestReportAndResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.txt")
+	lines := "core/a/x.go:1:1:negate#0\tsim\tflow-ops seed=1 checkers=d17\n" +
+		"core/a/x.go:2:1:nudge#1\tsurvived\tflow-ops seeds 1..20\n" +
+		"core/a/x.go:3:1:drop-call#2\tnobuild\tunused\n" +
+		"core/a/y.go:4:1:not-if#0\tboth\tx; tests TestY\n" +
+		"core/b/z.go:5:1:boundary#0\ttests\tTestZ\n"
+	require.NoError(t, os.WriteFile(path, []byte(lines), 0o644))
+	done, err := readResults(path)
+	require.NoError(t, err)
+	require.Len(t, done, 5)
+	require.Equal(t, [2]string{"survived", "flow-ops seeds 1..20"}, done["core/a/x.go:2:1:nudge#1"])
+
+	var out, errOut strings.Builder
+	require.Equal(t, 0, report(config{results: path}, &out, &errOut), errOut.String())
+	got := out.String()
+	require.Regexp(t, `core/a\s+4\s+1\s+0\s+1\s+1\s+1\s+67%`, got, "two of the three that built were caught by the simulator")
+	require.Regexp(t, `core/b\s+1\s+0\s+1\s+0\s+0\s+0\s+0%`, got)
+	require.Contains(t, got, "survived core/a/x.go:2:1:nudge#1")
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// This file: the mutator. It finds, in a package's non-test Go files, every
+// place one of a fixed set of operators applies, in a fixed order (files
+// by name, then the syntax tree's walk), and writes the file with one of
+// them applied. Nothing else in the command knows Go syntax.
+
+// An Op is a mutation operator.
+type Op string
+
+// The operators: mechanical changes a reviewer could miss and a checker
+// should not.
+const (
+	OpBoundary  Op = "boundary"   // < ↔ <=, > ↔ >=: off by one
+	OpNegate    Op = "negate"     // == ↔ !=
+	OpFlipLogic Op = "flip-logic" // && ↔ ||
+	OpNotIf     Op = "not-if"     // if c → if !(c)
+	OpDropGuard Op = "drop-guard" // an if whose body ends in a return, dropped
+	OpDropCall  Op = "drop-call"  // a call statement, dropped
+	OpNudge     Op = "nudge"      // an integer constant n → n+1
+)
+
+// A Mutant is one operator at one place.
+type Mutant struct {
+	File string // path relative to the repository root
+	Line int
+	Col  int
+	Op   Op
+	// Index is the site's position among the file's sites: with File it
+	// names the mutant, and Apply finds it by it.
+	Index int
+	What  string // the code before, shortened
+}
+
+// ID names the mutant uniquely and stably while the file does not change.
+func (m Mutant) ID() string {
+	return fmt.Sprintf("%s:%d:%d:%s#%d", m.File, m.Line, m.Col, m.Op, m.Index)
+}
+
+// site is one place an operator applies; apply changes the tree in place.
+type site struct {
+	pos   token.Pos
+	op    Op
+	what  string
+	apply func()
+}
+
+// sites walks a parsed file and returns its mutation sites in walk order.
+func sites(fset *token.FileSet, f *ast.File) []site {
+	var out []site
+	src := func(n ast.Node) string {
+		var b bytes.Buffer
+		_ = format.Node(&b, fset, n)
+		s := strings.Join(strings.Fields(b.String()), " ")
+		if len(s) > 60 {
+			s = s[:57] + "..."
+		}
+		return s
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncDecl:
+			if n.Body == nil {
+				return false
+			}
+		case *ast.GenDecl:
+			// Constants and variables at package level: their values are
+			// bounds and defaults, nudged through their uses' literals
+			// only where they appear in code.
+			return n.Tok != token.CONST && n.Tok != token.IMPORT
+		case *ast.BinaryExpr:
+			switch n.Op {
+			case token.LSS, token.LEQ, token.GTR, token.GEQ:
+				to := map[token.Token]token.Token{token.LSS: token.LEQ, token.LEQ: token.LSS, token.GTR: token.GEQ, token.GEQ: token.GTR}[n.Op]
+				out = append(out, site{n.OpPos, OpBoundary, src(n), func() { n.Op = to }})
+			case token.EQL, token.NEQ:
+				to := token.NEQ
+				if n.Op == token.NEQ {
+					to = token.EQL
+				}
+				out = append(out, site{n.OpPos, OpNegate, src(n), func() { n.Op = to }})
+			case token.LAND, token.LOR:
+				to := token.LOR
+				if n.Op == token.LOR {
+					to = token.LAND
+				}
+				out = append(out, site{n.OpPos, OpFlipLogic, src(n), func() { n.Op = to }})
+			}
+		case *ast.IfStmt:
+			cond := n.Cond
+			out = append(out, site{n.If, OpNotIf, "if " + src(cond), func() {
+				n.Cond = &ast.UnaryExpr{Op: token.NOT, X: &ast.ParenExpr{X: cond}}
+			}})
+			if k := len(n.Body.List); k > 0 && n.Else == nil {
+				if _, ok := n.Body.List[k-1].(*ast.ReturnStmt); ok {
+					out = append(out, site{n.If, OpDropGuard, "if " + src(cond) + " { ... return }", func() {
+						n.Cond = ast.NewIdent("false")
+					}})
+				}
+			}
+		case *ast.BlockStmt:
+			for i, st := range n.List {
+				es, ok := st.(*ast.ExprStmt)
+				if !ok {
+					continue
+				}
+				if _, ok := es.X.(*ast.CallExpr); !ok {
+					continue
+				}
+				i := i
+				out = append(out, site{es.Pos(), OpDropCall, src(es), func() {
+					n.List[i] = &ast.EmptyStmt{Semicolon: es.Pos(), Implicit: true}
+				}})
+			}
+		case *ast.BasicLit:
+			if n.Kind != token.INT {
+				break
+			}
+			v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+			if err != nil {
+				break
+			}
+			out = append(out, site{n.ValuePos, OpNudge, n.Value, func() { n.Value = strconv.FormatInt(v+1, 10) }})
+		}
+		return true
+	})
+	return out
+}
+
+// parse reads one file.
+func parse(root, rel string) (*token.FileSet, *ast.File, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join(root, rel), nil, parser.ParseComments)
+	return fset, f, err
+}
+
+// goFiles lists a package directory's non-test Go files, by name.
+func goFiles(root, pkg string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(root, pkg))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		out = append(out, filepath.ToSlash(filepath.Join(pkg, n)))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// List returns every mutant of the packages, in a fixed order.
+func List(root string, pkgs []string) ([]Mutant, error) {
+	var out []Mutant
+	for _, pkg := range pkgs {
+		files, err := goFiles(root, pkg)
+		if err != nil {
+			return nil, err
+		}
+		for _, rel := range files {
+			fset, f, err := parse(root, rel)
+			if err != nil {
+				return nil, err
+			}
+			for i, s := range sites(fset, f) {
+				p := fset.Position(s.pos)
+				out = append(out, Mutant{File: rel, Line: p.Line, Col: p.Column, Op: s.op, Index: i, What: s.what})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Apply returns m's file with m applied, formatted.
+func Apply(root string, m Mutant) ([]byte, error) {
+	fset, f, err := parse(root, m.File)
+	if err != nil {
+		return nil, err
+	}
+	ss := sites(fset, f)
+	if m.Index >= len(ss) {
+		return nil, fmt.Errorf("mutate: %s has %d sites, not %d: the file changed since the list", m.File, len(ss), m.Index+1)
+	}
+	s := ss[m.Index]
+	if p := fset.Position(s.pos); s.op != m.Op || p.Line != m.Line || p.Column != m.Col {
+		return nil, fmt.Errorf("mutate: site %d of %s is %s at %d:%d, not %s at %d:%d: the file changed since the list",
+			m.Index, m.File, s.op, p.Line, p.Column, m.Op, m.Line, m.Col)
+	}
+	s.apply()
+	var b bytes.Buffer
+	if err := format.Node(&b, fset, f); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
