@@ -9,6 +9,7 @@
 //	mutate -pkgs core/shard -sample 20 -seed 1    20 of them, drawn by the seed
 //	mutate -pkgs core/shard -sample 20 -shard 2/4 the second quarter of those
 //	mutate -report                                what the results file holds, per package
+//	mutate -expect scenarios/mutants-ci.txt       CI: each pinned mutant must fail a scenario
 //
 // Results go to -results (one line per mutant: id, verdict, detail) and a
 // run skips the mutants already there, so a stopped campaign resumes.
@@ -69,6 +70,7 @@ type config struct {
 	seeds         int
 	tests         bool
 	scenarios     []string
+	expect        string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -86,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.seeds, "seeds", 30, "seeds 1..N of each scenario per mutant")
 	fs.BoolVar(&c.tests, "tests", true, "also run the package's unit tests on each mutant")
 	scen := fs.String("scenarios", "", "scenarios to sweep, comma-separated (default: the package's own list)")
+	fs.StringVar(&c.expect, "expect", "", "a file of pinned mutants (file, function, operator, nth, code, tab-separated) each of which a scenario must catch: exit 1 if one survives")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -100,6 +103,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if c.report {
 		return report(c, stdout, stderr)
 	}
+	if c.expect != "" {
+		return expect(c, stdout, stderr)
+	}
 	ms, err := List(c.root, c.pkgs)
 	if err != nil {
 		fmt.Fprintln(stderr, "mutate:", err)
@@ -107,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if c.list {
 		for _, m := range ms {
-			fmt.Fprintf(stdout, "%s\t%s\n", m.ID(), m.What)
+			fmt.Fprintf(stdout, "%s\t%s\t%s\n", m.ID(), m.Func, m.What)
 		}
 		fmt.Fprintf(stdout, "%d mutants\n", len(ms))
 		return 0
@@ -360,5 +366,63 @@ func report(c config, stdout, stderr io.Writer) int {
 	for _, s := range survivors {
 		fmt.Fprintf(stdout, "survived %s\n", s)
 	}
+	return 0
+}
+
+// expect runs the pinned mutants of c.expect, the simulator only, and
+// fails if a scenario no longer catches one: a checker that decays shows
+// here. A pinned mutant is named by its file, function, operator, code
+// (as -list prints them) and which of the same in that function it is,
+// not by its line, so edits elsewhere leave it standing; one whose code
+// changed is an error that says so.
+func expect(c config, stdout, stderr io.Writer) int {
+	b, err := os.ReadFile(c.expect)
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	work, err := os.MkdirTemp("", "mutate-")
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	c.tests = false
+	var missed []string
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.Split(line, "\t")
+		nth := 0
+		if len(parts) == 5 {
+			nth, _ = strconv.Atoi(parts[3])
+		}
+		if nth < 1 {
+			fmt.Fprintf(stderr, "mutate: %s: %q is not file, function, operator, nth (from 1), code, tab-separated\n", c.expect, line)
+			return 1
+		}
+		m, err := Find(c.root, parts[0], parts[1], Op(parts[2]), parts[4], nth)
+		if err != nil {
+			fmt.Fprintf(stderr, "mutate: %s: %v (update the pinned mutant)\n", c.expect, err)
+			return 1
+		}
+		n++
+		verdict, detail, err := runOne(c, work, m)
+		if err != nil {
+			fmt.Fprintln(stderr, "mutate:", m.ID(), err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s %s %s (%s)\n", m.ID(), verdict, detail, m.What)
+		if verdict != "sim" {
+			missed = append(missed, m.ID()+" "+verdict)
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Fprintf(stdout, "mutate: %d of %d pinned mutants no longer caught by a scenario: %s\n", len(missed), n, strings.Join(missed, "; "))
+		return 1
+	}
+	fmt.Fprintf(stdout, "mutate: all %d pinned mutants caught by a scenario\n", n)
 	return 0
 }

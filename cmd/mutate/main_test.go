@@ -106,3 +106,24 @@ func TestReportAndResume(t *testing.T) {
 	require.Regexp(t, `core/b\s+1\s+0\s+1\s+0\s+0\s+0\s+0%`, got)
 	require.Contains(t, got, "survived core/a/x.go:2:1:nudge#1")
 }
+
+// Find names a mutant by its function, operator, code and which of the
+// same it is, not by its line; one that is not there is an error.
+func TestFindByFunctionAndCode(t *testing.T) {
+	ms, err := List("testdata", []string{"fixture"})
+	require.NoError(t, err)
+	var want Mutant
+	for _, m := range ms {
+		if m.Op == OpNudge && m.What == "2" {
+			want = m
+		}
+	}
+	require.Equal(t, "Fixture", want.Func)
+	got, err := Find("testdata", want.File, "Fixture", OpNudge, "2", 1)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	_, err = Find("testdata", want.File, "Fixture", OpNudge, "2", 2)
+	require.ErrorContains(t, err, "no nudge mutant #2")
+	_, err = Find("testdata", want.File, "log", OpNudge, "2", 1)
+	require.Error(t, err)
+}

@@ -44,6 +44,7 @@ type Mutant struct {
 	// names the mutant, and Apply finds it by it.
 	Index int
 	What  string // the code before, shortened
+	Func  string // the function it is in ("" at package level)
 }
 
 // ID names the mutant uniquely and stably while the file does not change.
@@ -141,6 +142,31 @@ func sites(fset *token.FileSet, f *ast.File) []site {
 	return out
 }
 
+// funcAt names the function declaration that holds pos, with its
+// receiver's type for a method ("T.m").
+func funcAt(f *ast.File, pos token.Pos) string {
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || pos < fd.Pos() || pos >= fd.End() {
+			continue
+		}
+		if fd.Recv != nil && len(fd.Recv.List) == 1 {
+			t := fd.Recv.List[0].Type
+			if st, ok := t.(*ast.StarExpr); ok {
+				t = st.X
+			}
+			if ix, ok := t.(*ast.IndexExpr); ok {
+				t = ix.X
+			}
+			if id, ok := t.(*ast.Ident); ok {
+				return id.Name + "." + fd.Name.Name
+			}
+		}
+		return fd.Name.Name
+	}
+	return ""
+}
+
 // parse reads one file.
 func parse(root, rel string) (*token.FileSet, *ast.File, error) {
 	fset := token.NewFileSet()
@@ -181,7 +207,7 @@ func List(root string, pkgs []string) ([]Mutant, error) {
 			}
 			for i, s := range sites(fset, f) {
 				p := fset.Position(s.pos)
-				out = append(out, Mutant{File: rel, Line: p.Line, Col: p.Column, Op: s.op, Index: i, What: s.what})
+				out = append(out, Mutant{File: rel, Line: p.Line, Col: p.Column, Op: s.op, Index: i, What: s.what, Func: funcAt(f, s.pos)})
 			}
 		}
 	}
@@ -209,4 +235,23 @@ func Apply(root string, m Mutant) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// Find names the mutant of file, in function fn, with operator op at the
+// code what (as -list prints them), the nth such (from 1): a name that
+// edits elsewhere in the file leave standing. It fails if there is none.
+func Find(root, file, fn string, op Op, what string, nth int) (Mutant, error) {
+	ms, err := List(root, []string{filepath.ToSlash(filepath.Dir(file))})
+	if err != nil {
+		return Mutant{}, err
+	}
+	k := 0
+	for _, m := range ms {
+		if m.File == file && m.Func == fn && m.Op == op && m.What == what {
+			if k++; k == nth {
+				return m, nil
+			}
+		}
+	}
+	return Mutant{}, fmt.Errorf("no %s mutant #%d at %q in %s's %s", op, nth, what, file, fn)
 }
