@@ -201,8 +201,8 @@ func lossAllowed(f *VersionedFlow, crashes CrashRecord, window, call, applied, r
 
 // adoptedWithout is the async promise's second way to lose a write: some
 // copies lost it (each down within [a, to]), and every other copy was
-// down at some instant between the first return of one of those and the
-// read. A copy that comes back adopts the flow from whichever copies
+// down at some instant after the first return of one of those and not
+// after the read. A copy that comes back adopts the flow from whichever copies
 // answer it within AdoptWait (core/flow), and re-stamps it: a copy that
 // held the write and was down then does not count, and its version is
 // overwritten when it returns.
@@ -228,23 +228,13 @@ func adoptedWithout(f *VersionedFlow, crashes CrashRecord, a, to, readAt time.Du
 		return false
 	}
 	for _, id := range kept {
-		if !downAfter(crashes, id, back, readAt) {
+		// Strictly after back (time is whole nanoseconds): a copy that came
+		// back at the same instant as the adopter answers its adoption.
+		if !downDuring(crashes, id, back+1, readAt) {
 			return false
 		}
 	}
 	return true
-}
-
-// downAfter reports whether node was down at some instant after from and
-// not after to: a copy that came back at from, with the adopter, answers
-// its adoption.
-func downAfter(crashes CrashRecord, node dial.NodeID, from, to time.Duration) bool {
-	for _, w := range crashes.Downs(node) {
-		if w.From <= to && w.To > from {
-			return true
-		}
-	}
-	return false
 }
 
 func names(crashes CrashRecord, ids []dial.NodeID) string {
