@@ -115,9 +115,10 @@ func compileBehavior(kind string, v any, src *Object) (behavior, error) {
 			}
 			return waitBehavior(time.Duration(t) * time.Millisecond), nil
 		case string:
-			// mountebank takes any string wait for a function to run (even
-			// "5"), which needs injection.
-			return nil, errInjection("a wait given as a string, taken for a function", nil)
+			// mountebank takes any string wait for a function to run
+			// (even "5", which it reads as a number), which needs
+			// injection allowed.
+			return waitFunction{src: t}, nil
 		}
 		return nil, badData("wait behavior \"wait\" field must be a number or a string", src)
 	case "copy":
@@ -125,9 +126,17 @@ func compileBehavior(kind string, v any, src *Object) (behavior, error) {
 	case "lookup":
 		return compileLookup(v, src)
 	case "decorate":
-		return nil, errInjection("the decorate behavior", nil)
+		fn, ok := v.(string)
+		if !ok {
+			return nil, badData(`decorate behavior "decorate" field must be a string, representing a JavaScript function`, src)
+		}
+		return decorateBehavior{src: fn}, nil
 	case "shellTransform":
-		return nil, &Error{Code: CodeInvalidInjection, Message: "Shell execution is not supported by fenceline (the shellTransform behavior)"}
+		cmd, ok := v.(string)
+		if !ok {
+			return nil, badData(`shellTransform behavior "shellTransform" field must be a string, representing the path to a command line application`, src)
+		}
+		return shellTransform{command: cmd}, nil
 	}
 	return nil, badData(fmt.Sprintf("Unrecognized behavior: %q", kind), src)
 }

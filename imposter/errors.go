@@ -10,6 +10,9 @@ type Error struct {
 	Code    string
 	Message string
 	Source  any // a JSON value, or nil
+	// Data and Name are an injected function's failure: what it threw
+	// (its message) and the error's name (JavaScript's "Error").
+	Data, Name string
 	// stubSource marks an error mountebank finds by dry-running the stub,
 	// whose source is the whole stub as compact JSON text; NewStub fills
 	// it in.
@@ -36,6 +39,12 @@ func (e *Error) Value() *Object {
 	o := NewObject().Set("code", e.Code).Set("message", e.Message)
 	if e.Source != nil {
 		o.Set("source", e.Source)
+	}
+	if e.Data != "" {
+		o.Set("data", e.Data)
+	}
+	if e.Name != "" {
+		o.Set("name", e.Name)
 	}
 	return o
 }

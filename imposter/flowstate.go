@@ -209,7 +209,9 @@ func (imp *Imposter) Scenarios() []string { return imp.scenarios }
 func (imp *Imposter) stubsChanged() {
 	imp.stubsGen++
 	var names []string
+	imp.scripted = false
 	for _, st := range imp.stubs {
+		imp.scripted = imp.scripted || st.javascript
 		if st.scenario != "" && !slices.Contains(names, st.scenario) {
 			names = append(names, st.scenario)
 		}
@@ -288,6 +290,9 @@ func (st *Stub) compileScenario(o *Object) error {
 func (imp *Imposter) RespondIn(r *Request, flow string, states States) (Outcome, *Cycle, *Transition, error) {
 	imp.count(r)
 	st := imp.find(r, states)
+	if r.scriptErr != nil {
+		return Outcome{}, nil, nil, r.scriptErr // an inject predicate failed
+	}
 	out, cyc, err := imp.answer(r, st)
 	if st == nil || st.scenario == "" || !st.moves || err != nil {
 		return out, cyc, nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/script"
 )
 
 // MaxRecordedRequests bounds the requests an imposter with recordRequests
@@ -77,6 +78,15 @@ type Imposter struct {
 	files Files
 	// log takes the imposter's log lines (UseLog); nil: none.
 	log func(msg string)
+
+	// scripted: a stub carries JavaScript (scripted.go); scriptHost is
+	// what it runs with (UseScripts; nil: it may not run), js the engine,
+	// made at first use, and incarnation names the creation whose
+	// injection state it keeps (ScriptStateFlow).
+	scripted    bool
+	scriptHost  *script.Host
+	js          *script.Engine
+	incarnation string
 }
 
 // Stub is one compiled stub.
@@ -96,6 +106,9 @@ type Stub struct {
 	// a stub that is not in it (a proxy's recording, one added through
 	// the engine's API).
 	defIndex int
+	// javascript: a predicate, response or behavior carries JavaScript;
+	// shell: a shellTransform runs a command (InjectionErrors).
+	javascript, shell bool
 	// id names the stub across edits of its imposter (AssignStubIDs): a
 	// stub keeps its place in its response cycle while its id lives, as
 	// mountebank keeps a stub's place until the stub is replaced. Empty
@@ -104,7 +117,8 @@ type Stub struct {
 }
 
 type response struct {
-	is        *Object // exactly one of is, fault, proxy
+	is        *Object // exactly one of is, fault, proxy, inject
+	inject    string  // an inject response's function
 	fault     string
 	proxy     *proxyConfig
 	behaviors []behavior
@@ -162,7 +176,11 @@ func New(creation *Object, port int) (*Imposter, error) {
 		return nil, err
 	}
 	if v, ok := creation.Get("endOfRequestResolver"); ok && v != nil {
-		return nil, errInjection("endOfRequestResolver", v)
+		o, isObj := v.(*Object)
+		src, _ := o.Get("inject")
+		if s, isStr := src.(string); !isObj || !isStr || s == "" {
+			return nil, badData("endOfRequestResolver must be an object with an inject function", v)
+		}
 	}
 	if err := CheckRegexTotal(creation); err != nil {
 		return nil, err // before compiling any: see MaxImposterRegexInsts
@@ -253,6 +271,7 @@ func newStub(v any) (*Stub, error) {
 		st.responses = append(st.responses, cr)
 		st.cycle.add(i, repeat)
 	}
+	st.scanInjection()
 	return st, nil
 }
 
@@ -317,7 +336,13 @@ func compileResponse(r *Object) (*response, int, error) {
 	}
 	switch {
 	case has(r, "inject"):
-		return nil, 0, errInjection("the inject response", nil)
+		f, _ := r.Get("inject")
+		src, ok := f.(string)
+		if !ok {
+			return nil, 0, badData("'inject' must be a string, representing a JavaScript function", r)
+		}
+		cr.inject = src
+		return cr, repeat, nil
 	case has(r, "proxy"):
 		p, _ := r.Get("proxy")
 		if cr.proxy, err = compileProxy(p, r); err != nil {
@@ -439,6 +464,9 @@ type Header struct {
 // more than one response returns no outcome but a Cycle: the caller
 // advances the cycle at its owner and answers with RespondAt.
 func (imp *Imposter) Respond(r *Request) (Outcome, *Cycle, error) {
+	if r.scriptErr != nil {
+		r.scriptErr = nil // served again (a proxyOnce rematch)
+	}
 	imp.count(r)
 	return imp.match(r, nil)
 }
@@ -500,7 +528,11 @@ func (imp *Imposter) sharesCycle(st *Stub) bool {
 // gate the flow's states pass, and produces its next response; or, for
 // a shared cycle, the Cycle to advance.
 func (imp *Imposter) match(r *Request, states States) (Outcome, *Cycle, error) {
-	return imp.answer(r, imp.find(r, states))
+	st := imp.find(r, states)
+	if r.scriptErr != nil {
+		return Outcome{}, nil, r.scriptErr // an inject predicate failed
+	}
+	return imp.answer(r, st)
 }
 
 // answer produces the matched stub st's next response (the default
@@ -548,6 +580,7 @@ func (imp *Imposter) RespondAt(r *Request, c *Cycle, n int64) (Outcome, error) {
 // find returns the first stub whose predicates match and whose scenario
 // gate the flow's states pass; nil if none does.
 func (imp *Imposter) find(r *Request, states States) *Stub {
+	imp.withScript(r)
 	if i := findIn(imp.stubs, r, states, imp.log); i >= 0 {
 		return imp.stubs[i]
 	}
@@ -585,8 +618,16 @@ func (imp *Imposter) produce(r *Request, matched *Stub, resp *response) (Outcome
 	if resp.fault != "" {
 		return Outcome{Fault: resp.fault}, nil
 	}
+	imp.withScript(r)
 	if resp.proxy != nil {
 		return Outcome{Proxy: imp.proxyCall(r, matched, resp)}, nil
+	}
+	if resp.inject != "" {
+		is, err := imp.injectResponse(r, resp.inject)
+		if err != nil {
+			return Outcome{}, err
+		}
+		return imp.finish(r, is, resp.behaviors)
 	}
 	preflight := imp.AllowCORS && r.Method == "OPTIONS"
 	if len(resp.behaviors) == 0 && !preflight {
@@ -600,9 +641,14 @@ func (imp *Imposter) produce(r *Request, matched *Stub, resp *response) (Outcome
 		}
 		return *resp.answer, nil
 	}
-	is := Clone(resp.is).(*Object)
+	return imp.finish(r, Clone(resp.is).(*Object), resp.behaviors)
+}
+
+// finish runs the behaviors on is, a response the imposter's own, and
+// makes the outcome.
+func (imp *Imposter) finish(r *Request, is *Object, behaviors []behavior) (Outcome, error) {
 	var wait time.Duration
-	for _, b := range resp.behaviors {
+	for _, b := range behaviors {
 		d, err := b.apply(r, is, imp.files)
 		if err != nil {
 			return Outcome{}, err
@@ -879,7 +925,7 @@ func (c Candidates) Find(r *Request) int { return findIn(c.stubs, r, nil, c.log)
 // requests go through RespondIn.
 func (imp *Imposter) RespondFound(r *Request, c Candidates, found int) (Outcome, *Cycle, error) {
 	imp.count(r)
-	if c.gen != imp.stubsGen {
+	if c.gen != imp.stubsGen || imp.scripted {
 		return imp.match(r, nil)
 	}
 	var st *Stub
@@ -898,6 +944,9 @@ func (imp *Imposter) RespondFound(r *Request, c Candidates, found int) (Outcome,
 // definition.
 func (imp *Imposter) Inherit(old *Imposter) {
 	imp.NumberOfRequests, imp.requests = old.NumberOfRequests, old.requests
+	if old.js != nil && imp.js == nil {
+		imp.js, old.js = old.js, nil // the injection state, timers and all
+	}
 	imp.lastAtNs, imp.recSeq = old.lastAtNs, old.recSeq
 	olds := make([]string, len(old.stubs))
 	for i, st := range old.stubs {

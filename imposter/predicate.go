@@ -39,6 +39,7 @@ type Predicate struct {
 	general  *Object // expected, less what Matches tests directly; see generalPart
 	params
 	subs []*Predicate // not (one), or, and
+	src  string       // inject: the function
 }
 
 type params struct {
@@ -75,7 +76,12 @@ func CompilePredicate(v any) (*Predicate, error) {
 	case "":
 		return nil, badData("missing predicate", v)
 	case "inject":
-		return nil, errInjection("the inject predicate", nil)
+		src, ok := o.Get("inject")
+		s, isStr := src.(string)
+		if !ok || !isStr {
+			return nil, badData("inject predicate must be a string, representing a JavaScript function", v)
+		}
+		return &Predicate{op: op, src: s}, nil
 	}
 	operand, _ := o.Get(op)
 	p := &Predicate{op: op}
@@ -556,6 +562,8 @@ func (p *Predicate) matches(r *Request, ev *evaluation) bool {
 		return true
 	case "deepEquals":
 		return p.deepEquals(r, ev)
+	case "inject":
+		return p.injected(r)
 	}
 	exp := p.expected.(*Object)
 	var act *Object // the request fields that need the general path

@@ -138,7 +138,7 @@ func TestPredicateErrors(t *testing.T) {
 		{`{"equals": {"body": "x"}, "xpath": {"selector": "//["}}`, CodeBadData, "xpath"},
 		{`{"equals": {"body": "x"}, "jsonpath": {}}`, CodeBadData, "selector"},
 		{`{"or": {"equals": {}}}`, CodeBadData, "array"},
-		{`{"inject": "function (config) { return true; }"}`, CodeInvalidInjection, "not supported"},
+		{`{"inject": 5}`, CodeBadData, "must be a string"},
 	} {
 		_, err := CompilePredicate(mustParse(t, tc.predicate))
 		var e *Error

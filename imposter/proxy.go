@@ -38,6 +38,7 @@ type proxyConfig struct {
 	mode       string
 	generators []generator
 	addWait    bool
+	decorate   string  // addDecorateBehavior: a decorate behavior for the recorded response
 	inject     *Object // injectHeaders
 	verifyTLS  bool    // VerifyTLSField
 }
@@ -53,6 +54,7 @@ type proxyConfig struct {
 const VerifyTLSField = "verifyTLS"
 
 type generator struct {
+	inject   string  // a function returning predicates; the rest is unused then
 	base     *Object // the keys copied into each predicate, in order
 	matches  *Object
 	ignore   any
@@ -85,8 +87,10 @@ func compileProxy(v any, r *Object) (*proxyConfig, error) {
 		}
 		// mountebank treats any other mode as proxyOnce.
 	}
-	if has(o, "addDecorateBehavior") {
-		return nil, errInjection("the proxy's addDecorateBehavior", nil)
+	if v, ok := o.Get("addDecorateBehavior"); ok && truthy(v) {
+		if pc.decorate, ok = v.(string); !ok {
+			return nil, badData("proxy.addDecorateBehavior must be a string, representing a JavaScript function", r)
+		}
 	}
 	pc.addWait = has(o, "addWaitBehavior")
 	pc.verifyTLS = true
@@ -123,8 +127,12 @@ func compileGenerator(v any, r *Object) (generator, error) {
 	if !ok {
 		return generator{}, badData("each predicateGenerator must be an object", r)
 	}
-	if has(o, "inject") {
-		return generator{}, errInjection("a predicateGenerator's inject", nil)
+	if v, ok := o.Get("inject"); ok && truthy(v) {
+		src, isStr := v.(string)
+		if !isStr {
+			return generator{}, badData("a predicateGenerator's inject must be a string, representing a JavaScript function", r)
+		}
+		return generator{inject: src}, nil // its other fields are not read, as in mountebank
 	}
 	if has(o, "predicateOperator") {
 		return generator{}, notSupported("predicateGenerators' predicateOperator", r)
@@ -197,11 +205,19 @@ func (g *generator) valueOf(v any) any {
 }
 
 // predicates generates the recorded stub's predicates for a request.
-func (pc *proxyConfig) predicates(r *Request) []any {
+func (pc *proxyConfig) predicates(r *Request) ([]any, error) {
 	out := []any{}
 	reqVal := r.Value()
 	for i := range pc.generators {
 		g := &pc.generators[i]
+		if g.inject != "" {
+			more, err := generateInjected(r, g.inject)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, more...)
+			continue
+		}
 		for _, field := range g.matches.Keys() {
 			mv, _ := g.matches.Get(field)
 			p := Clone(g.base).(*Object)
@@ -222,7 +238,7 @@ func (pc *proxyConfig) predicates(r *Request) []any {
 			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // buildEquals copies the request's values for the keys a nested matches
@@ -328,7 +344,11 @@ func (imp *Imposter) proxyCall(r *Request, st *Stub, resp *response) *ProxyCall 
 // answer). Two nodes compute the same bytes for the same request,
 // whatever order its query or headers came in.
 func (pc *proxyConfig) signature(scope string, r *Request) []byte {
-	sig := []any{r.Method, r.Path, orEmpty(r.Query), pc.predicates(r)}
+	preds, err := pc.predicates(r)
+	if err != nil {
+		preds = []any{err.Error()} // the call fails when the recording is made
+	}
+	sig := []any{r.Method, r.Path, orEmpty(r.Query), preds}
 	if scope != "" {
 		sig = append([]any{scope}, sig...)
 	}
@@ -405,6 +425,7 @@ func (imp *Imposter) Proxied(c *ProxyCall, up Upstream) (Outcome, error) {
 		is.Set("body", body).Set("_mode", "text")
 	}
 	is.Set("_proxyResponseTime", float64(up.Elapsed.Milliseconds()))
+	imp.withScript(c.req)
 	var wait time.Duration
 	for _, b := range c.resp.behaviors {
 		d, err := b.apply(c.req, is, imp.files)
@@ -413,22 +434,34 @@ func (imp *Imposter) Proxied(c *ProxyCall, up Upstream) (Outcome, error) {
 		}
 		wait += d
 	}
-	imp.record(c, is)
+	if err := imp.record(c, is); err != nil {
+		return Outcome{}, err
+	}
 	out, err := imp.postProcess(is, c.req)
 	out.Wait = wait
 	return out, err
 }
 
-func (imp *Imposter) record(c *ProxyCall, is *Object) {
+func (imp *Imposter) record(c *ProxyCall, is *Object) error {
 	if c.pc.mode == ProxyTransparent {
-		return
+		return nil
 	}
 	newResp := NewObject().Set("is", Clone(is))
+	var behaviors []any
 	if c.pc.addWait {
 		ms, _ := is.Get("_proxyResponseTime")
-		newResp.Set("behaviors", []any{NewObject().Set("wait", ms)})
+		behaviors = append(behaviors, NewObject().Set("wait", ms))
 	}
-	preds := c.pc.predicates(c.req)
+	if c.pc.decorate != "" {
+		behaviors = append(behaviors, NewObject().Set("decorate", c.pc.decorate))
+	}
+	if behaviors != nil {
+		newResp.Set("behaviors", behaviors)
+	}
+	preds, err := c.pc.predicates(c.req)
+	if err != nil {
+		return err
+	}
 	if c.pc.mode == ProxyOnce || imp.clustered {
 		// The recording is what the cluster stores and every node
 		// places, this one included, even if the stubs changed here
@@ -436,7 +469,7 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 		c.recording = NewObject().Set("predicates", preds).Set("responses", []any{newResp})
 	}
 	if c.pc.mode == ProxyAlways && imp.clustered {
-		return // placed on every member, this one too, once stored
+		return nil // placed on every member, this one too, once stored
 	}
 	at := -1
 	for i, st := range imp.stubs {
@@ -445,7 +478,7 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 		}
 	}
 	if at < 0 {
-		return // the proxy stub was removed meanwhile: nothing to place here
+		return nil // the proxy stub was removed meanwhile: nothing to place here
 	}
 	switch c.pc.mode {
 	case ProxyOnce:
@@ -457,6 +490,7 @@ func (imp *Imposter) record(c *ProxyCall, is *Object) {
 	case ProxyAlways:
 		imp.placeAlways(at, preds, newResp)
 	}
+	return nil
 }
 
 // placeAlways places a proxyAlways response as mountebank does: appended

@@ -2,6 +2,8 @@ package imposter
 
 import (
 	"net/url"
+
+	"github.com/fenceline/fenceline/script"
 	"strings"
 	"time"
 )
@@ -20,6 +22,15 @@ type Request struct {
 	Form        *Object // nil unless the body is application/x-www-form-urlencoded
 	IP          string
 	Arrived     time.Time // when it arrived; recorded as ISO 8601 UTC with milliseconds
+
+	// js is the engine a scripted imposter's functions run in while it
+	// is matched and answered (scripted.go); scriptErr the first of them
+	// that failed, which fails the request; scriptJSON the request as
+	// they see it, made once.
+	js         *script.Engine
+	shell      func(command, request, response string) ([]byte, error) // shellTransform's runner; nil: none may run
+	scriptErr  error
+	scriptJSON []byte
 }
 
 // field returns a request field by predicate key; with lower-cased keys

@@ -37,6 +37,10 @@ type World interface {
 	// Engine runs f with the imposter, serialized with every other use
 	// of it (the HTTP server holds the imposter's lock).
 	Engine(f func(imp *Imposter))
+	// Turn runs f once no other request of the imposter holds its
+	// script section on this node (ServeScripted), until f calls
+	// release; or gives err if the wait for it gave up.
+	Turn(f func(release func(), err error))
 }
 
 // Route is how this node routes stateful requests, and this request.

@@ -121,6 +121,7 @@ func (d Stored) Build(port int, localCycle bool) (*Imposter, error) {
 		return nil, err
 	}
 	imp.Clustered(d.Scope(), localCycle)
+	imp.incarnation = d.Incarnation
 	return imp, nil
 }
 

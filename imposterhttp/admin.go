@@ -342,7 +342,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	if !isObj {
 		creation = imposter.NewObject() // [] or "http": no protocol
 	}
-	if errs := validate(creation); errs != nil {
+	if errs := s.validate(creation); errs != nil {
 		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}
@@ -402,7 +402,7 @@ func (s *Server) putAll(w http.ResponseWriter, r *http.Request) {
 			o = imposter.NewObject()
 		}
 		creations[i] = o
-		errs = append(errs, validate(o)...)
+		errs = append(errs, s.validate(o)...)
 	}
 	if errs != nil {
 		writeErrors(w, http.StatusBadRequest, errs...)
@@ -696,13 +696,18 @@ func newStored(creation *imposter.Object) imposter.Stored {
 }
 
 // compileStubs checks stubs before they are proposed.
-func compileStubs(stubs ...any) []error {
+func (s *Server) compileStubs(stubs ...any) []error {
+	var errs []error
 	for _, x := range stubs {
-		if _, err := imposter.NewStub(x); err != nil {
+		st, err := imposter.NewStub(x)
+		if err != nil {
 			return []error{err}
 		}
+		if s.injection == nil {
+			errs = append(st.InjectionErrors(), errs...) // mountebank lists the last stub's first
+		}
 	}
-	return nil
+	return errs
 }
 
 func (s *Server) putStubs(w http.ResponseWriter, r *http.Request) {
@@ -724,7 +729,7 @@ func (s *Server) putStubs(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, &imposter.Error{Code: imposter.CodeBadData, Message: "'stubs' must be an array"})
 		return
 	}
-	if errs := compileStubs(arr...); errs != nil {
+	if errs := s.compileStubs(arr...); errs != nil {
 		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}
@@ -756,7 +761,7 @@ func (s *Server) postStub(w http.ResponseWriter, r *http.Request) {
 			errs = append(errs, &imposter.Error{Code: imposter.CodeBadData, Message: "must contain 'stub' field"})
 		}
 		if errs == nil {
-			errs = compileStubs(raw)
+			errs = s.compileStubs(raw)
 		}
 		if errs != nil {
 			return nil, http.StatusBadRequest, errs
@@ -799,7 +804,7 @@ func (s *Server) putStub(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if errs := compileStubs(v); errs != nil {
+	if errs := s.compileStubs(v); errs != nil {
 		writeErrors(w, http.StatusBadRequest, errs...)
 		return
 	}

@@ -54,17 +54,17 @@ func TestProxyKeepsHeaderNamesAndOrder(t *testing.T) {
               "Date": `, "the recording keeps the upstream's names, order and repeats")
 }
 
-// script is a TCP server on loopback that answers each connection with
+// scriptedServer is a TCP server on loopback that answers each connection with
 // serve, and counts the connections.
-type script struct {
+type scriptedServer struct {
 	ln    net.Listener
 	conns atomic.Int32
 }
 
-func newScript(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *script {
+func newScript(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *scriptedServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &script{ln: ln}
+	s := &scriptedServer{ln: ln}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var open []net.Conn
@@ -100,7 +100,7 @@ func newScript(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *script {
 	return s
 }
 
-func (s *script) addr() string { return s.ln.Addr().String() }
+func (s *scriptedServer) addr() string { return s.ln.Addr().String() }
 
 // answerEach reads requests off the connection and writes resp to each,
 // until the client closes or after max requests (then it closes).

@@ -111,6 +111,15 @@ func (w httpWorld) Forward(owner routing.Owner, done func(imposter.Outcome, erro
 	done(w.s.forward(w.sv, w.wr, w.from, owner))
 }
 
+func (w httpWorld) Turn(f func(release func(), err error)) {
+	select {
+	case w.sv.turn <- struct{}{}:
+		f(func() { <-w.sv.turn }, nil)
+	case <-w.ctx.Done():
+		f(nil, w.ctx.Err())
+	}
+}
+
 func (w httpWorld) Engine(f func(imp *imposter.Imposter)) {
 	w.sv.mu.Lock()
 	defer w.sv.mu.Unlock()
@@ -214,6 +223,9 @@ func (m *MemoryFlows) Do(_ context.Context, req flow.Request) (flow.Response, er
 		m.flows[req.Flow] = f
 	}
 	switch req.Op {
+	case flow.OpGet:
+		v, ok := f[req.Key]
+		return flow.Response{Found: ok, Value: slices.Clone(v)}, nil
 	case flow.OpGetAll:
 		return flow.Response{All: maps.Clone(f)}, nil
 	case flow.OpSet:

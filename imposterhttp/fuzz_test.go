@@ -226,7 +226,7 @@ func FuzzAdminCreation(f *testing.F) {
 		if !isObj {
 			creation = imposter.NewObject()
 		}
-		if errs := validate(creation); errs != nil {
+		if errs := (&Server{}).validate(creation); errs != nil {
 			for _, err := range errs {
 				var e *imposter.Error
 				require.True(t, errors.As(err, &e), "validate's error %T %v is no *imposter.Error", err, err)

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/imposter"
+	"github.com/fenceline/fenceline/script"
 )
 
 // MaxBodyBytes bounds a request body, to an imposter or to the admin API
@@ -94,6 +95,10 @@ type Server struct {
 	keyPEM, certPEM string
 	certErr         error
 
+	// injection is what imposters' JavaScript runs with; nil: injection
+	// is not allowed (AllowInjection).
+	injection *script.Host
+
 	// files is the data root lookup behaviors read under (UseDataRoot;
 	// the start directory's, opened at first use, otherwise); egress is
 	// the proxies' policy (UseEgress; nil: any address).
@@ -126,6 +131,10 @@ type served struct {
 	// imposter exists in the cluster's configuration all the same.
 	bindErr   string
 	lastRetry time.Time // the last bind attempt, for backing off (under the server's recMu)
+
+	// turn is the imposter's script section on this node: one scripted
+	// request at a time holds it (imposter.ServeScripted).
+	turn chan struct{}
 
 	connMu  sync.Mutex // guards conns and stopped
 	conns   map[net.Conn]struct{}
@@ -173,7 +182,7 @@ func checkPort(creation *imposter.Object) (int, error) {
 
 // validate reports what is wrong with a creation request, port first, as
 // mountebank lists them; nil if it compiles.
-func validate(creation *imposter.Object) []error {
+func (s *Server) validate(creation *imposter.Object) []error {
 	var errs []error
 	port, err := checkPort(creation)
 	if err != nil {
@@ -184,8 +193,10 @@ func validate(creation *imposter.Object) []error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		if _, err := imposter.New(creation, port); err != nil {
+		if imp, err := imposter.New(creation, port); err != nil {
 			errs = append(errs, err)
+		} else if ierrs := s.injectionErrors(imp); ierrs != nil {
+			errs = append(errs, ierrs...)
 		} else if err := checkTLS(creation); err != nil {
 			errs = append(errs, err)
 		}
@@ -198,7 +209,7 @@ func validate(creation *imposter.Object) []error {
 // here; one that does not, or a port that will not bind, gives an
 // imposter that serves nothing and says why.
 func (s *Server) start(d Definition) *served {
-	sv := &served{port: d.Port, def: d, conns: map[net.Conn]struct{}{}}
+	sv := &served{port: d.Port, def: d, conns: map[net.Conn]struct{}{}, turn: make(chan struct{}, 1)}
 	st, imp, err := s.build(d)
 	sv.imp = imp
 	if err != nil {
@@ -224,6 +235,7 @@ func (s *Server) build(d Definition) (imposter.Stored, *imposter.Imposter, error
 	imp, err := st.Build(d.Port, false)
 	s.giveFiles(imp)
 	s.giveLog(imp)
+	s.giveScripts(imp)
 	return st, imp, err
 }
 

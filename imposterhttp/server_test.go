@@ -240,11 +240,11 @@ func TestAdminErrors(t *testing.T) {
 		{"unknown behavior", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"foo":1}]}]}]}`, "bad data", `Unrecognized behavior: "foo"`, 1},
 		{"lookup delimiter", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"lookup":{"key":{"from":"path","using":{"method":"regex","selector":".*"}},"fromDataSource":{"csv":{"path":"x.csv","keyColumn":"id","delimiter":"\n"}},"into":"${R}"}}]}]}]}`, "bad data", "delimiter", 1},
 		{"proxy verifyTLS", `{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"https://127.0.0.1:1","verifyTLS":"no"}}]}]}`, "bad data", "proxy.verifyTLS must be true or false", 1},
-		{"inject response", `{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => ({})"}]}]}`, "invalid injection", "JavaScript injection is not supported", 1},
-		{"inject predicate", `{"protocol":"http","stubs":[{"predicates":[{"inject":"() => true"}],"responses":[{"is":{}}]}]}`, "invalid injection", "JavaScript injection is not supported", 1},
-		{"decorate", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"decorate":"() => {}"}]}]}]}`, "invalid injection", "JavaScript injection is not supported", 1},
-		{"function wait", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"wait":"() => 5"}]}]}]}`, "invalid injection", "JavaScript injection is not supported", 1},
-		{"shellTransform", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"shellTransform":"ls"}]}]}]}`, "invalid injection", "Shell execution is not supported", 1},
+		{"inject response", `{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => ({})"}]}]}`, "invalid injection", "JavaScript injection is not allowed unless fenceline is run with the -allowInjection flag", 1},
+		{"inject predicate", `{"protocol":"http","stubs":[{"predicates":[{"inject":"() => true"}],"responses":[{"is":{}}]}]}`, "invalid injection", "JavaScript injection is not allowed unless fenceline is run with the -allowInjection flag", 1},
+		{"decorate", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"decorate":"() => {}"}]}]}]}`, "invalid injection", "JavaScript injection is not allowed unless fenceline is run with the -allowInjection flag", 1},
+		{"function wait", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"wait":"() => 5"}]}]}]}`, "invalid injection", "JavaScript injection is not allowed unless fenceline is run with the -allowInjection flag", 1},
+		{"shellTransform", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"shellTransform":"ls"}]}]}]}`, "invalid injection", "Shell execution is not allowed unless fenceline is run with the -allowInjection flag", 1},
 	} {
 		before := do(t, "GET", base+"/imposters?replayable=true", "").body
 		a := do(t, "POST", base+"/imposters", tc.body)

@@ -325,6 +325,7 @@ func (sv *served) stop() {
 	sv.connMu.Unlock()
 	sv.mu.Lock()
 	ln := sv.ln
+	sv.imp.Close() // its script engine's timers
 	sv.mu.Unlock()
 	if ln != nil {
 		_ = ln.Close()
@@ -407,19 +408,25 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) impo
 	// predicate holds up only its own request), then answered under it.
 	sv.mu.Lock()
 	imp := sv.imp
-	stateful := imp.Stateful()
+	stateful, scripted := imp.Stateful(), imp.Scripted()
 	cands := imp.Candidates()
 	sv.mu.Unlock()
 	var out imposter.Outcome
 	var cyc *imposter.Cycle
 	var err error
-	if !stateful {
+	if scripted {
+		var final bool
+		if out, final, err = s.respondScripted(sv, wr, req); final {
+			return out
+		}
+		stateful = false
+	} else if !stateful {
 		found := cands.Find(req)
 		sv.mu.Lock()
 		switch {
 		case sv.imp == imp:
 			out, cyc, err = imp.RespondFound(req, cands, found)
-		case !sv.imp.Stateful():
+		case !sv.imp.Stateful() && !sv.imp.Scripted():
 			out, cyc, err = sv.imp.Respond(req) // replaced meanwhile: match again
 		default:
 			stateful = true

@@ -584,4 +584,7 @@ func (w *simWorld) Forward(owner routing.Owner, done func(imposter.Outcome, erro
 	})
 }
 
+// Turn: the scenario's imposters run no JavaScript (none is scripted).
+func (w *simWorld) Turn(f func(release func(), err error)) { f(func() {}, nil) }
+
 func (w *simWorld) Engine(f func(imp *imposter.Imposter)) { f(w.x.engines[w.n.Name()][w.port]) }

@@ -617,6 +617,9 @@ type oneWorld struct {
 	q  *oneReq
 }
 
+// Turn: the scenario's imposters run no JavaScript (none is scripted).
+func (w *oneWorld) Turn(f func(release func(), err error)) { f(func() {}, nil) }
+
 func (w *oneWorld) Engine(f func(imp *imposter.Imposter)) {
 	// The imposter the shell serves now on the port, as the real
 	// server's, which a change swaps in place.

@@ -230,6 +230,16 @@ func TestExposedWithoutAKeyRefusesToStart(t *testing.T) {
 	out, _ := exec.CommandContext(ctx, bin, "-http", "10.9.8.7:2591", "-peer", "127.0.0.6:25591", "-insecure", "-data-dir", t.TempDir()).CombinedOutput()
 	require.NotContains(t, string(out), "no API key is set")
 	require.Contains(t, string(out), "listen for HTTP on 10.9.8.7:2591")
+
+	// Injection runs what API callers send: exposed, it needs the key,
+	// -insecure or not; with one it gets past the check.
+	out, err := exec.CommandContext(ctx, bin, "-http", "10.9.8.7:2591", "-peer", "127.0.0.6:25591", "-insecure", "-allowInjection", "-data-dir", t.TempDir()).CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, 2, exit.ExitCode())
+	require.Contains(t, string(out), "-allowInjection with -http 10.9.8.7:2591 reachable beyond loopback needs an API key")
+	out, _ = exec.CommandContext(ctx, bin, "-http", "10.9.8.7:2591", "-peer", "127.0.0.6:25591", "-apikey", "k", "-allowInjection", "-data-dir", t.TempDir()).CombinedOutput()
+	require.Contains(t, string(out), "listen for HTTP on 10.9.8.7:2591")
 }
 
 // A cluster with an API key works as one without: members join (the

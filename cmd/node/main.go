@@ -73,6 +73,9 @@ type config struct {
 	dataRoot                 string
 	readTimeout, idleTimeout time.Duration
 	egressAllow, egressDeny  []string
+	// Injection (README "JavaScript injection").
+	allowInjection  bool
+	injectionBudget time.Duration
 }
 
 // errUsage marks a mistake in how the node was started: exit code 2.
@@ -106,6 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.apiKeyFile, "apikey-file", "", "a file whose first line is the API key")
 	fs.BoolVar(&c.localOnly, "localOnly", false, "take connections to the HTTP API and the imposters from loopback addresses only (mountebank's)")
 	fs.StringVar(&c.ipWhitelist, "ipWhitelist", "*", "pipe-delimited addresses or CIDR networks the HTTP API and the imposters take connections from; loopback always (mountebank's)")
+	fs.BoolVar(&c.allowInjection, "allowInjection", false, "run the JavaScript imposters carry (inject, decorate, wait functions...) and shellTransform commands: remote code execution by design, as in mountebank; beyond loopback it needs an API key")
+	fs.DurationVar(&c.injectionBudget, "injection-budget", 5*time.Second, "how long one injected function (its asynchronous answer included) or timer may run before it is stopped")
 	fs.StringVar(&c.origin, "origin", "", "a web origin (scheme://host:port) allowed to call the HTTP API from a browser")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve the HTTP API over TLS with this PEM certificate (with -tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key of -tls-cert")
@@ -186,6 +191,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	// a key, is what the operator asked for explicitly or not at all.
 	if c.apiKey == "" && !c.insecure && !loopbackHost(c.http) {
 		return c, fmt.Errorf("%w: -http %s is reachable beyond loopback and no API key is set: give -apikey-file (see README, \"Exposing a node\"), or -insecure to serve it open", errUsage, c.http)
+	}
+	// Injection runs whatever an API caller sends: beyond loopback only
+	// for a caller who holds the key, never open (-insecure or not).
+	if c.allowInjection && c.apiKey == "" && !loopbackHost(c.http) {
+		return c, fmt.Errorf("%w: -allowInjection with -http %s reachable beyond loopback needs an API key (-apikey-file): injected JavaScript and shellTransform run whatever a caller of the API sends", errUsage, c.http)
+	}
+	if c.injectionBudget <= 0 {
+		return c, fmt.Errorf("%w: -injection-budget must be positive", errUsage)
 	}
 	return c, nil
 }
@@ -271,6 +284,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	imposters.UseEgress(egress)
+	if c.allowInjection {
+		imposters.AllowInjection(c.injectionBudget)
+		log.Warn("running with -allowInjection: imposters may run JavaScript and shell commands that API callers send (README, \"JavaScript injection\")")
+	}
 	imposters.UseAccess(c.access)
 	imposters.UsePorts(c.imposterPorts)
 	if keys.AcceptControl != nil {

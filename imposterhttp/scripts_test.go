@@ -1,0 +1,206 @@
+package imposterhttp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/flow"
+)
+
+// scripting is an admin API whose server allows injection, each call
+// bounded by budget.
+func scripting(t *testing.T, budget time.Duration) (string, *Server) {
+	t.Helper()
+	base, s := admin(t)
+	s.AllowInjection(budget)
+	return base, s
+}
+
+// Every injection point over HTTP, with one state shared by the
+// predicate, response and decorate functions of an imposter, as
+// mountebank's docs describe it.
+func TestInjectionOverHTTP(t *testing.T) {
+	base, _ := scripting(t, 2*time.Second)
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"inject":"(config) => { config.state.seen = (config.state.seen || 0) + 1; return config.request.path === '/count'; }"}],
+		 "responses":[{"inject":"(config) => ({ statusCode: 200, headers: {'X-Seen': String(config.state.seen)}, body: { seen: config.state.seen } })",
+		              "behaviors":[{"decorate":"(config) => { config.response.headers['X-Decorated'] = config.request.method; }"}]}]},
+		{"predicates":[{"equals":{"path":"/legacy"}}],
+		 "responses":[{"inject":"function (request, state, logger, callback) { logger.info('legacy %s', request.path); return { body: request.method + ' ' + request.path }; }"}]},
+		{"predicates":[{"equals":{"path":"/wait"}}],
+		 "responses":[{"is":{"body":"waited"},"behaviors":[{"wait":"function () { return 150; }"}]}]},
+		{"predicates":[{"equals":{"path":"/async"}}],
+		 "responses":[{"inject":"(config) => { setTimeout(() => config.callback({ statusCode: 202, body: 'later' }), 10); }"}]},
+		{"predicates":[{"equals":{"path":"/throw"}}],
+		 "responses":[{"inject":"function (config) { throw new Error(\"boom\"); }"}]},
+		{"predicates":[{"equals":{"path":"/forever"}}],
+		 "responses":[{"inject":"function (config) { for (;;) {} }"}]}
+	]}`)
+	for i := 1; i <= 3; i++ {
+		a := do(t, "GET", at(port, "/count"), "")
+		require.Equal(t, 200, a.code, a.body)
+		assert.Equal(t, fmt.Sprint(i), a.header.Get("X-Seen"))
+		assert.Equal(t, "GET", a.header.Get("X-Decorated"))
+		assert.JSONEq(t, fmt.Sprintf(`{"seen": %d}`, i), a.body)
+	}
+	a := do(t, "POST", at(port, "/legacy"), "")
+	assert.Equal(t, "POST /legacy", a.body)
+
+	start := time.Now()
+	a = do(t, "GET", at(port, "/wait"), "")
+	assert.Equal(t, "waited", a.body)
+	assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
+
+	a = do(t, "GET", at(port, "/async"), "")
+	assert.Equal(t, 202, a.code)
+	assert.Equal(t, "later", a.body)
+
+	a = do(t, "GET", at(port, "/throw"), "")
+	require.Equal(t, 500, a.code)
+	e := a.json["errors"].([]any)[0].(map[string]any)
+	assert.Equal(t, "invalid injection", e["code"])
+	assert.Equal(t, "invalid response injection", e["message"])
+	assert.Equal(t, `(function (config) { throw new Error("boom"); })(config, injectState, logger, done, imposterState);`, e["source"])
+	assert.Equal(t, "boom", e["data"])
+
+	start = time.Now()
+	a = do(t, "GET", at(port, "/forever"), "")
+	require.Equal(t, 500, a.code)
+	assert.Contains(t, a.body, "time budget of 2s")
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	// The predicate ran for every request above (it is the first stub):
+	// the state counted them all, and changing the stubs keeps it.
+	seen := do(t, "GET", at(port, "/count"), "").header.Get("X-Seen")
+	assert.Equal(t, "9", seen)
+	a = do(t, "PUT", fmt.Sprintf("%s/imposters/%d/stubs", base, port), `{"stubs":[{"responses":[{"inject":"(config) => ({ body: String(config.state.seen) })"}]}]}`)
+	require.Equal(t, 200, a.code, a.body)
+	assert.Equal(t, "9", do(t, "GET", at(port, "/"), "").body)
+	// A new creation starts with an empty state.
+	do(t, "DELETE", fmt.Sprintf("%s/imposters/%d", base, port), "")
+	create(t, base, fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"inject":"(config) => ({ body: String(config.state.seen) })"}]}]}`, port))
+	assert.Equal(t, "undefined", do(t, "GET", at(port, "/"), "").body)
+}
+
+// The state lives in the flow store: what another member wrote is what
+// the next request sees, and a change that lost to another member's is a
+// 503 that says so, its answer withheld.
+func TestInjectionStateInTheStore(t *testing.T) {
+	base, s := scripting(t, 2*time.Second)
+	var bump sync.Once
+	var stateFlow string
+	up := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Another member changes the state while the function waits.
+		bump.Do(func() {
+			_, _ = s.flows.Do(context.Background(), flow.Request{Flow: stateFlow, Op: flow.OpSet, Key: "state", Value: []byte("0\n{\"n\":100}")})
+		})
+		_, _ = w.Write([]byte("ok"))
+	})}
+	upBase := serveOn(t, &up)
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/slow"}}],
+		 "responses":[{"inject":"(config) => { config.state.n = (config.state.n || 0) + 1; require('http').get('`+upBase+`/', () => config.callback({ body: String(config.state.n) })); }"}]},
+		{"responses":[{"inject":"(config) => { config.state.n = (config.state.n || 0) + 1; return { body: String(config.state.n) }; }"}]}
+	]}`)
+	s.mu.Lock()
+	stateFlow = s.imposters[port].imp.ScriptStateFlow()
+	s.mu.Unlock()
+	assert.Equal(t, "1", do(t, "GET", at(port, "/"), "").body)
+	_, err := s.flows.Do(context.Background(), flow.Request{Flow: stateFlow, Op: flow.OpSet, Key: "state", Value: []byte("0\n{\"n\":41}")})
+	require.NoError(t, err)
+	assert.Equal(t, "42", do(t, "GET", at(port, "/"), "").body, "the state another member wrote")
+
+	a := do(t, "GET", at(port, "/slow"), "")
+	require.Equal(t, 503, a.code, a.body)
+	assert.Equal(t, "injection_state_conflict", a.header.Get(UnavailableHeader))
+	assert.Equal(t, "101", do(t, "GET", at(port, "/"), "").body, "the lost change was dropped; the winner's stands")
+}
+
+// Without -allowInjection every injection point is refused at creation,
+// nested predicates too (mountebank checks only top-level ones), with
+// mountebank's errors, the stubs listed last first.
+func TestInjectionRefused(t *testing.T) {
+	base, _ := admin(t)
+	a := do(t, "POST", base+"/imposters", `{"protocol":"http","stubs":[
+		{"predicates":[{"not":{"inject":"c => false"}}],"responses":[{"is":{}}]},
+		{"responses":[{"inject":"c => ({})","behaviors":[{"shellTransform":"cat"}]}]}]}`)
+	require.Equal(t, 400, a.code, a.body)
+	errs := a.json["errors"].([]any)
+	require.Len(t, errs, 3)
+	msgs := []string{}
+	for _, e := range errs {
+		m := e.(map[string]any)
+		assert.Equal(t, "invalid injection", m["code"])
+		msgs = append(msgs, m["message"].(string))
+	}
+	assert.Equal(t, []string{
+		"JavaScript injection is not allowed unless fenceline is run with the -allowInjection flag",
+		"Shell execution is not allowed unless fenceline is run with the -allowInjection flag",
+		"JavaScript injection is not allowed unless fenceline is run with the -allowInjection flag",
+	}, msgs)
+	port := create(t, base, `{"protocol":"http","stubs":[{"responses":[{"is":{}}]}]}`)
+	a = do(t, "POST", fmt.Sprintf("%s/imposters/%d/stubs", base, port), `{"stub":{"responses":[{"is":{},"behaviors":[{"decorate":"c => {}"}]}]}}`)
+	require.Equal(t, 400, a.code, a.body)
+	assert.Contains(t, a.body, "-allowInjection")
+}
+
+// A script tries what injection must not give it: files, processes, the
+// network past the egress policy.
+func TestInjectionReach(t *testing.T) {
+	base, s := scripting(t, 2*time.Second)
+	eg, err := ExposedEgress(nil)
+	require.NoError(t, err)
+	s.UseEgress(eg) // loopback denied, as on an exposed node
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/fs"}}],"responses":[{"inject":"c => ({ body: require('fs').readFileSync('/etc/passwd', 'utf8') })"}]},
+		{"predicates":[{"equals":{"path":"/proc"}}],"responses":[{"inject":"c => ({ body: String(require('child_process').execSync('id')) })"}]},
+		{"predicates":[{"equals":{"path":"/net"}}],"responses":[{"inject":"c => { require('http').get('`+base+`/imposters', r => c.callback({ body: 'reached' })).on('error', e => c.callback({ statusCode: 502, body: e.message })); }"}]}
+	]}`)
+	for _, p := range []string{"/fs", "/proc"} {
+		a := do(t, "GET", at(port, p), "")
+		require.Equal(t, 500, a.code, p)
+		assert.Contains(t, a.body, "Cannot find module", p)
+	}
+	a := do(t, "GET", at(port, "/net"), "")
+	assert.Equal(t, 502, a.code)
+	assert.Contains(t, a.body, "egress policy refuses")
+}
+
+// shellTransform runs the definition's command with the request in its
+// environment, never through a line made of the request's data.
+func TestShellTransform(t *testing.T) {
+	base, _ := scripting(t, 2*time.Second)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "pwned")
+	script := filepath.Join(dir, "t.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nprintf '{\"statusCode\":201,\"body\":\"%s\"}' \"$(printf '%s' \"$MB_REQUEST\" | wc -c | tr -d ' ')\"\n"), 0o755))
+	port := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"is":{"body":"x"},"behaviors":[{"shellTransform":%q}]}]}]}`, script))
+	a := do(t, "GET", at(port, "/'; touch "+strings.ReplaceAll(marker, "/", "%2F")+"; '"), "")
+	require.Equal(t, 201, a.code, a.body)
+	assert.NotEmpty(t, a.body)
+	_, err := os.Stat(marker)
+	assert.True(t, os.IsNotExist(err), "the request's data ran as a command")
+}
+
+// serveOn serves srv on a loopback port: its base URL.
+func serveOn(t *testing.T, srv *http.Server) string {
+	t.Helper()
+	ln, err := netListen()
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
