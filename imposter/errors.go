@@ -58,20 +58,12 @@ func dryRunError(code, msg string) *Error {
 	return &Error{Code: code, Message: msg, stubSource: true}
 }
 
-// notSupported refuses a feature fenceline leaves out by decision
-// (JavaScript, the tcp and smtp protocols), in mountebank's error shape,
-// so that a suite that relies on it fails loudly at creation instead of
-// matching differently.
+// notSupported refuses a feature fenceline leaves out by decision, in
+// mountebank's error shape, so that a suite that relies on it fails
+// loudly at creation instead of matching differently.
 func notSupported(feature string, source any) *Error {
 	return badData(feature+" is not supported by fenceline", source)
 }
 
 // CodeInvalidInjection is mountebank's code for JavaScript it will not run.
 const CodeInvalidInjection = "invalid injection"
-
-// errInjection refuses JavaScript (and shell) injection, which fenceline
-// does not run, with the code mountebank uses when its --allowInjection
-// flag is off; source is the stub when known.
-func errInjection(what string, source any) *Error {
-	return &Error{Code: CodeInvalidInjection, Message: "JavaScript injection is not supported by fenceline (" + what + ")", Source: source}
-}

@@ -210,6 +210,9 @@ func (imp *Imposter) stubsChanged() {
 	imp.stubsGen++
 	var names []string
 	imp.scripted = false
+	if imp.Mode == "binary" {
+		imp.decodePredicates()
+	}
 	for _, st := range imp.stubs {
 		imp.scripted = imp.scripted || st.javascript
 		if st.scenario != "" && !slices.Contains(names, st.scenario) {

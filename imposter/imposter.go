@@ -30,6 +30,9 @@ const MaxRecordedRequests = 10000
 type Imposter struct {
 	Protocol string
 	Port     int
+	// Mode is a tcp imposter's encoding of data: "text" (UTF-8) or
+	// "binary" (base64).
+	Mode string
 	// KeyPEM and CertPEM are an https imposter's key and certificate: the
 	// creation request's, or the ones the server generated.
 	KeyPEM, CertPEM string
@@ -109,6 +112,9 @@ type Stub struct {
 	// javascript: a predicate, response or behavior carries JavaScript;
 	// shell: a shellTransform runs a command (InjectionErrors).
 	javascript, shell bool
+	// decoded: the predicates compare bytes, a binary tcp imposter's
+	// (decodePredicates).
+	decoded bool
 	// id names the stub across edits of its imposter (AssignStubIDs): a
 	// stub keeps its place in its response cycle while its id lives, as
 	// mountebank keeps a stub's place until the stub is replaced. Empty
@@ -142,8 +148,13 @@ func New(creation *Object, port int) (*Imposter, error) {
 	imp.Protocol, _ = proto.(string)
 	switch imp.Protocol {
 	case "http", "https":
-	case "tcp", "smtp":
-		return nil, notSupported("the "+imp.Protocol+" protocol", nil)
+	case "tcp":
+		if err := imp.compileTCP(creation); err != nil {
+			return nil, err
+		}
+	case "smtp":
+		// Mail is accepted and recorded; stubs match it, and their
+		// responses are not sent anywhere, as in mountebank.
 	case "":
 		return nil, badData("'protocol' is a required field", nil)
 	default:
@@ -206,10 +217,8 @@ func New(creation *Object, port int) (*Imposter, error) {
 // CheckProtocol validates an imposter's protocol field.
 func CheckProtocol(proto any) error {
 	switch proto {
-	case "http", "https":
+	case "http", "https", "tcp", "smtp":
 		return nil
-	case "tcp", "smtp":
-		return notSupported(fmt.Sprintf("the %s protocol", proto), nil)
 	case nil:
 		return badData("'protocol' is a required field", nil)
 	}
@@ -740,6 +749,9 @@ func (st *Stub) nextResponse() *response {
 // mountebank's: mountebank takes any statusCode when the stub is made,
 // since a behavior may fill it in.
 func (imp *Imposter) postProcess(is *Object, r *Request) (Outcome, error) {
+	if imp.Protocol == "tcp" {
+		return imp.tcpOutcome(is)
+	}
 	def := imp.defaultResponse
 	if def == nil {
 		def = NewObject()
@@ -1034,6 +1046,9 @@ func (imp *Imposter) Value(opt PrintOptions) *Object {
 	}
 	if !opt.List {
 		o.Set("recordRequests", imp.RecordRequests)
+		if imp.Protocol == "tcp" {
+			o.Set("mode", imp.Mode) // mountebank's tcp metadata
+		}
 		if imp.Protocol == "https" {
 			// mountebank's https metadata, in its order.
 			o.Set("key", imp.KeyPEM)
@@ -1045,6 +1060,9 @@ func (imp *Imposter) Value(opt PrintOptions) *Object {
 			ca, _ := imp.header.Get("ca")
 			o.Set("ca", Clone(ca))
 		}
+	}
+	if v, ok := imp.header.Get("endOfRequestResolver"); ok && truthy(v) {
+		o.Set("endOfRequestResolver", Clone(v))
 	}
 	if v, ok := imp.header.Get("allowCORS"); ok && truthy(v) {
 		o.Set("allowCORS", Clone(v))

@@ -74,7 +74,7 @@ func compileProxy(v any, r *Object) (*proxyConfig, error) {
 		return nil, dryRunError(CodeBadData, "Missing to")
 	}
 	u, err := url.Parse(pc.to)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "tcp") || u.Host == "" {
 		return nil, dryRunError(CodeInvalidProxy, fmt.Sprintf("Unable to connect to %s", string(Marshal(pc.to, 0))))
 	}
 	if u.Path != "" && u.Path != "/" {
@@ -300,6 +300,7 @@ type ProxyCall struct {
 	Mode      string
 
 	req  *Request
+	data []byte // a tcp request's data, decoded
 	stub *Stub
 	resp *response
 	pc   *proxyConfig
@@ -333,6 +334,9 @@ func (imp *Imposter) proxyCall(r *Request, st *Stub, resp *response) *ProxyCall 
 	if pc.mode == ProxyOnce {
 		c.Signature = proxyonce.KeyOf(imp.Port, pc.signature(imp.scope, r))
 	}
+	if r.TCP {
+		c.data = imp.decodeData(r.Data)
+	}
 	return c
 }
 
@@ -358,6 +362,9 @@ func (pc *proxyConfig) signature(scope string, r *Request) []byte {
 // VerifyTLS reports whether an https upstream's certificate is to be
 // checked (VerifyTLSField).
 func (c *ProxyCall) VerifyTLS() bool { return c.pc.verifyTLS }
+
+// Data is a tcp request's data, as bytes to send upstream.
+func (c *ProxyCall) Data() []byte { return c.data }
 
 // Body is the request body to send upstream.
 func (c *ProxyCall) Body() string { return c.req.Body }
@@ -394,6 +401,10 @@ var (
 // behaviors on it, records it as the mode says, and returns what to
 // answer the client.
 func (imp *Imposter) Proxied(c *ProxyCall, up Upstream) (Outcome, error) {
+	if imp.Protocol == "tcp" {
+		is := NewObject().Set("data", imp.encodeData(up.Body))
+		return imp.proxiedIs(c, is)
+	}
 	headers := NewObject()
 	var encoding, ctype string
 	for _, h := range up.Headers {
@@ -425,6 +436,12 @@ func (imp *Imposter) Proxied(c *ProxyCall, up Upstream) (Outcome, error) {
 		is.Set("body", body).Set("_mode", "text")
 	}
 	is.Set("_proxyResponseTime", float64(up.Elapsed.Milliseconds()))
+	return imp.proxiedIs(c, is)
+}
+
+// proxiedIs runs the proxy response's behaviors on what upstream
+// answered, records it as the proxy's mode says, and makes the outcome.
+func (imp *Imposter) proxiedIs(c *ProxyCall, is *Object) (Outcome, error) {
 	imp.withScript(c.req)
 	var wait time.Duration
 	for _, b := range c.resp.behaviors {

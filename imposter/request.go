@@ -22,6 +22,18 @@ type Request struct {
 	Form        *Object // nil unless the body is application/x-www-form-urlencoded
 	IP          string
 	Arrived     time.Time // when it arrived; recorded as ISO 8601 UTC with milliseconds
+	// TCP marks a tcp imposter's request, whose fields are requestFrom,
+	// data (in the imposter's mode: text, or base64) and ip.
+	TCP  bool
+	Data string
+	// MatchData is what predicates compare data with, when it differs
+	// from Data: a binary tcp request's bytes as text, as mountebank
+	// decodes base64 on both sides before it compares.
+	MatchData string
+	// Fields, when set, is the whole request as the protocol records it
+	// (an smtp imposter's message: envelopeFrom, to, subject, text...):
+	// predicates read its fields and it is recorded as it is.
+	Fields *Object
 
 	// js is the engine a scripted imposter's functions run in while it
 	// is matched and answered (scripted.go); scriptErr the first of them
@@ -36,6 +48,23 @@ type Request struct {
 // field returns a request field by predicate key; with lower-cased keys
 // the key came lower-cased ("requestfrom").
 func (r *Request) field(key string) (any, bool) {
+	if r.Fields != nil {
+		return r.Fields.Get(key)
+	}
+	if r.TCP {
+		switch key {
+		case "data":
+			if r.MatchData != "" {
+				return r.MatchData, true
+			}
+			return r.Data, true
+		case "ip":
+			return r.IP, true
+		case "requestFrom", "requestfrom":
+			return r.RequestFrom, true
+		}
+		return nil, false
+	}
 	switch key {
 	case "method":
 		return r.Method, true
@@ -62,6 +91,20 @@ func (r *Request) field(key string) (any, bool) {
 
 // stringField returns the request's string fields by predicate key.
 func (r *Request) stringField(key string) (string, bool) {
+	if r.Fields != nil {
+		v, ok := r.Fields.Get(key)
+		s, isStr := v.(string)
+		return s, ok && isStr
+	}
+	if r.TCP {
+		if key == "data" {
+			if r.MatchData != "" {
+				return r.MatchData, true
+			}
+			return r.Data, true
+		}
+		return "", false
+	}
 	switch key {
 	case "method":
 		return r.Method, true
@@ -140,7 +183,23 @@ func IsForm(contentType string) bool {
 
 // Value is the request as mountebank records and prints it.
 func (r *Request) Value() *Object {
+	if r.Fields != nil {
+		o := Clone(r.Fields).(*Object)
+		if !r.Arrived.IsZero() {
+			o.Set("timestamp", r.Arrived.UTC().Format("2006-01-02T15:04:05.000Z"))
+		}
+		return o
+	}
 	o := &Object{}
+	if r.TCP {
+		o.Set("requestFrom", r.RequestFrom)
+		o.Set("data", r.Data)
+		o.Set("ip", r.IP)
+		if !r.Arrived.IsZero() {
+			o.Set("timestamp", r.Arrived.UTC().Format("2006-01-02T15:04:05.000Z"))
+		}
+		return o
+	}
 	o.Set("requestFrom", r.RequestFrom)
 	o.Set("method", r.Method)
 	o.Set("path", r.Path)
@@ -160,7 +219,10 @@ func (r *Request) Value() *Object {
 // size is about what the request holds once recorded: its body, path,
 // and headers' and query's names and values, plus a little for the rest.
 func (r *Request) size() int {
-	n := 256 + len(r.Body) + len(r.Path) + len(r.RequestFrom)
+	n := 256 + len(r.Body) + len(r.Data) + len(r.Path) + len(r.RequestFrom)
+	if r.Fields != nil {
+		n += len(Marshal(r.Fields, 0))
+	}
 	for _, o := range []*Object{r.Headers, r.Query} {
 		if o == nil {
 			continue

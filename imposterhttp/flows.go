@@ -135,7 +135,7 @@ func (s *Server) respondStateful(sv *served, wr *wireRequest, req *imposter.Requ
 	forwarded := wr.forwarded
 	var res imposter.Served
 	imposter.ServeStateful(httpWorld{ctx: ctx, s: s, sv: sv, wr: wr, from: req.RequestFrom},
-		imposter.Route{Forward: s.route == RouteForward, Forwarded: forwarded},
+		imposter.Route{Forward: s.route == RouteForward && !wr.tcp, Forwarded: forwarded},
 		req, func(r imposter.Served, e error) { res, err = r, e })
 	if res.Transition != nil && !res.Moved {
 		s.lostRaces.Add(1) // another request moved the state first: this move was dropped

@@ -101,7 +101,7 @@ func (s *Server) respondScripted(sv *served, wr *wireRequest, req *imposter.Requ
 	defer cancel()
 	var res imposter.Served
 	imposter.ServeScripted(httpWorld{ctx: ctx, s: s, sv: sv, wr: wr, from: req.RequestFrom},
-		imposter.Route{Forward: s.route == RouteForward, Forwarded: wr.forwarded},
+		imposter.Route{Forward: s.route == RouteForward && !wr.tcp, Forwarded: wr.forwarded},
 		req, func(r imposter.Served, e error) { res, err = r, e })
 	if res.Transition != nil && !res.Moved {
 		s.lostRaces.Add(1)

@@ -225,7 +225,7 @@ func TestAdminErrors(t *testing.T) {
 		{"no protocol", `{"port":4620}`, "bad data", "'protocol' is a required field", 1},
 		{"not an object", `[]`, "bad data", "'protocol' is a required field", 1},
 		{"unknown protocol", `{"protocol":"foo"}`, "bad data", "the foo protocol is not yet supported", 1},
-		{"tcp refused", `{"protocol":"tcp"}`, "bad data", "the tcp protocol is not supported by fenceline", 1},
+		{"tcp mode", `{"protocol":"tcp","mode":"hex"}`, "bad data", "'mode' must be one of ['text', 'binary']", 1},
 		{"bad port and protocol", `{"protocol":"foo","port":-1}`, "bad data", "invalid value for 'port'", 2},
 		{"port in use", fmt.Sprintf(`{"protocol":"http","port":%d}`, port), "resource conflict", fmt.Sprintf("Port %d is already in use", port), 1},
 		{"port too big", `{"protocol":"http","port":70000}`, "bad data", "invalid value for 'port'", 1},

@@ -48,6 +48,8 @@ type wireRequest struct {
 	// forwarded: a member forwarded it, its loop guard checked once
 	// (forwardedFrom) when it was read.
 	forwarded bool
+	// tcp: a tcp imposter's request (serveTCP), never forwarded.
+	tcp bool
 }
 
 // framing is how a message's body is delimited.
@@ -294,7 +296,17 @@ func (s *Server) accept(sv *served, ln net.Listener) {
 			_ = c.Close()
 			continue
 		}
-		go s.serveConn(sv, c)
+		sv.mu.Lock()
+		proto := sv.imp.Protocol
+		sv.mu.Unlock()
+		switch proto {
+		case "tcp":
+			go s.serveTCP(sv, c)
+		case "smtp":
+			go s.serveSMTP(sv, c)
+		default:
+			go s.serveConn(sv, c)
+		}
 	}
 }
 

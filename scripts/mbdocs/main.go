@@ -144,6 +144,9 @@ type result struct {
 }
 
 func main() {
+	if filepath.Base(os.Args[0]) == "nc" {
+		os.Exit(runNC(os.Args[1:]))
+	}
 	docs := flag.String("docs", "", "mountebank's src/views/docs directory")
 	admin := flag.String("admin", "http://127.0.0.1:2525", "the server's admin URL (its port replaces the pages' <%= port %>)")
 	run := flag.String("run", "", "run only the scenarios whose page/name matches this regexp")
@@ -277,7 +280,6 @@ var stepExpects = map[string]string{
 	"api/overview/imposters#13":        "/logs holds fenceline's log, which does not start with mb's banner",
 	"gettingStarted/getting-started#2": "fenceline frames an answer with Content-Length, mb (node) chunks it",
 	"gettingStarted/getting-started#3": "fenceline frames an answer with Content-Length, mb (node) chunks it",
-	"gettingStarted/getting-started#5": "the tcp imposter, made by curl in step 4, is refused by design",
 	// The origin is an imposter whose inject response fenceline frames
 	// with Content-Length; mb chunked it, and the proxy recorded that.
 	"api/proxy/proxyModes/proxyAlways#7": "fenceline frames an answer with Content-Length, mb (node) chunks it",
@@ -314,6 +316,9 @@ func runScenario(sc scenario, cwd string) []result {
 			first, _, _ := strings.Cut(strings.TrimSpace(st.text), "\n")
 			r.what = "exec " + first
 			r.diffs = execStep(st, cwd)
+		case "smtp":
+			r.what = "smtp to port " + st.attr("port")
+			r.diffs = smtpStep(st)
 		default:
 			r.what = st.kind
 			r.diffs = []string{"step type " + st.kind + " is not run by mbdocs"}
@@ -334,6 +339,9 @@ func execStep(st step, cwd string) []string {
 	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", text)
 	cmd.Dir = cwd
+	if dir, err := ncDir(cwd); err == nil || os.IsExist(err) {
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	// nc waits on an open connection after its input ends: the command
 	// gets five seconds, its whole process group is killed after that.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
