@@ -76,6 +76,9 @@ type config struct {
 	// Injection (README "JavaScript injection").
 	allowInjection  bool
 	injectionBudget time.Duration
+	// Imposters from a file at start (configfile.go).
+	configFile string
+	noParse    bool
 }
 
 // errUsage marks a mistake in how the node was started: exit code 2.
@@ -111,6 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ipWhitelist, "ipWhitelist", "*", "pipe-delimited addresses or CIDR networks the HTTP API and the imposters take connections from; loopback always (mountebank's)")
 	fs.BoolVar(&c.allowInjection, "allowInjection", false, "run the JavaScript imposters carry (inject, decorate, wait functions...) and shellTransform commands: remote code execution by design, as in mountebank; beyond loopback it needs an API key")
 	fs.DurationVar(&c.injectionBudget, "injection-budget", 5*time.Second, "how long one injected function (its asynchronous answer included) or timer may run before it is stopped")
+	fs.StringVar(&c.configFile, "configfile", "", "load the imposters this file defines at start, in place of the cluster's (mountebank's --configfile: an EJS template rendering to {\"imposters\": [...]})")
+	fs.BoolVar(&c.noParse, "noParse", false, "take -configfile as JSON, without rendering it as a template")
 	fs.StringVar(&c.origin, "origin", "", "a web origin (scheme://host:port) allowed to call the HTTP API from a browser")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve the HTTP API over TLS with this PEM certificate (with -tls-key)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key of -tls-cert")
@@ -213,12 +218,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "remove" {
 		return runRemove(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && (args[0] == "save" || args[0] == "replay") {
+		return runSave(args[1:], args[0] == "save", stdout, stderr)
+	}
 	c, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintln(stderr, "node:", err)
+		return 2
+	}
+	configBody, err := renderConfigFile(c)
+	if err != nil {
+		fmt.Fprintln(stderr, "node: -configfile:", err)
 		return 2
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
@@ -347,13 +360,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	loaded := make(chan error, 1)
+	if configBody != nil {
+		base := "http://" + ln.Addr().String()
+		if tlsCfg != nil {
+			base = "https://" + ln.Addr().String()
+		}
+		go func() { loaded <- loadConfigFile(context.Background(), base, c.apiKey, configBody, log) }()
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
-	case err := <-served:
-		log.Error("HTTP server stopped", "err", err)
+	exit := 0
+wait:
+	for {
+		select {
+		case s := <-sig:
+			log.Info("shutting down", "signal", s.String())
+			break wait
+		case err := <-served:
+			log.Error("HTTP server stopped", "err", err)
+			break wait
+		case err := <-loaded:
+			if err == nil {
+				log.Info("loaded the -configfile imposters", "file", c.configFile)
+				continue
+			}
+			log.Error("-configfile", "err", err)
+			exit = 1
+			break wait
+		}
 	}
 	// Stop taking calls, let those in flight finish within the grace,
 	// then close the node: the shard written and fsynced, the journal
@@ -366,7 +401,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("stopped")
-	return 0
+	return exit
 }
 
 // loadKeys reads the key files, or the data dir's keys, generating them
