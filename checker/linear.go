@@ -35,6 +35,14 @@ func CycleLinearizable(rep Reporter, h *linearizability.History, cuts map[string
 	flowLinearizable(rep, "cycle-linearizability", h, cuts, timeout)
 }
 
+// CounterLinearizable holds what clients of an injected counter saw to
+// one counter that each request advances by one: each answer names the
+// count it reached; a 503 that may have written, or no answer, is a step
+// that may have happened. Cuts as FlowLinearizable's.
+func CounterLinearizable(rep Reporter, h *linearizability.History, cuts map[string][]time.Duration, timeout time.Duration) {
+	flowLinearizable(rep, "counter-linearizability", h, cuts, timeout)
+}
+
 // Offender is a Reporter that wants to know which key a failure is about
 // and when it first shows, to draw it (simrun -out).
 type Offender interface {

@@ -359,6 +359,10 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 			return
 		}
 		finish := func(s Served, err error) { release(); done(s, err) }
+		if rt.Bugs.LocalState {
+			Serve(w, rt, r, finish) // the planted bug: this member's state, never the cluster's
+			return
+		}
 		var read flow.Request
 		w.Engine(func(imp *Imposter) {
 			read = flow.Request{Flow: imp.ScriptStateFlow(), Op: flow.OpGet, Key: stateKey}
@@ -400,7 +404,7 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 					}
 					write = flow.Request{Flow: imp.ScriptStateFlow(), Op: flow.OpCas, Key: stateKey,
 						Value: []byte(strconv.FormatInt(now, 10) + "\n" + after), Expect: before.raw, ExpectAbsent: before.raw == nil,
-						TTLMs: stateTTLMs, Mode: shard.Async}
+						TTLMs: stateTTLMs, Mode: shard.Sync}
 				})
 				if werr != nil {
 					w.Engine(func(imp *Imposter) { imp.forgetState() })

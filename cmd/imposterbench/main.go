@@ -132,6 +132,16 @@ func workloads() []workload {
 		}}, method: "POST", path: "/orders", body: `{"customer": {"id": 42, "tier": "gold"}, "items": [1, 2, 3]}`,
 			contentType: "application/json", want: "gold"},
 		{name: "d-1000-matches", stubs: d, method: "GET", path: "/items/999/42", want: "item 999"},
+		// JavaScript: a response an injected function makes, and a
+		// decorate behavior on an is response (both servers run with
+		// injection allowed).
+		{name: "e-inject", stubs: []any{map[string]any{"responses": []any{map[string]any{
+			"inject": "(config) => ({ statusCode: 200, headers: { Connection: 'keep-alive' }, body: 'hello ' + config.request.path })"}}}},
+			method: "GET", path: "/js", want: "hello /js"},
+		{name: "f-decorate", stubs: []any{map[string]any{"responses": []any{map[string]any{
+			"is":        map[string]any{"statusCode": 200, "headers": map[string]any{"Connection": "keep-alive"}, "body": "plain"},
+			"behaviors": []any{map[string]any{"decorate": "(config) => { config.response.body = 'decorated ' + config.request.method; }"}}}}}},
+			method: "GET", path: "/", want: "decorated GET"},
 	}
 }
 
@@ -571,7 +581,7 @@ func bench(ctx context.Context, c config, stdout, stderr io.Writer) (ms []measur
 	}
 	ws := workloads()
 	ports := []int{mbPort, nodeHTTPPort, nodePeerPort}
-	for i := range ws {
+	for i := range len(ws) + 1 { // and the tcp imposter's
 		ports = append(ports, mbFirstImp+i, nodeFirstImp+i)
 	}
 	for _, p := range ports {
@@ -606,7 +616,7 @@ func bench(ctx context.Context, c config, stdout, stderr io.Writer) (ms []measur
 			return nil, nil, err
 		}
 	}
-	mbArgs := []string{nodejs, c.mb, "start", "--port", strconv.Itoa(mbPort), "--host", host, "--pidfile", filepath.Join(mbDir, "mb.pid")}
+	mbArgs := []string{nodejs, c.mb, "start", "--port", strconv.Itoa(mbPort), "--host", host, "--pidfile", filepath.Join(mbDir, "mb.pid"), "--allowInjection"}
 	if c.mbLogLevel != "" {
 		mbArgs = append(mbArgs, "--nologfile", "--loglevel", c.mbLogLevel)
 	}
@@ -618,7 +628,7 @@ func bench(ctx context.Context, c config, stdout, stderr io.Writer) (ms []measur
 	node, err := startProc(serverNode, filepath.Join(tmp, "node.log"), nodeDir, c.node,
 		"-http", net.JoinHostPort(host, strconv.Itoa(nodeHTTPPort)),
 		"-peer", net.JoinHostPort(host, strconv.Itoa(nodePeerPort)),
-		"-data-dir", filepath.Join(nodeDir, "data"))
+		"-data-dir", filepath.Join(nodeDir, "data"), "-allowInjection")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -705,6 +715,35 @@ func bench(ctx context.Context, c config, stdout, stderr io.Writer) (ms []measur
 			return nil, nil, fmt.Errorf("%s, workload %s, after wrk: %w", t.server, t.w.name, err)
 		}
 		ms = append(ms, measurement{t.server, t.w.name, res, t.url})
+	}
+	// tcp: wrk speaks only HTTP, so the echo stub is driven by tcpLoad,
+	// c.conns connections each sending a line and reading the answer.
+	for i, s := range []struct {
+		server, admin string
+		proc          *proc
+		port          int
+	}{{serverMB, mbAdmin, mb, mbFirstImp + len(ws)}, {serverNode, nodeAdmin, node, nodeFirstImp + len(ws)}} {
+		body := fmt.Sprintf(`{"protocol":"tcp","port":%d,"name":"bench tcp","stubs":[{"responses":[{"is":{"data":"pong\n"}}]}]}`, s.port)
+		code, out, err := post(ctx, s.admin+"/imposters", []byte(body))
+		if err != nil || code != http.StatusCreated {
+			return nil, nil, fmt.Errorf("%s: the tcp imposter: %d %v %s", s.server, code, err, out)
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(s.port))
+		fmt.Fprintf(stderr, "imposterbench: tcp load on %s (%s)\n", s.server, addr)
+		if c.warmup > 0 {
+			if _, err := tcpLoad(ctx, addr, c.conns, c.warmup); err != nil {
+				return nil, nil, fmt.Errorf("%s, tcp warm-up: %w", s.server, err)
+			}
+		}
+		res, err := tcpLoad(ctx, addr, c.conns, c.duration)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s, tcp: %w", s.server, err)
+		}
+		if s.proc.exited() {
+			return nil, nil, s.proc.diedError()
+		}
+		_ = i
+		ms = append(ms, measurement{s.server, tcpEcho, res, "tcp://" + addr})
 	}
 	fmt.Fprintf(stdout, "versions: mountebank %s, fenceline node built with %s, wrk %s\n",
 		mbVersion(ctx, mbAdmin), runtime.Version(), wrkVersion(c.wrk))
@@ -839,6 +878,9 @@ func bars(ms []measurement) []bar {
 	ratio("b-100-equals", serverMB, 20)
 	ratio("c-jsonpath", serverMB, 20)
 	ratio("d-1000-matches", serverMB, 100)
+	ratio("e-inject", serverMB, 2)
+	ratio("f-decorate", serverMB, 2)
+	ratio(tcpEcho, serverMB, 1)
 	for _, w := range []string{"a-static", "b-100-equals", "c-jsonpath"} {
 		b := bar{what: fmt.Sprintf("(%s) fenceline p99 < 5 ms", w[:1])}
 		if fl, ok := find(serverNode, w); ok {
@@ -917,11 +959,15 @@ func report(w io.Writer, c config, ms []measurement, notes []string) bool {
 	if fl, ok := byKey[[2]string{serverNode, "a-static"}]; ok {
 		fmt.Fprintf(w, "  %-15s fenceline/ceiling    %8s\n", "a-static", div(fl.RPS, byKey[[2]string{serverCeiling, serverCeiling}].RPS))
 	}
+	names := []string{}
 	for _, wl := range workloads() {
-		fl, ok1 := byKey[[2]string{serverNode, wl.name}]
-		mb, ok2 := byKey[[2]string{serverMB, wl.name}]
+		names = append(names, wl.name)
+	}
+	for _, name := range append(names, tcpEcho) {
+		fl, ok1 := byKey[[2]string{serverNode, name}]
+		mb, ok2 := byKey[[2]string{serverMB, name}]
 		if ok1 && ok2 {
-			fmt.Fprintf(w, "  %-15s fenceline/mountebank %8s\n", wl.name, div(fl.RPS, mb.RPS))
+			fmt.Fprintf(w, "  %-15s fenceline/mountebank %8s\n", name, div(fl.RPS, mb.RPS))
 		}
 	}
 

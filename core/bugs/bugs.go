@@ -206,6 +206,11 @@ type Set struct {
 	// failed here, from this node's copy, instead of refusing it (503):
 	// the fallback that forks a flow on a transient fault.
 	ForwardFallback bool
+	// LocalState has an imposter's injected JavaScript keep its state on
+	// the member that runs it, as one mountebank process does, instead of
+	// reading it from the cluster and writing it back with a
+	// compare-and-set: each member counts on its own.
+	LocalState bool
 
 	// --- one server: the cluster behind one address (core/rollout,
 	// imposter).
@@ -272,6 +277,7 @@ var Table = []Bug{
 	{"stale-token", "a lapsed or older claim token may still record, over what is recorded", func(s *Set) *bool { return &s.StaleToken }},
 	{"gate-local-read", "a scenario gate reads this node's copy of the flow, not the owner's", func(s *Set) *bool { return &s.GateLocalRead }},
 	{"forward-fallback", "a request whose forward to the owner failed is answered here from the local copy", func(s *Set) *bool { return &s.ForwardFallback }},
+	{"local-state", "injected JavaScript keeps its state on the member that runs it, not the cluster's", func(s *Set) *bool { return &s.LocalState }},
 	{"answer-before-reconciled", "a member confirms an admin change once it applied it, before its imposters serve it", func(s *Set) *bool { return &s.AnswerBeforeReconciled }},
 	{"local-records-only", "recorded requests are read from the asked member alone", func(s *Set) *bool { return &s.LocalRecordsOnly }},
 	{"local-cycle", "a response cycle advances on the member that took the request, not at its owner", func(s *Set) *bool { return &s.LocalCycle }},
