@@ -1009,6 +1009,60 @@ func injectionStep(body string) step {
 
 func postJSON(port, path, body string) step { return call("POST", port, path).JSON(body) }
 
+const reasonStack = "fenceline's injection errors carry no JavaScript stack trace (mb's is V8's)"
+
+// injectionCases run against servers that allow injection (-injection):
+// every injection point, its config and legacy arguments, the state
+// shared by an imposter's functions, asynchronous answers, and the error
+// a throwing function gets.
+func injectionCases() []tcase {
+	counter := `{"protocol":"http","port":{{P0}},"stubs":[
+		{"predicates":[{"inject":"(config) => { config.state.seen = (config.state.seen || 0) + 1; return config.request.path.startsWith('/count'); }"}],
+		 "responses":[{"inject":"(config, injectState, logger, callback, imposterState) => ({ statusCode: 201, headers: { 'X-Seen': String(imposterState.seen) }, body: { seen: config.state.seen, same: config.state === imposterState, keys: Object.keys(config) } })"}]},
+		{"predicates":[{"equals":{"path":"/legacy"}}],
+		 "responses":[{"inject":"function (request, state, logger) { state.legacy = (state.legacy || 0) + 1; return { body: request.method + ' ' + request.path + ' ' + state.legacy }; }"}]},
+		{"predicates":[{"equals":{"path":"/decorate"}}],
+		 "responses":[{"is":{"body":"plain"},"behaviors":[{"decorate":"(config) => { config.response.body = config.response.body + ' ' + config.state.seen; config.response.headers = { 'X-Decorated': 'yes' }; }"}]}]},
+		{"predicates":[{"equals":{"path":"/replace"}}],
+		 "responses":[{"is":{"body":"plain"},"behaviors":[{"decorate":"(config) => ({ statusCode: 202 })"}]}]},
+		{"predicates":[{"equals":{"path":"/wait"}}],
+		 "responses":[{"is":{"body":"waited"},"behaviors":[{"wait":"function () { return 120; }"}]}]},
+		{"predicates":[{"equals":{"path":"/async"}}],
+		 "responses":[{"inject":"(config) => { setTimeout(() => config.callback({ statusCode: 203, body: 'later' }), 20); }"}]},
+		{"predicates":[{"equals":{"path":"/promise"}}],
+		 "responses":[{"inject":"async (config) => ({ body: 'awaited' })"}]},
+		{"predicates":[{"equals":{"path":"/string"}}],
+		 "responses":[{"inject":"(config) => 'hello'"}]},
+		{"predicates":[{"equals":{"path":"/throw"}}],
+		 "responses":[{"inject":"function (config) { throw new Error(\"boom\"); }"}]},
+		{"predicates":[{"equals":{"path":"/buffer"}}],
+		 "responses":[{"inject":"(config) => ({ body: Buffer.from('aGVsbG8=', 'base64').toString() + ' ' + require('util').format('%s=%d', 'n', 3) })"}]}
+	]}`
+	return []tcase{
+		cs("injection: every point and the shared state",
+			create(counter),
+			call("GET", "P0", "/count"), call("GET", "P0", "/count/again"),
+			call("POST", "P0", "/legacy"), call("GET", "P0", "/legacy"),
+			call("GET", "P0", "/decorate"), call("GET", "P0", "/replace"),
+			call("GET", "P0", "/wait").Min(120*time.Millisecond),
+			call("GET", "P0", "/async"), call("GET", "P0", "/promise"), call("GET", "P0", "/string"),
+			call("GET", "P0", "/throw").Expect("body", "", reasonStack), // code, message, source and data: imposterhttp's TestInjectionOverHTTP
+			call("GET", "P0", "/buffer"),
+			call("GET", "P0", "/count"),
+			put("/imposters/{{P0}}/stubs", `{"stubs":[{"responses":[{"inject":"(config) => ({ body: 'kept ' + config.state.seen })"}]}]}`),
+			call("GET", "P0", "/"),
+		),
+		cs("injection: predicateGenerators and addDecorateBehavior",
+			create(`{"protocol":"http","port":{{P1}},"stubs":[{"responses":[{"is":{"body":"origin"}}]}]}`),
+			create(`{"protocol":"http","port":{{P0}},"stubs":[{"responses":[{"proxy":{"to":"http://127.0.0.1:{{P1}}",
+				"predicateGenerators":[{"inject":"(config) => [{ equals: { path: config.request.path } }]"}],
+				"addDecorateBehavior":"(config) => { config.response.body = 'decorated ' + config.response.body; }"}}]}]}`),
+			call("GET", "P0", "/first"), call("GET", "P0", "/first"),
+			get("/imposters/{{P0}}?replayable=true"),
+		),
+	}
+}
+
 func cases() []tcase {
 	upstream := `{"protocol":"http","port":{{P0}},"recordRequests":true,"stubs":[{"responses":[` +
 		`{"is":{"statusCode":200,"headers":{"Content-Type":"application/json","X-Upstream":"yes"},"body":{"from":"upstream","n":1}}},` +
@@ -1648,10 +1702,14 @@ func main() {
 	list := flag.Bool("list", false, "list the cases and exit")
 	verbose := flag.Bool("v", false, "print each step as it runs")
 	flag.StringVar(&csvPath, "csv", csvPath, "where to write the CSV the lookup case reads")
+	injection := flag.Bool("injection", false, "run the JavaScript injection cases instead (both servers started with injection allowed: mb --allowInjection, fenceline -allowInjection)")
 	rotate := flag.String("fl-rotate", "", "comma-separated hosts of a fenceline cluster's members (each on -fl's ports): every call goes to the next in turn, as behind a round-robin balancer")
 	flag.Parse()
 
 	all := cases()
+	if *injection {
+		all = injectionCases()
+	}
 	if *list {
 		for _, c := range all {
 			fmt.Printf("%-45s %d steps\n", c.name, len(c.steps))
