@@ -3,6 +3,7 @@ package imposter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -302,6 +303,12 @@ const (
 	stateRefresh = stateTTLMs / 3 // rewritten unchanged past this age
 )
 
+// MaxStateBytes bounds the injection state, as JSON: what one value of
+// the flow store holds (its default MaxValueBytes, 16 KiB), less room
+// for the write time in front. A change past it fails its request (500,
+// invalid injection) and is dropped.
+const MaxStateBytes = 16<<10 - 32
+
 // ReasonStateConflict is the 503 of a scripted request whose change of
 // the injection state lost to another member's change made meanwhile:
 // its answer was made from a state that is no longer the cluster's, so
@@ -395,6 +402,11 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 					if after, werr = js.State(); werr != nil {
 						return
 					}
+					if len(after) > MaxStateBytes {
+						werr = &script.Error{Point: "invalid state", Data: fmt.Sprintf(
+							"the injection state is %d bytes of JSON, more than the %d the cluster keeps: the change is dropped", len(after), MaxStateBytes)}
+						return
+					}
 					now := r.Arrived.UnixMilli()
 					if after == before.text && (before.raw == nil || now-before.atMs < stateRefresh) {
 						return
@@ -408,7 +420,11 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 				})
 				if werr != nil {
 					w.Engine(func(imp *Imposter) { imp.forgetState() })
-					finish(Served{}, injectionError(werr, "", ""))
+					var se *script.Error
+					if errors.As(werr, &se) {
+						werr = &Error{Code: CodeInvalidInjection, Message: se.Point, Data: se.Data}
+					}
+					finish(Served{}, werr)
 					return
 				}
 				if write.Flow == "" {

@@ -204,3 +204,17 @@ func serveOn(t *testing.T, srv *http.Server) string {
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// The state is bounded by what the cluster keeps in one value: a change
+// past it fails its request with a clear error and is dropped.
+func TestInjectionStateBound(t *testing.T) {
+	base, _ := scripting(t, 2*time.Second)
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/big"}}],"responses":[{"inject":"(config) => { config.state.big = 'x'.repeat(20000); return { body: 'made' }; }"}]},
+		{"responses":[{"inject":"(config) => { config.state.n = (config.state.n || 0) + 1; return { body: String(config.state.n) + ' ' + typeof config.state.big }; }"}]}]}`)
+	assert.Equal(t, "1 undefined", do(t, "GET", at(port, "/"), "").body)
+	a := do(t, "GET", at(port, "/big"), "")
+	require.Equal(t, 500, a.code, a.body)
+	assert.Contains(t, a.body, "more than the 16352 the cluster keeps")
+	assert.Equal(t, "2 undefined", do(t, "GET", at(port, "/"), "").body, "the big change was dropped")
+}
