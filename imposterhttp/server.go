@@ -594,24 +594,19 @@ func (b errBusy) Unwrap() error { return b.e }
 
 // call sends the request upstream and hands the answer to the engine.
 func (h *imposterHandler) call(wr *wireRequest, c *imposter.ProxyCall) (imposter.Outcome, bool, error) {
+	var up imposter.Upstream
+	var err error
 	if wr.tcp {
-		up, err := h.callTCP(c)
-		if err != nil {
-			return imposter.Outcome{}, false, &imposter.Error{Code: imposter.CodeInvalidProxy,
-				Message: fmt.Sprintf("Unable to connect to %s", imposter.Marshal(c.To, 0)) + egressDetail(err)}
+		up, err = h.callTCP(c)
+	} else {
+		target := wr.target
+		if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+			if u, err := url.Parse(target); err == nil {
+				target = u.RequestURI()
+			}
 		}
-		h.sv.mu.Lock()
-		defer h.sv.mu.Unlock()
-		out, err := h.sv.imp.Proxied(c, up)
-		return out, false, err
+		up, err = callUpstream(context.Background(), h.s.egressPolicy(), c, wr.method, target, wr.chunked)
 	}
-	target := wr.target
-	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
-		if u, err := url.Parse(target); err == nil {
-			target = u.RequestURI()
-		}
-	}
-	up, err := callUpstream(context.Background(), h.s.egressPolicy(), c, wr.method, target, wr.chunked)
 	if err != nil {
 		return imposter.Outcome{}, false, &imposter.Error{Code: imposter.CodeInvalidProxy,
 			Message: fmt.Sprintf("Unable to connect to %s", imposter.Marshal(c.To, 0)) + egressDetail(err)}

@@ -47,15 +47,7 @@ func (s *Server) serveTCP(sv *served, c net.Conn) {
 				pending = nil
 				req := &imposter.Request{TCP: true, Data: data, MatchData: match, RequestFrom: remote, IP: ip, Arrived: time.Now()}
 				out := s.answer(sv, &wireRequest{tcp: true, keepAlive: true}, req)
-				if out.Wait > 0 {
-					time.Sleep(out.Wait)
-				}
-				switch out.Fault {
-				case imposter.FaultReset:
-					resetConn(c)
-					return
-				case imposter.FaultRandom:
-					garbageConn(c)
+				if !waitOrFault(c, out) {
 					return
 				}
 				if len(out.Body) > 0 {

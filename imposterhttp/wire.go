@@ -377,15 +377,7 @@ func (s *Server) serveConn(sv *served, c net.Conn) {
 		}
 		req := toEngineRequest(wr, remote)
 		out := s.answer(sv, wr, req)
-		if out.Wait > 0 {
-			time.Sleep(out.Wait)
-		}
-		switch out.Fault {
-		case imposter.FaultReset:
-			resetConn(c)
-			return
-		case imposter.FaultRandom:
-			garbageConn(c)
+		if !waitOrFault(c, out) {
 			return
 		}
 		closeAfter := writeResponse(bw, out, wr.method == "HEAD") || !wr.keepAlive
@@ -393,6 +385,23 @@ func (s *Server) serveConn(sv *served, c net.Conn) {
 			return
 		}
 	}
+}
+
+// waitOrFault waits as the outcome says, then does its fault to the
+// connection, if it names one: false if the connection is done with.
+func waitOrFault(c net.Conn, out imposter.Outcome) bool {
+	if out.Wait > 0 {
+		time.Sleep(out.Wait)
+	}
+	switch out.Fault {
+	case imposter.FaultReset:
+		resetConn(c)
+		return false
+	case imposter.FaultRandom:
+		garbageConn(c)
+		return false
+	}
+	return true
 }
 
 // lingerClose ends a connection whose client may still be sending (a body
