@@ -27,7 +27,7 @@ func TestProxyKeepsHeaderNamesAndOrder(t *testing.T) {
 
 	got := raw(t, proxy, "POST /p HTTP/1.1\r\nx-client: c1\r\nHost: somewhere\r\naccept: */*\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
 	head, body, _ := strings.Cut(got, "\r\n\r\n")
-	require.Equal(t, "up", body)
+	require.Equal(t, "2\r\nup\r\n0\r\n\r\n", body, "chunked, as the upstream (a node server) sent it")
 	lines := strings.Split(head, "\r\n")
 	require.Equal(t, []string{"HTTP/1.1 200 OK", "x-lower-up: v", "X-Up: 1", "set-cookie: a=1", "set-cookie: b=2", "Connection: close"}, lines[:6],
 		"the upstream's answer to a client that said close")

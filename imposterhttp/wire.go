@@ -380,7 +380,7 @@ func (s *Server) serveConn(sv *served, c net.Conn) {
 		if !waitOrFault(c, out) {
 			return
 		}
-		closeAfter := writeResponse(bw, out, wr.method == "HEAD") || !wr.keepAlive
+		closeAfter := writeResponse(bw, out, wr.method == "HEAD", wr.http10) || !wr.keepAlive
 		if err := bw.Flush(); err != nil || closeAfter {
 			return
 		}
@@ -574,10 +574,11 @@ func decodeBody(wr *wireRequest) string {
 
 // writeResponse writes the engine's answer: the status line, the stub's
 // headers in order and case (CR and LF in values become spaces), Date
-// unless given, and the framing: the stub's Transfer-Encoding chunked, or
-// Content-Length (corrected by the engine when the stub gives one, added
-// otherwise). It reports whether the response closes the connection.
-func writeResponse(bw *bufio.Writer, out imposter.Outcome, head bool) (closeAfter bool) {
+// unless given, and the framing: the stub's Content-Length (corrected by
+// the engine) or Transfer-Encoding chunked, or else chunked as
+// mountebank's node server frames a body (Content-Length to an HTTP/1.0
+// client). It reports whether the response closes the connection.
+func writeResponse(bw *bufio.Writer, out imposter.Outcome, head, http10 bool) (closeAfter bool) {
 	reason := http.StatusText(out.StatusCode)
 	if reason == "" {
 		reason = "unknown"
@@ -609,10 +610,19 @@ func writeResponse(bw *bufio.Writer, out imposter.Outcome, head bool) (closeAfte
 		bw.WriteString("\r\n")
 	}
 	bodyless := head || out.StatusCode < 200 || out.StatusCode == http.StatusNoContent || out.StatusCode == http.StatusNotModified
-	if !hasLength && !chunked && !bodyless {
+	switch {
+	case hasLength || chunked || bodyless:
+	case http10:
+		// No chunks for HTTP/1.0: the length, as node gives it.
 		bw.WriteString("Content-Length: ")
 		bw.WriteString(strconv.Itoa(len(out.Body)))
 		bw.WriteString("\r\n")
+	default:
+		// A body whose length the response does not give is chunked,
+		// as mountebank's node server sends it (it writes the head
+		// before the body, so node cannot know the length).
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		chunked = true
 	}
 	bw.WriteString("\r\n")
 	if !bodyless {

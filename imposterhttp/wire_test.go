@@ -61,8 +61,11 @@ func TestWireWritesResponseHeadersAsGiven(t *testing.T) {
 	lines := strings.Split(head, "\r\n")
 	require.Equal(t, []string{"HTTP/1.1 201 Created", "x-b: 2", "X-A: 1", "X-A: one", "content-type: text/plain", "Connection: close"}, lines[:6])
 	require.True(t, strings.HasPrefix(lines[6], "Date: "), lines[6])
-	require.Equal(t, "Content-Length: 2", lines[7])
-	require.Equal(t, "hi", body)
+	require.Equal(t, "Transfer-Encoding: chunked", lines[7], "no length given: chunked, as mountebank's node server sends it")
+	require.Equal(t, "2\r\nhi\r\n0\r\n\r\n", body)
+	got = raw(t, port, "GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+	require.Contains(t, got, "\r\nContent-Length: 2\r\n", "no chunks for HTTP/1.0")
+	require.True(t, strings.HasSuffix(got, "\r\n\r\nhi"), got)
 
 	got = raw(t, port, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
 	require.True(t, strings.HasSuffix(got, "\r\n\r\n"), "HEAD: no body: %q", got)

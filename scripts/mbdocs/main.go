@@ -276,13 +276,8 @@ func refusal(results []result) string {
 // stepExpects are single steps whose differences are deliberate, by
 // scenario and step number.
 var stepExpects = map[string]string{
-	"api/overview/imposters#12":        "/config shows fenceline's own options, not mb's command line",
-	"api/overview/imposters#13":        "/logs holds fenceline's log, which does not start with mb's banner",
-	"gettingStarted/getting-started#2": "fenceline frames an answer with Content-Length, mb (node) chunks it",
-	"gettingStarted/getting-started#3": "fenceline frames an answer with Content-Length, mb (node) chunks it",
-	// The origin is an imposter whose inject response fenceline frames
-	// with Content-Length; mb chunked it, and the proxy recorded that.
-	"api/proxy/proxyModes/proxyAlways#7": "fenceline frames an answer with Content-Length, mb (node) chunks it",
+	"api/overview/imposters#12": "/config shows fenceline's own options, not mb's command line",
+	"api/overview/imposters#13": "/logs holds fenceline's log, which does not start with mb's banner",
 }
 
 func resetAll(port int) error {
