@@ -15,8 +15,9 @@
 // functions come from whoever may create imposters. The engine is no
 // sandbox against them: it gives them no file system, no processes and
 // no network except through Host.HTTP (the node's egress policy), and it
-// bounds their time, but a function can still allocate memory until the
-// budget stops it.
+// bounds their time and, through a heap watchdog (watchdog.go), their
+// memory: one allocation larger than what is left below the watchdog's
+// bound still happens before it is noticed.
 package script
 
 import (
@@ -191,14 +192,10 @@ func (e *Engine) enter(f func() error) error {
 	e.gen++
 	g := e.gen
 	e.imu.Unlock()
-	t := time.AfterFunc(e.budget, func() {
-		e.imu.Lock()
-		if e.gen == g {
-			e.rt.Interrupt(errBudget)
-		}
-		e.imu.Unlock()
-	})
+	t := time.AfterFunc(e.budget, func() { e.interruptIf(g, errBudget) })
+	watch(e, g)
 	err := f()
+	unwatch(e)
 	t.Stop()
 	e.imu.Lock()
 	e.gen++
@@ -207,13 +204,28 @@ func (e *Engine) enter(f func() error) error {
 	return err
 }
 
-var errBudget = errors.New("budget")
+// interruptIf stops the entry g, if it is still running.
+func (e *Engine) interruptIf(g uint64, why error) {
+	e.imu.Lock()
+	if e.gen == g {
+		e.rt.Interrupt(why)
+	}
+	e.imu.Unlock()
+}
+
+var (
+	errBudget = errors.New("budget")
+	errMemory = errors.New("memory")
+)
 
 // message is what a failure of JavaScript says: the thrown error's
 // message, or that the budget ran out.
 func (e *Engine) message(err error) string {
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {
+		if ie.Value() == errMemory {
+			return fmt.Sprintf("the function was stopped: the node's heap passed %d MiB while it ran", MaxHeapBytes>>20)
+		}
 		return fmt.Sprintf("the function ran past its time budget of %v and was stopped", e.budget)
 	}
 	var ex *goja.Exception

@@ -256,3 +256,20 @@ func TestOutboundHTTP(t *testing.T) {
 	assert.EqualValues(t, 502, m["statusCode"])
 	assert.Equal(t, "the egress policy refuses 10.1.2.3", m["body"])
 }
+
+// A function that allocates without end is stopped by the heap watchdog
+// long before its time budget, and the engine goes on.
+func TestHeapWatchdog(t *testing.T) {
+	old := MaxHeapBytes
+	MaxHeapBytes = 256 << 20
+	t.Cleanup(func() { MaxHeapBytes = old })
+	e, _ := newEngine(t, Host{Budget: time.Minute})
+	start := time.Now()
+	_, err := e.Respond(context.Background(), `config => { const a = []; for (;;) { a.push('x'.repeat(1 << 16) + a.length); } }`, []byte(req))
+	var se *Error
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, se.Data, "heap passed 256 MiB")
+	assert.Less(t, time.Since(start), 30*time.Second)
+	m := respond(t, e, `config => ({ body: 'after' })`)
+	assert.Equal(t, "after", m["body"])
+}
