@@ -209,12 +209,13 @@ func (imp *Imposter) Scenarios() []string { return imp.scenarios }
 func (imp *Imposter) stubsChanged() {
 	imp.stubsGen++
 	var names []string
-	imp.scripted = false
+	imp.scripted, imp.javascript = false, false
 	if imp.Mode == "binary" {
 		imp.decodePredicates()
 	}
 	for _, st := range imp.stubs {
-		imp.scripted = imp.scripted || st.javascript
+		imp.scripted = imp.scripted || st.reachesState
+		imp.javascript = imp.javascript || st.javascript
 		if st.scenario != "" && !slices.Contains(names, st.scenario) {
 			names = append(names, st.scenario)
 		}

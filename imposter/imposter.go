@@ -86,7 +86,8 @@ type Imposter struct {
 	// what it runs with (UseScripts; nil: it may not run), js the engine,
 	// made at first use, and incarnation names the creation whose
 	// injection state it keeps (ScriptStateFlow).
-	scripted    bool
+	javascript  bool // a stub carries JavaScript
+	scripted    bool // ... which may reach the injection state
 	scriptHost  *script.Host
 	js          *script.Engine
 	incarnation string
@@ -112,6 +113,9 @@ type Stub struct {
 	// javascript: a predicate, response or behavior carries JavaScript;
 	// shell: a shellTransform runs a command (InjectionErrors).
 	javascript, shell bool
+	// reachesState: some of its JavaScript may reach the injection state
+	// (script.MayReachState).
+	reachesState bool
 	// decoded: the predicates compare bytes, a binary tcp imposter's
 	// (decodePredicates).
 	decoded bool
@@ -918,17 +922,30 @@ type Candidates struct {
 	stubs []*Stub
 	gen   uint64
 	log   func(string)
+	// js is the engine inject predicates run in (an engine is safe to
+	// call from any goroutine); nil when the imposter has none or may
+	// not run them.
+	js *script.Engine
 }
 
 // Candidates returns the stubs to match against (under the lock).
 func (imp *Imposter) Candidates() Candidates {
-	return Candidates{stubs: imp.stubs, gen: imp.stubsGen, log: imp.log}
+	c := Candidates{stubs: imp.stubs, gen: imp.stubsGen, log: imp.log}
+	if imp.javascript {
+		c.js, _ = imp.engine()
+	}
+	return c
 }
 
 // Find is the index of the first stub whose predicates match r, -1 if
 // none does; as Respond does, every scenario reads as Started. It takes
 // no lock and changes nothing.
-func (c Candidates) Find(r *Request) int { return findIn(c.stubs, r, nil, c.log) }
+func (c Candidates) Find(r *Request) int {
+	if r.js == nil {
+		r.js = c.js
+	}
+	return findIn(c.stubs, r, nil, c.log)
+}
 
 // RespondFound is Respond for a request Find matched against c (found is
 // its answer): when the stubs have not changed since c was taken it
@@ -938,7 +955,11 @@ func (c Candidates) Find(r *Request) int { return findIn(c.stubs, r, nil, c.log)
 func (imp *Imposter) RespondFound(r *Request, c Candidates, found int) (Outcome, *Cycle, error) {
 	imp.count(r)
 	if c.gen != imp.stubsGen || imp.scripted {
+		r.scriptErr = nil
 		return imp.match(r, nil)
+	}
+	if r.scriptErr != nil {
+		return Outcome{}, nil, r.scriptErr // an inject predicate failed
 	}
 	var st *Stub
 	if found >= 0 {

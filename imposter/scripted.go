@@ -42,7 +42,9 @@ const (
 func (imp *Imposter) UseScripts(h *script.Host) { imp.scriptHost = h }
 
 // Scripted reports whether any stub carries JavaScript that may read or
-// change the injection state: such a request is served by ServeScripted.
+// change the injection state (script.MayReachState): such a request is
+// served by ServeScripted. An imposter whose JavaScript cannot reach the
+// state is served as any other, its functions run where they are met.
 func (imp *Imposter) Scripted() bool { return imp.scripted }
 
 // Close stops the imposter's script engine (its timers), if it has one.
@@ -221,7 +223,7 @@ func replaceObject(dst, src *Object) { *dst = *src }
 // withScript readies r for matching and answering by imp: the engine its
 // functions run in (nil when imp runs none, or may not).
 func (imp *Imposter) withScript(r *Request) {
-	if imp.scripted && r.js == nil {
+	if imp.javascript && r.js == nil {
 		r.js, _ = imp.engine()
 	}
 	if imp.scriptHost != nil {
@@ -242,18 +244,44 @@ func (st *Stub) scanInjection() {
 		return false
 	}
 	st.javascript = injects(st.predicates)
+	// reach: src, run at an injection point whose state argument is at
+	// statePos, may reach the injection state.
+	reach := func(src string, statePos int) {
+		st.javascript = true
+		st.reachesState = st.reachesState || script.MayReachState(src, statePos)
+	}
+	var predReach func(ps []*Predicate)
+	predReach = func(ps []*Predicate) {
+		for _, p := range ps {
+			if p.op == "inject" {
+				reach(p.src, 2) // (config, logger, imposterState)
+			}
+			predReach(p.subs)
+		}
+	}
+	predReach(st.predicates)
 	for _, r := range st.responses {
-		st.javascript = st.javascript || r.inject != ""
+		if r.inject != "" {
+			reach(r.inject, 1) // (config, injectState, logger, callback, imposterState)
+		}
 		if r.proxy != nil {
-			st.javascript = st.javascript || r.proxy.decorate != ""
+			if r.proxy.decorate != "" {
+				reach(r.proxy.decorate, -1) // a decorate of the recording: (config, response, logger)
+			}
 			for _, g := range r.proxy.generators {
-				st.javascript = st.javascript || g.inject != ""
+				if g.inject != "" {
+					reach(g.inject, -1) // (config), config without state
+				}
 			}
 		}
 		for _, b := range r.behaviors {
-			switch b.(type) {
-			case decorateBehavior, waitFunction:
-				st.javascript = true
+			switch b := b.(type) {
+			case decorateBehavior:
+				reach(b.src, -1)
+			case waitFunction:
+				if _, isNumber := parseIntPrefix(b.src); !isNumber {
+					reach(b.src, -1) // called with no arguments
+				}
 			case shellTransform:
 				st.shell = true
 			}

@@ -218,3 +218,22 @@ func TestInjectionStateBound(t *testing.T) {
 	assert.Contains(t, a.body, "more than the 16352 the cluster keeps")
 	assert.Equal(t, "2 undefined", do(t, "GET", at(port, "/"), "").body, "the big change was dropped")
 }
+
+// An imposter whose functions cannot reach the state touches no flow
+// state: its requests run their JavaScript where they are met.
+func TestInjectionWithoutState(t *testing.T) {
+	base, s := scripting(t, 2*time.Second)
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"inject":"(config) => config.request.path === '/p'"}],"responses":[{"inject":"(config) => ({ body: 'pure ' + config.request.method })"}]},
+		{"responses":[{"is":{"body":"x"},"behaviors":[{"decorate":"(config) => { config.response.body = 'decorated'; }"}]}]}]}`)
+	s.mu.Lock()
+	imp := s.imposters[port].imp
+	scripted, key := imp.Scripted(), imp.ScriptStateFlow()
+	s.mu.Unlock()
+	assert.False(t, scripted)
+	assert.Equal(t, "pure GET", do(t, "GET", at(port, "/p"), "").body)
+	assert.Equal(t, "decorated", do(t, "GET", at(port, "/q"), "").body)
+	resp, err := s.flows.Do(context.Background(), flow.Request{Flow: key, Op: flow.OpGet, Key: "state"})
+	require.NoError(t, err)
+	assert.False(t, resp.Found, "no state was written")
+}

@@ -35,6 +35,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/parser"
 )
 
 //go:embed prelude.js
@@ -723,4 +725,42 @@ func encode(b []byte, enc string) string {
 		return string(b)
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// MayReachState reports whether a function's text can reach the
+// injection state: it names "state" or "arguments" anywhere, or declares
+// a positional parameter at or past statePos (the first argument place
+// that holds a state object at its injection point; negative: none), or
+// does not parse (then nobody can say). A function for which it is false
+// can reach the state only through a computed property name
+// (config['st' + 'ate']) or by handing config to code that reads every
+// property: it runs without the cluster's state being read or written.
+func MayReachState(src string, statePos int) bool {
+	if strings.Contains(src, "state") || strings.Contains(src, "arguments") {
+		return true
+	}
+	prog, err := parser.ParseFile(nil, "", "("+src+"\n)", 0)
+	if err != nil || len(prog.Body) != 1 {
+		return true
+	}
+	st, ok := prog.Body[0].(*ast.ExpressionStatement)
+	if !ok {
+		return true
+	}
+	var params *ast.ParameterList
+	switch f := st.Expression.(type) {
+	case *ast.FunctionLiteral:
+		params = f.ParameterList
+	case *ast.ArrowFunctionLiteral:
+		params = f.ParameterList
+	default:
+		return true
+	}
+	if params == nil {
+		return false
+	}
+	if params.Rest != nil {
+		return statePos >= 0
+	}
+	return statePos >= 0 && len(params.List) > statePos
 }

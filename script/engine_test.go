@@ -273,3 +273,38 @@ func TestHeapWatchdog(t *testing.T) {
 	m := respond(t, e, `config => ({ body: 'after' })`)
 	assert.Equal(t, "after", m["body"])
 }
+
+// Which functions may reach the state: what imposter.Scripted builds on.
+func TestMayReachState(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		pos  int
+		want bool
+	}{
+		{`(config) => ({ body: config.request.path })`, 1, false},
+		{`function (request) { return { body: 'x' }; }`, 1, false},
+		{`function (request, s) { s.n = 1; return {}; }`, 1, true}, // injectState, positionally
+		{`(config, logger) => true`, 2, false},
+		{`(config, logger, st) => st.x`, 2, true}, // imposterState, positionally
+		{`(config) => config.state.n`, -1, true},
+		{`(...args) => args[4]`, 1, true},
+		{`function () { return arguments[4]; }`, 1, true},
+		{`(config, response, logger) => {}`, -1, false},
+		{`not javascript (`, 1, true},
+	} {
+		assert.Equal(t, tc.want, MayReachState(tc.src, tc.pos), tc.src)
+	}
+}
+
+// injectState (old-style response functions' second argument) is kept
+// with the imposter's state, apart from it.
+func TestInjectStateTravels(t *testing.T) {
+	e, _ := newEngine(t, Host{})
+	respond(t, e, `function (request, injectState, logger, callback, imposterState) { injectState.a = 1; imposterState.b = 2; return {}; }`)
+	text, err := e.State()
+	require.NoError(t, err)
+	other, _ := newEngine(t, Host{})
+	require.NoError(t, other.SetState(text))
+	m := respond(t, other, `function (request, injectState, logger, callback, imposterState) { return { body: injectState.a + ' ' + imposterState.b + ' ' + (injectState === imposterState) }; }`)
+	assert.Equal(t, "1 2 false", m["body"])
+}

@@ -346,18 +346,30 @@
             var d = new Buffer(data);
             return !!fn(text ? d.toString('utf8') : d, logger);
         },
-        stringify: function (v) {
-            if (v === undefined) { return undefined; }
-            return JSON.stringify(v, function (k, x) {
-                return x instanceof Uint8Array && !(x instanceof Buffer) ? Buffer.from(x).toJSON() : x;
-            });
-        },
+        // A result as JSON, as node's JSON.stringify makes it (a Buffer
+        // through its toJSON).
+        stringify: function (v) { return JSON.stringify(v); },
         errorText: function (e) {
             if (e && typeof e === 'object' && 'message' in e) { return String(e.message); }
             return String(e);
         },
-        getState: function () { return JSON.stringify(S.state); },
-        setState: function (t) { S.state = t === '' ? {} : JSON.parse(t); },
+        // The state travels as one JSON text: the imposter's state, and
+        // the injectState that old-style response functions get as their
+        // second argument (another object, also kept for the imposter).
+        getState: function () {
+            var inj = JSON.stringify(S.injectState);
+            return inj === '{}' ? JSON.stringify(S.state) : JSON.stringify({ imposterState: S.state, injectState: S.injectState, __fenceline: true });
+        },
+        setState: function (t) {
+            var v = t === '' ? {} : JSON.parse(t);
+            if (v && v.__fenceline === true) {
+                S.state = v.imposterState || {};
+                S.injectState = v.injectState || {};
+            } else {
+                S.state = v || {};
+                S.injectState = {};
+            }
+        },
         run: function (fn, args) { return fn.apply(null, args); }
     };
 })
