@@ -125,6 +125,7 @@ type Engine struct {
 	mu     sync.Mutex // held by whatever runs JavaScript
 	rt     *goja.Runtime
 	api    *goja.Object // the prelude's calls
+	calls  map[string]goja.Callable
 	fns    map[string]fnEntry
 	timers map[int64]*time.Timer
 	nextID int64
@@ -142,8 +143,10 @@ type Engine struct {
 
 	// gen numbers the entries into JavaScript, so that a budget timer
 	// that fires late interrupts nothing after its own entry.
-	imu sync.Mutex
-	gen uint64
+	imu   sync.Mutex
+	gen   uint64
+	armed uint64      // the entry the budget timer is armed for
+	timer *time.Timer // the budget timer (enter)
 }
 
 type fnEntry struct {
@@ -173,6 +176,12 @@ func New(h Host) *Engine {
 		panic("script: the prelude does not run: " + err.Error())
 	}
 	e.api = api.ToObject(e.rt)
+	e.calls = map[string]goja.Callable{}
+	for _, k := range e.api.Keys() {
+		if f, ok := goja.AssertFunction(e.api.Get(k)); ok {
+			e.calls[k] = f
+		}
+	}
 	return e
 }
 
@@ -193,12 +202,24 @@ func (e *Engine) enter(f func() error) error {
 	e.imu.Lock()
 	e.gen++
 	g := e.gen
+	e.armed = g
 	e.imu.Unlock()
-	t := time.AfterFunc(e.budget, func() { e.interruptIf(g, errBudget) })
+	// One timer per engine, armed for each entry (entries never overlap:
+	// they all run under e.mu); it interrupts the entry it was armed for.
+	if e.timer == nil {
+		e.timer = time.AfterFunc(e.budget, func() {
+			e.imu.Lock()
+			g := e.armed
+			e.imu.Unlock()
+			e.interruptIf(g, errBudget)
+		})
+	} else {
+		e.timer.Reset(e.budget)
+	}
 	watch(e, g)
 	err := f()
 	unwatch(e)
-	t.Stop()
+	e.timer.Stop()
 	e.imu.Lock()
 	e.gen++
 	e.imu.Unlock()
@@ -242,7 +263,7 @@ func (e *Engine) message(err error) string {
 }
 
 func (e *Engine) errorText(v goja.Value) string {
-	f, _ := goja.AssertFunction(e.api.Get("errorText"))
+	f := e.calls["errorText"]
 	s, err := f(goja.Undefined(), v)
 	if err != nil {
 		return "an error that cannot be printed"
@@ -286,7 +307,7 @@ func (e *Engine) callAPI(point, name, src string, args ...any) (goja.Value, erro
 	if err != nil {
 		return nil, &Error{Point: point, Data: e.message(err)}
 	}
-	call, _ := goja.AssertFunction(e.api.Get(name))
+	call := e.calls[name]
 	vals := []goja.Value{fv}
 	for _, a := range args {
 		vals = append(vals, e.rt.ToValue(a))
@@ -388,7 +409,7 @@ func (e *Engine) stringify(point string, v goja.Value) ([]byte, error) {
 	if _, ok := v.(*goja.Object); !ok {
 		return nil, nil
 	}
-	f, _ := goja.AssertFunction(e.api.Get("stringify"))
+	f := e.calls["stringify"]
 	var s goja.Value
 	err := e.enter(func() error {
 		var serr error
@@ -457,7 +478,7 @@ func (e *Engine) EndOfRequest(src string, data []byte, text bool) (bool, error) 
 func (e *Engine) State() (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	f, _ := goja.AssertFunction(e.api.Get("getState"))
+	f := e.calls["getState"]
 	var s goja.Value
 	err := e.enter(func() error {
 		var serr error
@@ -489,7 +510,7 @@ func (e *Engine) SetState(text string) error {
 	if text == e.stateText && e.stateText != "" {
 		return nil
 	}
-	f, _ := goja.AssertFunction(e.api.Get("setState"))
+	f := e.calls["setState"]
 	err := e.enter(func() error {
 		_, serr := f(goja.Undefined(), e.rt.ToValue(text))
 		return serr
