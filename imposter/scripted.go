@@ -444,7 +444,7 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 					}
 					write = flow.Request{Flow: imp.ScriptStateFlow(), Op: flow.OpCas, Key: stateKey,
 						Value: []byte(strconv.FormatInt(now, 10) + "\n" + after), Expect: before.raw, ExpectAbsent: before.raw == nil,
-						TTLMs: stateTTLMs, Mode: shard.Sync}
+						TTLMs: stateTTLMs, Mode: imp.stateMode()}
 				})
 				if werr != nil {
 					w.Engine(func(imp *Imposter) { imp.forgetState() })
@@ -474,6 +474,22 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 			})
 		})
 	})
+}
+
+// stateMode is the durability the injection state is written with: sync
+// unless the imposter names another in _rift.flowState.durability. With
+// async, an acknowledged change can be lost with a crashed owner before
+// its group fsync, and a later request then counts from the older state
+// (the simulator's injected-counter finds it); with none, a restart of
+// the owner and its successors forgets the state, as mountebank forgets
+// its state on restart.
+func (imp *Imposter) stateMode() shard.Mode {
+	if imp.flow.Set["durability"] {
+		if m, err := shard.ParseMode(imp.flow.Durability); err == nil {
+			return m
+		}
+	}
+	return shard.Sync
 }
 
 // forgetState makes the next request load the state from what the
