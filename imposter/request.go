@@ -1,6 +1,7 @@
 package imposter
 
 import (
+	"context"
 	"net/url"
 
 	"github.com/fenceline/fenceline/script"
@@ -40,9 +41,23 @@ type Request struct {
 	// that failed, which fails the request; scriptJSON the request as
 	// they see it, made once.
 	js         *script.Engine
+	yield      func(wait func())                                       // YieldWith
 	shell      func(command, request, response string) ([]byte, error) // shellTransform's runner; nil: none may run
 	scriptErr  error
 	scriptJSON []byte
+}
+
+// YieldWith lets the caller release its lock on the imposter while an
+// injected function waits for its asynchronous answer: yield runs the
+// wait it is given (unlocked), and comes back locked.
+func (r *Request) YieldWith(yield func(wait func())) { r.yield = yield }
+
+// scriptCtx is the context injected functions run with.
+func (r *Request) scriptCtx() context.Context {
+	if r.yield == nil {
+		return context.Background()
+	}
+	return script.WithYield(context.Background(), r.yield)
 }
 
 // field returns a request field by predicate key; with lower-cased keys

@@ -1,7 +1,6 @@
 package imposter
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -115,7 +114,7 @@ func (imp *Imposter) injectResponse(r *Request, src string) (*Object, error) {
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidInjection, Message: err.Error()}
 	}
-	out, err := js.Respond(context.Background(), src, r.scriptRequest())
+	out, err := js.Respond(r.scriptCtx(), src, r.scriptRequest())
 	if err != nil {
 		return nil, injectionError(err, src, "config, injectState, logger, done, imposterState")
 	}
@@ -146,7 +145,7 @@ func (d decorateBehavior) apply(r *Request, is *Object, _ Files) (time.Duration,
 	if r.js == nil {
 		return 0, &Error{Code: CodeInvalidInjection, Message: ErrInjectionOff.Error()}
 	}
-	out, err := r.js.Decorate(context.Background(), d.src, r.scriptRequest(), Marshal(is, 0))
+	out, err := r.js.Decorate(r.scriptCtx(), d.src, r.scriptRequest(), Marshal(is, 0))
 	if err != nil {
 		return 0, injectionError(err, d.src, "config, response, logger")
 	}

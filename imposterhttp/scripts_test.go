@@ -237,3 +237,19 @@ func TestInjectionWithoutState(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, resp.Found, "no state was written")
 }
+
+// A function waiting for its callback does not hold up the imposter's
+// other requests, as mountebank's node does not.
+func TestInjectionAsyncDoesNotBlock(t *testing.T) {
+	base, _ := scripting(t, 3*time.Second)
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/slow"}}],"responses":[{"inject":"(config) => { setTimeout(() => config.callback({ body: 'slow' }), 1000); }"}]},
+		{"responses":[{"is":{"body":"fast"}}]}]}`)
+	slow := make(chan string, 1)
+	go func() { slow <- do(t, "GET", at(port, "/slow"), "").body }()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	assert.Equal(t, "fast", do(t, "GET", at(port, "/fast"), "").body)
+	assert.Less(t, time.Since(start), 500*time.Millisecond, "the fast request waited for the slow one")
+	assert.Equal(t, "slow", <-slow)
+}

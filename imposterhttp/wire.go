@@ -427,6 +427,13 @@ func refuse(bw *bufio.Writer, code int) {
 func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) imposter.Outcome {
 	// The stubs are matched outside the imposter's lock (a costly
 	// predicate holds up only its own request), then answered under it.
+	// An injected function waiting for its callback lets the imposter
+	// serve others meanwhile, as mountebank's node does.
+	req.YieldWith(func(wait func()) {
+		sv.mu.Unlock()
+		defer sv.mu.Lock()
+		wait()
+	})
 	sv.mu.Lock()
 	imp := sv.imp
 	stateful, scripted := imp.Stateful(), imp.Scripted()

@@ -217,7 +217,7 @@ func (e *Engine) enter(f func() error) error {
 		e.timer.Reset(e.budget)
 	}
 	watch(e, g)
-	err := f()
+	err := safely(f)
 	unwatch(e)
 	e.timer.Stop()
 	e.imu.Lock()
@@ -225,6 +225,17 @@ func (e *Engine) enter(f func() error) error {
 	e.imu.Unlock()
 	e.rt.ClearInterrupt()
 	return err
+}
+
+// safely runs f, a panic inside the engine becoming an error: a bug in
+// goja or a host function must fail the call, never the node.
+func safely(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the script engine failed: %v", p)
+		}
+	}()
+	return f()
 }
 
 // interruptIf stops the entry g, if it is still running.
@@ -337,6 +348,16 @@ func (e *Engine) Predicate(src string, request []byte) (bool, error) {
 	return v.ToBoolean(), nil
 }
 
+type yieldKey struct{}
+
+// WithYield makes a call's wait for an asynchronous answer go through
+// yield (which runs the wait it is given): the caller can let go of its
+// own locks meanwhile, as node serves other requests while a function
+// waits for its callback.
+func WithYield(ctx context.Context, yield func(wait func())) context.Context {
+	return context.WithValue(ctx, yieldKey{}, yield)
+}
+
 // Respond runs an inject response: the response it returns or passes to
 // its callback, as JSON ("" for a value that is not an object, which
 // answers with the defaults).
@@ -364,12 +385,26 @@ func (e *Engine) boxed(ctx context.Context, point, name, src string, args ...any
 	box := v.ToObject(e.rt)
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	wait := func(f func()) { f() }
+	if y, ok := ctx.Value(yieldKey{}).(func(func())); ok {
+		wait = y
+	}
 	for !box.Get("done").ToBoolean() {
 		settled := e.settled
 		e.mu.Unlock()
-		select {
-		case <-settled:
-		case <-timer.C:
+		const answered, late, abandoned = 0, 1, 2
+		why := answered
+		wait(func() {
+			select {
+			case <-settled:
+			case <-timer.C:
+				why = late
+			case <-ctx.Done():
+				why = abandoned
+			}
+		})
+		switch why {
+		case late:
 			e.mu.Lock()
 			if box.Get("done").ToBoolean() {
 				continue
@@ -379,7 +414,7 @@ func (e *Engine) boxed(ctx context.Context, point, name, src string, args ...any
 			msg := fmt.Sprintf("no answer within the time budget of %v", e.budget)
 			e.host.Log("error", fmt.Sprintf("%sinjection X=> %s\n    source: %s", e.host.Scope, msg, src))
 			return nil, &Error{Point: point, Data: msg}
-		case <-ctx.Done():
+		case abandoned:
 			e.mu.Lock()
 			box.Set("done", true)
 			e.mu.Unlock()
