@@ -192,13 +192,18 @@ func goFiles(root, pkg string) ([]string, error) {
 	return out, nil
 }
 
-// List returns every mutant of the packages, in a fixed order.
+// List returns every mutant of the packages, in a fixed order. An entry
+// naming a .go file mutates that file alone (the stateful path of a
+// package whose other files no scenario runs).
 func List(root string, pkgs []string) ([]Mutant, error) {
 	var out []Mutant
 	for _, pkg := range pkgs {
-		files, err := goFiles(root, pkg)
-		if err != nil {
-			return nil, err
+		files := []string{pkg}
+		if !strings.HasSuffix(pkg, ".go") {
+			var err error
+			if files, err = goFiles(root, pkg); err != nil {
+				return nil, err
+			}
 		}
 		for _, rel := range files {
 			fset, f, err := parse(root, rel)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,19 +79,11 @@ func TestBadConfigFiles(t *testing.T) {
 
 	refused := filepath.Join(dir, "refused.json")
 	require.NoError(t, os.WriteFile(refused, []byte(`{"protocol": "http", "port": 4642, "stubs": [{"responses": [{"inject": "c => ({})"}]}]}`), 0o644))
-	var stderr bytes.Buffer
-	p := &proc{t: t, name: "n1", dir: dir, http: "127.0.0.6:2525", stderr: &stderr, mu: &sync.Mutex{},
-		args: []string{"-http", "127.0.0.6:2525", "-peer", "127.0.0.6:25525", "-data-dir", filepath.Join(dir, "d2"), "-configfile", refused}}
-	p.start()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		require.ErrorAs(t, err, &exit)
-		assert.Equal(t, 1, exit.ExitCode())
-		assert.True(t, strings.Contains(p.log(), "-allowInjection"), p.log())
-	case <-time.After(30 * time.Second):
-		p.kill()
-		t.Fatal("the node kept running with refused -configfile imposters")
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err = exec.CommandContext(ctx, bin, "-http", "127.0.0.6:2525", "-peer", "127.0.0.6:25525", "-data-dir", filepath.Join(dir, "d2"), "-configfile", refused).CombinedOutput()
+	require.NoError(t, ctx.Err(), "the node kept running with refused -configfile imposters")
+	require.ErrorAs(t, err, &exit, string(out))
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Contains(t, string(out), "-allowInjection")
 }
