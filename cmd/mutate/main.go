@@ -74,6 +74,7 @@ type config struct {
 	tests         bool
 	scenarios     []string
 	expect        string
+	equivalent    string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -85,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.results, "results", "mutate-results.txt", "the results file: appended to, and read to skip mutants already run")
 	fs.BoolVar(&c.list, "list", false, "list the mutants and stop")
 	fs.BoolVar(&c.report, "report", false, "summarize the results file per package and stop")
+	fs.StringVar(&c.equivalent, "equivalent", "scenarios/mutants-equivalent.txt", "the mutants triaged as equivalent (no behaviour tells them apart), each with its argument: -report leaves them out of the score")
 	fs.IntVar(&c.sample, "sample", 0, "run this many mutants, drawn by -seed (0: all)")
 	fs.Uint64Var(&c.seed, "seed", 1, "draws the sample")
 	shard := fs.String("shard", "1/1", "i/n: run the i-th of n disjoint slices of the mutants")
@@ -324,7 +326,12 @@ func report(c config, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mutate:", err)
 		return 1
 	}
-	type tally struct{ n, sim, tests, both, survived, nobuild int }
+	equiv, err := readEquivalents(c)
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
+	type tally struct{ n, sim, tests, both, survived, nobuild, equivalent int }
 	per := map[string]*tally{}
 	var survivors []string
 	for id, r := range done { //fenceline:unordered counted, then printed sorted
@@ -336,6 +343,10 @@ func report(c config, stdout, stderr io.Writer) int {
 			per[pkg] = t
 		}
 		t.n++
+		if _, ok := equiv[id]; ok && r[0] == "survived" {
+			t.equivalent++
+			continue
+		}
 		switch r[0] {
 		case "sim":
 			t.sim++
@@ -355,21 +366,63 @@ func report(c config, stdout, stderr io.Writer) int {
 		pkgs = append(pkgs, p)
 	}
 	slices.Sort(pkgs)
-	fmt.Fprintf(stdout, "%-16s %7s %5s %6s %5s %9s %8s %10s\n", "package", "mutants", "sim", "tests", "both", "survived", "nobuild", "sim score")
+	fmt.Fprintf(stdout, "%-16s %7s %5s %6s %5s %9s %8s %10s %10s\n", "package", "mutants", "sim", "tests", "both", "survived", "nobuild", "equivalent", "sim score")
 	for _, p := range pkgs {
 		t := per[p]
-		built := t.n - t.nobuild
+		built := t.n - t.nobuild - t.equivalent
 		score := "-"
 		if built > 0 {
 			score = fmt.Sprintf("%.0f%%", 100*float64(t.sim+t.both)/float64(built))
 		}
-		fmt.Fprintf(stdout, "%-16s %7d %5d %6d %5d %9d %8d %10s\n", p, t.n, t.sim, t.tests, t.both, t.survived, t.nobuild, score)
+		fmt.Fprintf(stdout, "%-16s %7d %5d %6d %5d %9d %8d %10d %10s\n", p, t.n, t.sim, t.tests, t.both, t.survived, t.nobuild, t.equivalent, score)
 	}
 	slices.Sort(survivors)
 	for _, s := range survivors {
 		fmt.Fprintf(stdout, "survived %s\n", s)
 	}
 	return 0
+}
+
+// readEquivalents reads c.equivalent: each line a mutant as -expect's
+// file names them (file, function, operator, nth, code), then the
+// argument that no behaviour tells it apart, tab-separated. A mutant
+// whose code changed is an error (its argument may no longer hold). A
+// missing file is an empty one. The answer maps mutant ids to arguments.
+func readEquivalents(c config) (map[string]string, error) {
+	out := map[string]string{}
+	if c.equivalent == "" {
+		return out, nil
+	}
+	path := c.equivalent
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(c.root, path)
+	}
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.Split(line, "\t")
+		nth := 0
+		if len(parts) == 6 {
+			nth, _ = strconv.Atoi(parts[3])
+		}
+		if nth < 1 || strings.TrimSpace(parts[len(parts)-1]) == "" {
+			return nil, fmt.Errorf("%s: %q is not file, function, operator, nth, code and the argument, tab-separated", c.equivalent, line)
+		}
+		m, err := Find(c.root, parts[0], parts[1], Op(parts[2]), parts[4], nth)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v (triage it again)", c.equivalent, err)
+		}
+		out[m.ID()] = parts[5]
+	}
+	return out, nil
 }
 
 // expect runs the pinned mutants of c.expect, the simulator only, and

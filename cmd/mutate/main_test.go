@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -102,8 +103,8 @@ func TestReportAndResume(t *testing.T) {
 	var out, errOut strings.Builder
 	require.Equal(t, 0, report(config{results: path}, &out, &errOut), errOut.String())
 	got := out.String()
-	require.Regexp(t, `core/a\s+4\s+1\s+0\s+1\s+1\s+1\s+67%`, got, "two of the three that built were caught by the simulator")
-	require.Regexp(t, `core/b\s+1\s+0\s+1\s+0\s+0\s+0\s+0%`, got)
+	require.Regexp(t, `core/a\s+4\s+1\s+0\s+1\s+1\s+1\s+0\s+67%`, got, "two of the three that built were caught by the simulator")
+	require.Regexp(t, `core/b\s+1\s+0\s+1\s+0\s+0\s+0\s+0\s+0%`, got)
 	require.Contains(t, got, "survived core/a/x.go:2:1:nudge#1")
 }
 
@@ -126,4 +127,37 @@ func TestFindByFunctionAndCode(t *testing.T) {
 	require.ErrorContains(t, err, "no nudge mutant #2")
 	_, err = Find("testdata", want.File, "log", OpNudge, "2", 1)
 	require.Error(t, err)
+}
+
+// A survivor triaged as equivalent leaves the score; the triage names
+// the mutant as -expect does, and one whose code changed is an error.
+func TestEquivalentsLeaveTheScore(t *testing.T) {
+	ms, err := List("testdata", []string{"fixture"})
+	require.NoError(t, err)
+	m := ms[0]
+	nth := 0
+	for _, o := range ms {
+		if o.File == m.File && o.Func == m.Func && o.Op == m.Op && o.What == m.What {
+			nth++
+			if o == m {
+				break
+			}
+		}
+	}
+	dir := t.TempDir()
+	results := filepath.Join(dir, "results.txt")
+	require.NoError(t, os.WriteFile(results, []byte(m.ID()+"\tsurvived\tx seeds 1..20\n"+
+		"fixture/other.go:1:1:negate#0\tsim\tx seed=1 checkers=c\n"), 0o644))
+	equiv := filepath.Join(dir, "equivalent.txt")
+	line := strings.Join([]string{m.File, m.Func, string(m.Op), strconv.Itoa(nth), m.What, "no caller can tell: the value is never read"}, "\t")
+	require.NoError(t, os.WriteFile(equiv, []byte("# triaged\n"+line+"\n"), 0o644))
+	var out, errOut strings.Builder
+	require.Equal(t, 0, report(config{root: "testdata", results: results, equivalent: equiv}, &out, &errOut), errOut.String())
+	require.Regexp(t, `fixture\s+2\s+1\s+0\s+0\s+0\s+0\s+1\s+100%`, out.String(), "the equivalent survivor left the score")
+	require.NotContains(t, out.String(), "survived "+m.ID())
+
+	bad := strings.Replace(line, m.What, m.What+" changed", 1)
+	require.NoError(t, os.WriteFile(equiv, []byte(bad+"\n"), 0o644))
+	require.Equal(t, 1, report(config{root: "testdata", results: results, equivalent: equiv}, &out, &errOut))
+	require.Contains(t, errOut.String(), "triage it again")
 }

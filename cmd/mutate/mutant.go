@@ -246,7 +246,7 @@ func Apply(root string, m Mutant) ([]byte, error) {
 // code what (as -list prints them), the nth such (from 1): a name that
 // edits elsewhere in the file leave standing. It fails if there is none.
 func Find(root, file, fn string, op Op, what string, nth int) (Mutant, error) {
-	ms, err := List(root, []string{filepath.ToSlash(filepath.Dir(file))})
+	ms, err := List(root, []string{file})
 	if err != nil {
 		return Mutant{}, err
 	}
