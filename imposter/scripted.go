@@ -414,7 +414,11 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 				}
 			})
 			if serr != nil {
-				finish(Served{}, injectionError(serr, "", ""))
+				var se *script.Error
+				if errors.As(serr, &se) {
+					serr = &Error{Code: CodeInvalidInjection, Message: se.Point, Data: se.Data}
+				}
+				finish(Served{}, serr)
 				return
 			}
 			Serve(w, rt, r, func(s Served, err error) {

@@ -184,11 +184,13 @@ func TestShellTransform(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "pwned")
 	script := filepath.Join(dir, "t.sh")
-	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nprintf '{\"statusCode\":201,\"body\":\"%s\"}' \"$(printf '%s' \"$MB_REQUEST\" | wc -c | tr -d ' ')\"\n"), 0o755))
+	// The body: the lines of MB_REQUEST and MB_RESPONSE (compact JSON:
+	// none past the first), and the last argument's first byte.
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\nfor last; do :; done\nprintf '{\"statusCode\":201,\"body\":\"%s %s %.1s\"}' \"$(printf '%s' \"$MB_REQUEST\" | wc -l | tr -d ' ')\" \"$(printf '%s' \"$MB_RESPONSE\" | wc -l | tr -d ' ')\" \"$last\"\n"), 0o755))
 	port := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"is":{"body":"x"},"behaviors":[{"shellTransform":%q}]}]}]}`, script))
 	a := do(t, "GET", at(port, "/'; touch "+strings.ReplaceAll(marker, "/", "%2F")+"; '"), "")
 	require.Equal(t, 201, a.code, a.body)
-	assert.NotEmpty(t, a.body)
+	assert.Equal(t, "0 0 {", a.body, "one-line JSON in the environment, and the response as the last argument")
 	_, err := os.Stat(marker)
 	assert.True(t, os.IsNotExist(err), "the request's data ran as a command")
 }
@@ -252,4 +254,71 @@ func TestInjectionAsyncDoesNotBlock(t *testing.T) {
 	assert.Equal(t, "fast", do(t, "GET", at(port, "/fast"), "").body)
 	assert.Less(t, time.Since(start), 500*time.Millisecond, "the fast request waited for the slow one")
 	assert.Equal(t, "slow", <-slow)
+}
+
+// The contract's corners, each as mountebank gives it: a wait function's
+// error names the function as written; a predicateGenerator's inject adds
+// its predicates to the recording, and its failure fails the call; an
+// endOfRequestResolver given as null is none.
+func TestInjectionCorners(t *testing.T) {
+	base, _ := scripting(t, 2*time.Second)
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/wait"}}],"responses":[{"is":{},"behaviors":[{"wait":"function () { throw new Error('no wait'); }"}]}]}]}`)
+	a := do(t, "GET", at(port, "/wait"), "")
+	require.Equal(t, 500, a.code, a.body)
+	e := a.json["errors"].([]any)[0].(map[string]any)
+	assert.Equal(t, "invalid wait injection", e["message"])
+	assert.Equal(t, "function () { throw new Error('no wait'); }", e["source"], "the function as written, not a call of it")
+	assert.Equal(t, "no wait", e["data"])
+
+	origin := create(t, base, `{"protocol":"http","stubs":[{"responses":[{"is":{"body":"origin"}}]}]}`)
+	proxy := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"http://127.0.0.1:%d",
+		"predicateGenerators":[{"inject":"(config) => [{ equals: { path: config.request.path } }]"}],
+		"addDecorateBehavior":"(config) => { config.response.body = 'decorated ' + config.response.body; }"}}]}]}`, origin))
+	assert.Equal(t, "origin", do(t, "GET", at(proxy, "/first"), "").body, "the live answer is not decorated")
+	assert.Equal(t, "decorated origin", do(t, "GET", at(proxy, "/first"), "").body, "the recording is")
+	saved := do(t, "GET", fmt.Sprintf("%s/imposters/%d", base, proxy), "").body
+	assert.Contains(t, saved, `"path": "/first"`)
+
+	failing := create(t, base, fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"proxy":{"to":"http://127.0.0.1:%d",
+		"predicateGenerators":[{"inject":"(config) => { throw new Error('no predicates'); }"}]}}]}]}`, origin))
+	a = do(t, "GET", at(failing, "/x"), "")
+	require.Equal(t, 500, a.code, a.body)
+	assert.Contains(t, a.body, "invalid predicateGenerator injection")
+	assert.Contains(t, a.body, "no predicates")
+
+	plain, _ := admin(t) // injection not allowed
+	a = do(t, "POST", plain+"/imposters", `{"protocol":"tcp","endOfRequestResolver":null,"stubs":[{"responses":[{"is":{"data":"x"}}]}]}`)
+	assert.Equal(t, 201, a.code, "a null endOfRequestResolver is none: %s", a.body)
+}
+
+// The stored state: written again when older than the refresh age even
+// if unchanged (so that an idle state outlives the store's TTL), and a
+// stored value that is no JSON fails the request that reads it, clearly.
+func TestInjectionStoredState(t *testing.T) {
+	base, s := scripting(t, 2*time.Second)
+	port := create(t, base, `{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => ({ body: String(config.state.n) })"}]}]}`)
+	s.mu.Lock()
+	key := s.imposters[port].imp.ScriptStateFlow()
+	s.mu.Unlock()
+	get := func() string {
+		resp, err := s.flows.Do(context.Background(), flow.Request{Flow: key, Op: flow.OpGet, Key: "state"})
+		require.NoError(t, err)
+		return string(resp.Value)
+	}
+	_, err := s.flows.Do(context.Background(), flow.Request{Flow: key, Op: flow.OpSet, Key: "state", Value: []byte("1000\n{\"n\":7}")})
+	require.NoError(t, err)
+	assert.Equal(t, "7", do(t, "GET", at(port, "/"), "").body)
+	stamp, text, _ := strings.Cut(get(), "\n")
+	assert.Equal(t, `{"n":7}`, text)
+	assert.NotEqual(t, "1000", stamp, "an old state read unchanged is written again")
+	before := get()
+	assert.Equal(t, "7", do(t, "GET", at(port, "/"), "").body)
+	assert.Equal(t, before, get(), "a fresh one is not")
+
+	_, err = s.flows.Do(context.Background(), flow.Request{Flow: key, Op: flow.OpSet, Key: "state", Value: []byte("1000\n{not json")})
+	require.NoError(t, err)
+	a := do(t, "GET", at(port, "/"), "")
+	require.Equal(t, 500, a.code, a.body)
+	assert.Contains(t, a.body, `"message":"invalid state"`)
 }

@@ -35,8 +35,20 @@ func init() {
 // injection state and answers the count.
 const counterPort = 4590
 
-const counterImposter = `{"protocol":"http","port":4590,"stubs":[{"responses":[{"inject":
-	"(config) => { config.state.n = (config.state.n || 0) + 1; return { body: String(config.state.n) }; }"}]}]}`
+// counterForms are the ways a run's imposter counts, one drawn per run
+// (knob counter_form): through config.state in a response, through the
+// positional injectState and imposterState arguments (named so that
+// their text never says "state": only their place makes them the
+// state), in a predicate, and in a decorate behavior. Each reaches the
+// state by another path the server must recognize.
+var counterForms = []struct{ name, stubs string }{
+	{"config-state", `[{"responses":[{"inject":"(config) => { config.state.n = (config.state.n || 0) + 1; return { body: String(config.state.n) }; }"}]}]`},
+	{"inject-state", `[{"responses":[{"inject":"function (request, s) { s.n = (s.n || 0) + 1; return { body: String(s.n) }; }"}]}]`},
+	{"imposter-state", `[{"responses":[{"inject":"function (request, s, logger, cb, imp) { imp.n = (imp.n || 0) + 1; return { body: String(imp.n) }; }"}]}]`},
+	{"predicate", `[{"predicates":[{"inject":"(config, logger, st) => { st.n = (st.n || 0) + 1; return true; }"}],
+		"responses":[{"inject":"(config, s, logger, cb, st) => ({ body: String(st.n) })"}]}]`},
+	{"decorate", `[{"responses":[{"is":{"body":"x"},"behaviors":[{"decorate":"(config) => { config.state.n = (config.state.n || 0) + 1; config.response.body = String(config.state.n); }"}]}]}]`},
+}
 
 // counterKey is the key the counter's history is kept under (the model's:
 // the state's count as an incrementing integer).
@@ -63,7 +75,10 @@ func runInjectedCounter(run *Run) error {
 	h, _, _, calm := flowSetup(run, founders, 0, flow.Config{})
 	x := &counterRun{h: h, bugs: run.Bugs(), engines: map[string]*imposter.Imposter{}, turns: map[string]*turnQueue{},
 		hist: linearizability.NewHistory(0)}
-	stored := imposter.Stored{Incarnation: "c1", Creation: mustObject(counterImposter), StubIDs: []string{"c1.0"}}
+	form := counterForms[k.Stream("knobs/counter").IntN(len(counterForms))]
+	run.Knob("counter_form", form.name)
+	creation := fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":%s}`, counterPort, form.stubs)
+	stored := imposter.Stored{Incarnation: "c1", Creation: mustObject(creation), StubIDs: []string{"c1.0"}}
 	for _, n := range h.nodes {
 		imp, err := stored.Build(counterPort, false)
 		if err != nil {
@@ -207,7 +222,14 @@ func (x *counterRun) request(client int, n *sim.Machine, then func()) {
 		}
 	})
 	if !n.Exec(func() {
-		imposter.ServeScripted(&counterWorld{x: x, n: n, client: client, rec: rec}, imposter.Route{Bugs: x.bugs}, req, finish)
+		// Routed as the server routes it: the imposter says whether its
+		// functions may reach the state.
+		w := &counterWorld{x: x, n: n, client: client, rec: rec}
+		if x.engines[n.Name()].Scripted() {
+			imposter.ServeScripted(w, imposter.Route{Bugs: x.bugs}, req, finish)
+		} else {
+			imposter.Serve(w, imposter.Route{Bugs: x.bugs}, req, finish)
+		}
 	}) {
 		answered = true
 		then() // the node is down: refused, nothing happened

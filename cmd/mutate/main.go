@@ -62,6 +62,13 @@ var scenariosFor = map[string][]string{
 	"imposter":       {"imposter-scenarios", "one-server", "injected-counter"},
 }
 
+// testsFor names the packages besides a package's own whose unit tests
+// judge it: imposter/'s contract with clients is tested over real
+// sockets in imposterhttp, and injection's in script too.
+var testsFor = map[string][]string{
+	"imposter": {"imposterhttp", "script"},
+}
+
 type config struct {
 	root, results string
 	pkgs          []string
@@ -253,7 +260,11 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	}
 	testDetail := ""
 	if c.tests {
-		t := exec.Command("go", "test", "-overlay", overlay, "-count=1", "./"+pkg)
+		args := []string{"test", "-overlay", overlay, "-count=1", "./" + pkg}
+		for _, more := range testsFor[pkg] {
+			args = append(args, "./"+more)
+		}
+		t := exec.Command("go", args...)
 		t.Dir = c.root
 		if b, err := t.CombinedOutput(); err != nil {
 			testDetail = firstTestFail(string(b))
