@@ -450,7 +450,17 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 						TTLMs: stateTTLMs, Mode: imp.stateMode()}
 				})
 				if werr != nil {
-					w.Engine(func(imp *Imposter) { imp.forgetState() })
+					// The live object cannot be kept (it does not serialize,
+					// or is past the bound): the next request loads what the
+					// cluster holds. After a lost or unknown write no such
+					// step is needed: the engine's text is then the dropped
+					// change's, and it is loaded again unless the store
+					// holds that same text.
+					w.Engine(func(imp *Imposter) {
+						if imp.js != nil {
+							imp.js.Reload()
+						}
+					})
 					var se *script.Error
 					if errors.As(werr, &se) {
 						werr = &Error{Code: CodeInvalidInjection, Message: se.Point, Data: se.Data}
@@ -465,10 +475,8 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 				w.Store(write, func(wresp flow.Response, werr error) {
 					switch {
 					case werr != nil:
-						w.Engine(func(imp *Imposter) { imp.forgetState() })
 						finish(unavailableServed(flow.Reason(werr)), nil)
 					case !wresp.Succeeded:
-						w.Engine(func(imp *Imposter) { imp.forgetState() })
 						finish(unavailableServed(ReasonStateConflict), nil)
 					default:
 						finish(s, err)
@@ -493,14 +501,6 @@ func (imp *Imposter) stateMode() shard.Mode {
 		}
 	}
 	return shard.Sync
-}
-
-// forgetState makes the next request load the state from what the
-// cluster holds, after a change of it was not kept.
-func (imp *Imposter) forgetState() {
-	if imp.js != nil {
-		imp.js.Forget()
-	}
 }
 
 // MaxWaitMs bounds the wait a wait function (or a string's number) asks

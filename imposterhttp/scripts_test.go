@@ -322,3 +322,45 @@ func TestInjectionStoredState(t *testing.T) {
 	require.Equal(t, 500, a.code, a.body)
 	assert.Contains(t, a.body, `"message":"invalid state"`)
 }
+
+// Requests queued for the script turn longer than their bound are
+// answered 503 injection_busy, never left hanging.
+func TestInjectionTurnBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the turn's bound")
+	}
+	base, _ := scripting(t, 100*time.Millisecond)
+	port := create(t, base, `{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => { config.state.seen = true; }"}]}]}`)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[string]int{}
+	for range 70 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := do(t, "GET", at(port, "/"), "")
+			mu.Lock()
+			codes[fmt.Sprint(a.code, " ", a.header.Get(UnavailableHeader))]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("answers: %v", codes)
+	assert.Positive(t, codes["503 injection_busy"], "some waited past the bound")
+	assert.Positive(t, codes["500 "], "the first ones ran out their budget")
+}
+
+// A state that cannot be written (here a cycle, which JSON cannot hold)
+// fails its request, and the next request starts again from what the
+// cluster holds.
+func TestInjectionStateRecovers(t *testing.T) {
+	base, _ := scripting(t, 2*time.Second)
+	port := create(t, base, `{"protocol":"http","stubs":[
+		{"predicates":[{"equals":{"path":"/cycle"}}],"responses":[{"inject":"(config) => { config.state.self = config.state; return { body: 'x' }; }"}]},
+		{"responses":[{"inject":"(config) => { config.state.n = (config.state.n || 0) + 1; return { body: String(config.state.n) }; }"}]}]}`)
+	assert.Equal(t, "1", do(t, "GET", at(port, "/"), "").body)
+	a := do(t, "GET", at(port, "/cycle"), "")
+	require.Equal(t, 500, a.code, a.body)
+	assert.Contains(t, a.body, "invalid state")
+	assert.Equal(t, "2", do(t, "GET", at(port, "/"), "").body, "back to the cluster's state, the cycle gone")
+}

@@ -47,6 +47,8 @@ var counterForms = []struct{ name, stubs string }{
 	{"imposter-state", `[{"responses":[{"inject":"function (request, s, logger, cb, imp) { imp.n = (imp.n || 0) + 1; return { body: String(imp.n) }; }"}]}]`},
 	{"predicate", `[{"predicates":[{"inject":"(config, logger, st) => { st.n = (st.n || 0) + 1; return true; }"}],
 		"responses":[{"inject":"(config, s, logger, cb, st) => ({ body: String(st.n) })"}]}]`},
+	{"nested-predicate", `[{"predicates":[{"and":[{"not":{"inject":"(config, logger, st) => { st.n = (st.n || 0) + 1; return false; }"}}]}],
+		"responses":[{"inject":"(config, s, logger, cb, st) => ({ body: String(st.n) })"}]}]`},
 	{"decorate", `[{"responses":[{"is":{"body":"x"},"behaviors":[{"decorate":"(config) => { config.state.n = (config.state.n || 0) + 1; config.response.body = String(config.state.n); }"}]}]}]`},
 }
 

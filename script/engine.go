@@ -557,10 +557,10 @@ func (e *Engine) SetState(text string) error {
 	return nil
 }
 
-// Forget makes the next SetState load its text whatever it is: the live
-// object is no longer what the cluster holds (a change of it was not
-// kept).
-func (e *Engine) Forget() {
+// Reload makes the next SetState load its text whatever the engine's
+// object is: that object is not one the cluster may hold (it does not
+// serialize, or is past the state's bound).
+func (e *Engine) Reload() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stateText = ""
