@@ -233,16 +233,6 @@ func (imp *Imposter) withScript(r *Request) {
 // scanInjection sets the stub's javascript and shell flags from its
 // compiled predicates and responses.
 func (st *Stub) scanInjection() {
-	var injects func(ps []*Predicate) bool
-	injects = func(ps []*Predicate) bool {
-		for _, p := range ps {
-			if p.op == "inject" || injects(p.subs) {
-				return true
-			}
-		}
-		return false
-	}
-	st.javascript = injects(st.predicates)
 	// reach: src, run at an injection point whose state argument is at
 	// statePos, may reach the injection state.
 	reach := func(src string, statePos int) {
@@ -430,12 +420,12 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 					if jerr != nil {
 						return
 					}
-					if after, werr = js.State(); werr != nil {
-						return
-					}
-					if len(after) > MaxStateBytes {
+					after, werr = js.State()
+					if werr == nil && len(after) > MaxStateBytes {
 						werr = &script.Error{Point: "invalid state", Data: fmt.Sprintf(
 							"the injection state is %d bytes of JSON, more than the %d the cluster keeps: the change is dropped", len(after), MaxStateBytes)}
+					}
+					if werr != nil {
 						return
 					}
 					now := r.Arrived.UnixMilli()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/imposter"
 )
 
 // scripting is an admin API whose server allows injection, each call
@@ -45,7 +46,9 @@ func TestInjectionOverHTTP(t *testing.T) {
 		{"predicates":[{"equals":{"path":"/throw"}}],
 		 "responses":[{"inject":"function (config) { throw new Error(\"boom\"); }"}]},
 		{"predicates":[{"equals":{"path":"/forever"}}],
-		 "responses":[{"inject":"function (config) { for (;;) {} }"}]}
+		 "responses":[{"inject":"function (config) { for (;;) {} }"}]},
+		{"predicates":[{"equals":{"path":"/string"}}],
+		 "responses":[{"inject":"(config) => 'hello'"}]}
 	]}`)
 	for i := 1; i <= 3; i++ {
 		a := do(t, "GET", at(port, "/count"), "")
@@ -56,6 +59,9 @@ func TestInjectionOverHTTP(t *testing.T) {
 	}
 	a := do(t, "POST", at(port, "/legacy"), "")
 	assert.Equal(t, "POST /legacy", a.body)
+	a = do(t, "GET", at(port, "/string"), "")
+	assert.Equal(t, 200, a.code, "a result that is no object answers with the defaults, as mountebank's")
+	assert.Empty(t, a.body)
 
 	start := time.Now()
 	a = do(t, "GET", at(port, "/wait"), "")
@@ -83,10 +89,10 @@ func TestInjectionOverHTTP(t *testing.T) {
 	// The predicate ran for every request above (it is the first stub):
 	// the state counted them all, and changing the stubs keeps it.
 	seen := do(t, "GET", at(port, "/count"), "").header.Get("X-Seen")
-	assert.Equal(t, "9", seen)
+	assert.Equal(t, "10", seen)
 	a = do(t, "PUT", fmt.Sprintf("%s/imposters/%d/stubs", base, port), `{"stubs":[{"responses":[{"inject":"(config) => ({ body: String(config.state.seen) })"}]}]}`)
 	require.Equal(t, 200, a.code, a.body)
-	assert.Equal(t, "9", do(t, "GET", at(port, "/"), "").body)
+	assert.Equal(t, "10", do(t, "GET", at(port, "/"), "").body)
 	// A new creation starts with an empty state.
 	do(t, "DELETE", fmt.Sprintf("%s/imposters/%d", base, port), "")
 	create(t, base, fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"inject":"(config) => ({ body: String(config.state.seen) })"}]}]}`, port))
@@ -218,6 +224,12 @@ func TestInjectionStateBound(t *testing.T) {
 	a := do(t, "GET", at(port, "/big"), "")
 	require.Equal(t, 500, a.code, a.body)
 	assert.Contains(t, a.body, "more than the 16352 the cluster keeps")
+	// At the bound exactly: kept.
+	exact := fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => { for (const k of Object.keys(config.state)) { delete config.state[k]; } config.state.s = 'x'.repeat(%d); return { body: String(JSON.stringify(config.state).length) }; }"}]}]}`, MaxStateBytesForTest-len(`{"s":""}`))
+	at16 := create(t, base, exact)
+	a = do(t, "GET", at(at16, "/"), "")
+	require.Equal(t, 200, a.code, a.body)
+	assert.Equal(t, fmt.Sprint(MaxStateBytesForTest), a.body)
 	assert.Equal(t, "2 undefined", do(t, "GET", at(port, "/"), "").body, "the big change was dropped")
 }
 
@@ -364,3 +376,6 @@ func TestInjectionStateRecovers(t *testing.T) {
 	assert.Contains(t, a.body, "invalid state")
 	assert.Equal(t, "2", do(t, "GET", at(port, "/"), "").body, "back to the cluster's state, the cycle gone")
 }
+
+// MaxStateBytesForTest is imposter.MaxStateBytes.
+const MaxStateBytesForTest = imposter.MaxStateBytes
