@@ -48,7 +48,9 @@ func TestInjectionOverHTTP(t *testing.T) {
 		{"predicates":[{"equals":{"path":"/forever"}}],
 		 "responses":[{"inject":"function (config) { for (;;) {} }"}]},
 		{"predicates":[{"equals":{"path":"/string"}}],
-		 "responses":[{"inject":"(config) => 'hello'"}]}
+		 "responses":[{"inject":"(config) => 'hello'"}]},
+		{"predicates":[{"equals":{"path":"/keys"}}],
+		 "responses":[{"inject":"(config) => ({ body: Object.keys(config.request).join(',') })"}]}
 	]}`)
 	for i := 1; i <= 3; i++ {
 		a := do(t, "GET", at(port, "/count"), "")
@@ -59,6 +61,8 @@ func TestInjectionOverHTTP(t *testing.T) {
 	}
 	a := do(t, "POST", at(port, "/legacy"), "")
 	assert.Equal(t, "POST /legacy", a.body)
+	a = do(t, "GET", at(port, "/keys"), "")
+	assert.Equal(t, "requestFrom,method,path,query,headers,body,ip", a.body, "the request as mountebank hands it to functions: no timestamp")
 	a = do(t, "GET", at(port, "/string"), "")
 	assert.Equal(t, 200, a.code, "a result that is no object answers with the defaults, as mountebank's")
 	assert.Empty(t, a.body)
@@ -89,10 +93,10 @@ func TestInjectionOverHTTP(t *testing.T) {
 	// The predicate ran for every request above (it is the first stub):
 	// the state counted them all, and changing the stubs keeps it.
 	seen := do(t, "GET", at(port, "/count"), "").header.Get("X-Seen")
-	assert.Equal(t, "10", seen)
+	assert.Equal(t, "11", seen)
 	a = do(t, "PUT", fmt.Sprintf("%s/imposters/%d/stubs", base, port), `{"stubs":[{"responses":[{"inject":"(config) => ({ body: String(config.state.seen) })"}]}]}`)
 	require.Equal(t, 200, a.code, a.body)
-	assert.Equal(t, "10", do(t, "GET", at(port, "/"), "").body)
+	assert.Equal(t, "11", do(t, "GET", at(port, "/"), "").body)
 	// A new creation starts with an empty state.
 	do(t, "DELETE", fmt.Sprintf("%s/imposters/%d", base, port), "")
 	create(t, base, fmt.Sprintf(`{"protocol":"http","port":%d,"stubs":[{"responses":[{"inject":"(config) => ({ body: String(config.state.seen) })"}]}]}`, port))
@@ -223,7 +227,10 @@ func TestInjectionStateBound(t *testing.T) {
 	assert.Equal(t, "1 undefined", do(t, "GET", at(port, "/"), "").body)
 	a := do(t, "GET", at(port, "/big"), "")
 	require.Equal(t, 500, a.code, a.body)
-	assert.Contains(t, a.body, "more than the 16352 the cluster keeps")
+	e := a.json["errors"].([]any)[0].(map[string]any)
+	assert.Equal(t, "invalid injection", e["code"])
+	assert.Equal(t, "invalid state", e["message"])
+	assert.Contains(t, e["data"], "more than the 16352 the cluster keeps")
 	// At the bound exactly: kept.
 	exact := fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => { for (const k of Object.keys(config.state)) { delete config.state[k]; } config.state.s = 'x'.repeat(%d); return { body: String(JSON.stringify(config.state).length) }; }"}]}]}`, MaxStateBytesForTest-len(`{"s":""}`))
 	at16 := create(t, base, exact)
