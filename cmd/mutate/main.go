@@ -394,6 +394,48 @@ func report(c config, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// named is a mutant a file names (as -expect's and -equivalent's do),
+// with the field after the name, if the file has one.
+type named struct {
+	m    Mutant
+	note string
+}
+
+// readNamed reads a file of named mutants: each line file, function,
+// operator, nth (from 1), code, and with note one more field, which must
+// not be empty; '#' lines and blank ones are skipped. again says what to
+// do about a name whose code changed.
+func readNamed(root, file, text string, note bool, again string) ([]named, error) {
+	want, shape := 5, "file, function, operator, nth (from 1), code, tab-separated"
+	if note {
+		want, shape = 6, "file, function, operator, nth (from 1), code and the argument, tab-separated"
+	}
+	var out []named
+	for _, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.Split(line, "\t")
+		nth := 0
+		if len(parts) == want {
+			nth, _ = strconv.Atoi(parts[3])
+		}
+		if nth < 1 || strings.TrimSpace(parts[len(parts)-1]) == "" {
+			return nil, fmt.Errorf("%s: %q is not %s", file, line, shape)
+		}
+		m, err := Find(root, parts[0], parts[1], Op(parts[2]), parts[4], nth)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v (%s)", file, err, again)
+		}
+		n := named{m: m}
+		if note {
+			n.note = parts[5]
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // readEquivalents reads c.equivalent: each line a mutant as -expect's
 // file names them (file, function, operator, nth, code), then the
 // argument that no behaviour tells it apart, tab-separated. A mutant
@@ -415,23 +457,12 @@ func readEquivalents(c config) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		parts := strings.Split(line, "\t")
-		nth := 0
-		if len(parts) == 6 {
-			nth, _ = strconv.Atoi(parts[3])
-		}
-		if nth < 1 || strings.TrimSpace(parts[len(parts)-1]) == "" {
-			return nil, fmt.Errorf("%s: %q is not file, function, operator, nth, code and the argument, tab-separated", c.equivalent, line)
-		}
-		m, err := Find(c.root, parts[0], parts[1], Op(parts[2]), parts[4], nth)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v (triage it again)", c.equivalent, err)
-		}
-		out[m.ID()] = parts[5]
+	ns, err := readNamed(c.root, c.equivalent, string(b), true, "triage it again")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns {
+		out[n.m.ID()] = n.note
 	}
 	return out, nil
 }
@@ -456,25 +487,14 @@ func expect(c config, stdout, stderr io.Writer) int {
 	defer os.RemoveAll(work)
 	c.tests = false
 	var missed []string
+	ns, err := readNamed(c.root, c.expect, string(b), false, "update the pinned mutant")
+	if err != nil {
+		fmt.Fprintln(stderr, "mutate:", err)
+		return 1
+	}
 	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		parts := strings.Split(line, "\t")
-		nth := 0
-		if len(parts) == 5 {
-			nth, _ = strconv.Atoi(parts[3])
-		}
-		if nth < 1 {
-			fmt.Fprintf(stderr, "mutate: %s: %q is not file, function, operator, nth (from 1), code, tab-separated\n", c.expect, line)
-			return 1
-		}
-		m, err := Find(c.root, parts[0], parts[1], Op(parts[2]), parts[4], nth)
-		if err != nil {
-			fmt.Fprintf(stderr, "mutate: %s: %v (update the pinned mutant)\n", c.expect, err)
-			return 1
-		}
+	for _, nm := range ns {
+		m := nm.m
 		n++
 		verdict, detail, err := runOne(c, work, m)
 		if err != nil {

@@ -161,3 +161,21 @@ func TestEquivalentsLeaveTheScore(t *testing.T) {
 	require.Equal(t, 1, report(config{root: "testdata", results: results, equivalent: equiv}, &out, &errOut))
 	require.Contains(t, errOut.String(), "triage it again")
 }
+
+// The repository's own files of named mutants read: every pinned and
+// every triaged mutant is still where its name says.
+func TestTheNamedMutantFilesRead(t *testing.T) {
+	for _, f := range []struct {
+		path string
+		note bool
+	}{{"scenarios/mutants-ci.txt", false}, {"scenarios/mutants-equivalent.txt", true}} {
+		b, err := os.ReadFile(filepath.Join("..", "..", f.path))
+		require.NoError(t, err)
+		ns, err := readNamed(filepath.Join("..", ".."), f.path, string(b), f.note, "again")
+		require.NoError(t, err, f.path)
+		require.NotEmpty(t, ns, f.path)
+		for _, n := range ns {
+			require.Equal(t, f.note, n.note != "", "%s: %s", f.path, n.m.ID())
+		}
+	}
+}
