@@ -207,9 +207,9 @@ func (r *Request) Value() *Object {
 	}
 	o := &Object{}
 	if r.TCP {
-		o.Set("requestFrom", r.RequestFrom)
-		o.Set("data", r.Data)
+		o.Set("requestFrom", r.RequestFrom) // mountebank's order
 		o.Set("ip", r.IP)
+		o.Set("data", r.Data)
 		if !r.Arrived.IsZero() {
 			o.Set("timestamp", r.Arrived.UTC().Format("2006-01-02T15:04:05.000Z"))
 		}

@@ -218,9 +218,9 @@ func smtpRequest(ip, from string, rcpts []string, raw []byte) *imposter.Object {
 	} else {
 		o.Set("from", imposter.NewObject().Set("address", "").Set("name", ""))
 	}
-	o.Set("to", addresses(h.Get("To")))
-	o.Set("cc", addresses(h.Get("Cc")))
-	o.Set("bcc", addresses(h.Get("Bcc")))
+	o.Set("to", firstAddresses(h["To"]))
+	o.Set("cc", firstAddresses(h["Cc"]))
+	o.Set("bcc", firstAddresses(h["Bcc"]))
 	dec := new(mime.WordDecoder)
 	subject, err := dec.DecodeHeader(h.Get("Subject"))
 	if err != nil {
@@ -252,6 +252,19 @@ func addresses(v string) []any {
 	}
 	for _, a := range list {
 		out = append(out, imposter.NewObject().Set("address", a.Address).Set("name", a.Name))
+	}
+	return out
+}
+
+// firstAddresses is an address header as mountebank records it: the
+// first address of each header line (its parser's value[0]; a line
+// naming several records one).
+func firstAddresses(lines []string) []any {
+	out := []any{}
+	for _, l := range lines {
+		if as := addresses(l); len(as) > 0 {
+			out = append(out, as[0])
+		}
 	}
 	return out
 }

@@ -21,6 +21,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/mail"
+	"net/smtp"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -60,6 +62,20 @@ type step struct {
 	minElapsed time.Duration // each server must take at least this long
 	transform  func(any) any // applied to both normalized JSON bodies
 	expects    []expectRule
+	// proto: "tcp" sends body on a new connection and compares the bytes
+	// that come back; "smtp" sends body as a mail message (from and to
+	// its headers' addresses); "" is HTTP.
+	proto string
+}
+
+// tcpCall sends data to a tcp imposter and compares what comes back.
+func tcpCall(port string, data []byte) step {
+	return step{proto: "tcp", method: "TCP", port: port, body: data, raw: true}
+}
+
+// smtpCall sends a message to an smtp imposter.
+func smtpCall(port, message string) step {
+	return step{proto: "smtp", method: "SMTP", port: port, body: []byte(message), raw: true}
 }
 
 type tcase struct {
@@ -171,7 +187,15 @@ func (s *server) exec(st step) resp {
 		dialTo = net.JoinHostPort(s.rotate[s.next%len(s.rotate)], port)
 		s.next++
 	}
-	r := doHTTPVia(dialTo, addr, st.tls, st.method, target, hs, body, 8*time.Second)
+	var r resp
+	switch st.proto {
+	case "tcp":
+		r = doTCP(dialTo, body)
+	case "smtp":
+		r = doSMTP(dialTo, string(body))
+	default:
+		r = doHTTPVia(dialTo, addr, st.tls, st.method, target, hs, body, 8*time.Second)
+	}
 	if st.capture != "" && r.outcome == "" {
 		if v, err := parseJSON(r.body); err == nil {
 			if o, ok := v.(*jobj); ok {
@@ -185,6 +209,71 @@ func (s *server) exec(st step) resp {
 		}
 	}
 	return r
+}
+
+// doTCP sends data and reads what comes back until the server has been
+// quiet for 300 ms (a tcp imposter keeps the connection open): status
+// 200 and the bytes, or the outcome of a failure.
+func doTCP(addr string, data []byte) resp {
+	start := time.Now()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return resp{outcome: classify(err)}
+	}
+	defer c.Close()
+	if _, err := c.Write(data); err != nil {
+		return resp{outcome: classify(err)}
+	}
+	var got []byte
+	buf := make([]byte, 64<<10)
+	wait := 2 * time.Second
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+		wait = 300 * time.Millisecond
+	}
+	return resp{status: 200, body: got, elapsed: time.Since(start)}
+}
+
+// doSMTP sends a message without STARTTLS (mountebank's server offers it
+// with a certificate that has expired): status 250 once accepted.
+func doSMTP(addr, message string) resp {
+	msg := strings.ReplaceAll(strings.ReplaceAll(message, "\r\n", "\n"), "\n", "\r\n")
+	m, err := mail.ReadMessage(strings.NewReader(msg))
+	if err != nil {
+		return resp{outcome: "bad message: " + err.Error()}
+	}
+	from, _ := mail.ParseAddress(m.Header.Get("From"))
+	to, _ := mail.ParseAddressList(m.Header.Get("To"))
+	c, err := smtp.Dial(addr)
+	if err != nil {
+		return resp{outcome: classify(err)}
+	}
+	defer c.Close()
+	steps := []func() error{func() error { return c.Hello("localhost") }, func() error { return c.Mail(from.Address) }}
+	for _, a := range to {
+		steps = append(steps, func() error { return c.Rcpt(a.Address) })
+	}
+	steps = append(steps, func() error {
+		w, err := c.Data()
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, msg); err != nil {
+			return err
+		}
+		return w.Close()
+	}, c.Quit)
+	for _, f := range steps {
+		if err := f(); err != nil {
+			return resp{outcome: "smtp: " + err.Error()}
+		}
+	}
+	return resp{status: 250}
 }
 
 // ---------------------------------------------------------------------------
@@ -1133,6 +1222,20 @@ func cases() []tcase {
 			put("/imposters", `{"imposters":[{"protocol":"http","port":{{P3}}},{"port":{{P4}}}]}`),
 			get("/imposters"),
 			put("/imposters", `{"imposters":[]}`), get("/imposters")),
+		cs("tcp imposters",
+			create(`{"protocol":"tcp","port":{{P0}},"recordRequests":true,"stubs":[
+				{"predicates":[{"contains":{"data":"sayHello"}}],"responses":[{"is":{"data":"hello, world!"}}]},
+				{"predicates":[{"startsWith":{"data":"copy "}}],"responses":[{"is":{"data":"got ${x}"},"behaviors":[{"copy":{"from":"data","into":"${x}","using":{"method":"regex","selector":"\\w+$"}}}]}]}]}`),
+			tcpCall("P0", []byte("please sayHello\n")), tcpCall("P0", []byte("copy there")), tcpCall("P0", []byte("nothing matches")),
+			get("/imposters/{{P0}}"),
+			create(`{"protocol":"tcp","port":{{P1}},"mode":"binary","stubs":[
+				{"predicates":[{"contains":{"data":"AgM="}}],"responses":[{"is":{"data":"Zmlyc3Q="}}]}]}`),
+			tcpCall("P1", []byte{1, 2, 3, 4}), tcpCall("P1", []byte{5, 6}),
+			get("/imposters/{{P1}}?replayable=true")),
+		cs("smtp imposters",
+			create(`{"protocol":"smtp","port":{{P0}},"recordRequests":true}`),
+			smtpCall("P0", "From: \"Customer Service\" <cs@company.com>\nTo: \"Customer\" <customer@domain.com>, other@domain.com\nCc: copy@domain.com\nSubject: Thank you\n\nHello,\nthanks.\n"),
+			get("/imposters/{{P0}}")),
 		cs("put imposters with tcp",
 			put("/imposters", `{"imposters":[{"protocol":"http","port":{{P0}}},{"protocol":"tcp","port":{{P1}},"mode":"text"}]}`),
 			get("/imposters")),
