@@ -268,6 +268,9 @@ func (st *Stub) scanInjection() {
 			case decorateBehavior:
 				reach(b.src, -1)
 			case waitFunction:
+				// Any string is injection to mountebank's validator, even
+				// "5"; only one that is no number is run.
+				st.javascript = true
 				if _, isNumber := parseIntPrefix(b.src); !isNumber {
 					reach(b.src, -1) // called with no arguments
 				}

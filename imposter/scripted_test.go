@@ -26,9 +26,11 @@ func TestInjectionOffOnThisNode(t *testing.T) {
 		assert.Equal(t, CodeInvalidInjection, e.Code, tc.name)
 		assert.Contains(t, e.Message, "not allowed on this node", tc.name)
 	}
-	// A wait given as a string of digits is a number, run with no engine.
+	// A wait given as a string of digits is a number, run with no engine;
+	// it needs injection allowed all the same, as in mountebank.
 	imp := mustImposter(t, `{"protocol":"http","stubs":[{"responses":[{"is":{"body":"w"},"behaviors":[{"wait":"150"},{"wait":" 25abc"}]}]}]}`)
 	out, _, err := imp.Respond(&Request{Method: "GET", Path: "/"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(175), out.Wait.Milliseconds(), "parseInt's reading: leading space, digits up to the first other character")
+	assert.NotEmpty(t, imp.InjectionErrors(), "refused where injection is not allowed")
 }

@@ -142,7 +142,9 @@ func TestInjectionStateInTheStore(t *testing.T) {
 // mountebank's errors, the stubs listed last first.
 func TestInjectionRefused(t *testing.T) {
 	base, _ := admin(t)
-	a := do(t, "POST", base+"/imposters", `{"protocol":"http","stubs":[
+	a := do(t, "POST", base+"/imposters", `{"protocol":"http","stubs":[{"responses":[{"is":{},"behaviors":[{"wait":"5"}]}]}]}`)
+	require.Equal(t, 400, a.code, "a wait given as a string, even of digits, is injection to mountebank: %s", a.body)
+	a = do(t, "POST", base+"/imposters", `{"protocol":"http","stubs":[
 		{"predicates":[{"not":{"inject":"c => false"}}],"responses":[{"is":{}}]},
 		{"responses":[{"inject":"c => ({})","behaviors":[{"shellTransform":"cat"}]}]}]}`)
 	require.Equal(t, 400, a.code, a.body)
