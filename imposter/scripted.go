@@ -40,6 +40,9 @@ const (
 // earlier definition (Inherit) keeps its state.
 func (imp *Imposter) UseScripts(h *script.Host) { imp.scriptHost = h }
 
+// HasJavaScript reports whether any stub carries JavaScript.
+func (imp *Imposter) HasJavaScript() bool { return imp.javascript }
+
 // Scripted reports whether any stub carries JavaScript that may read or
 // change the injection state (script.MayReachState): such a request is
 // served by ServeScripted. An imposter whose JavaScript cannot reach the
@@ -88,6 +91,16 @@ func injectionError(err error, src, args string) error {
 		source = src
 	}
 	return &Error{Code: CodeInvalidInjection, Message: se.Point, Source: source, Data: se.Data, Name: "Error"}
+}
+
+// stateError is a failure of the state itself (it does not load, does
+// not serialize, or is past its bound) in mountebank's error shape.
+func stateError(err error) error {
+	var se *script.Error
+	if errors.As(err, &se) {
+		return &Error{Code: CodeInvalidInjection, Message: se.Point, Data: se.Data}
+	}
+	return err
 }
 
 // injectedPredicate runs an inject predicate; a failure fails the
@@ -407,11 +420,7 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 				}
 			})
 			if serr != nil {
-				var se *script.Error
-				if errors.As(serr, &se) {
-					serr = &Error{Code: CodeInvalidInjection, Message: se.Point, Data: se.Data}
-				}
-				finish(Served{}, serr)
+				finish(Served{}, stateError(serr))
 				return
 			}
 			Serve(w, rt, r, func(s Served, err error) {
@@ -454,11 +463,7 @@ func ServeScripted(w World, rt Route, r *Request, done func(Served, error)) {
 							imp.js.Reload()
 						}
 					})
-					var se *script.Error
-					if errors.As(werr, &se) {
-						werr = &Error{Code: CodeInvalidInjection, Message: se.Point, Data: se.Data}
-					}
-					finish(Served{}, werr)
+					finish(Served{}, stateError(werr))
 					return
 				}
 				if write.Flow == "" {

@@ -3,6 +3,8 @@ package imposter
 import (
 	"encoding/base64"
 	"unicode/utf8"
+
+	"github.com/fenceline/fenceline/script"
 )
 
 // This file: tcp imposters, as mountebank's. A request is what a client
@@ -69,42 +71,15 @@ func (imp *Imposter) encodeData(b []byte) string {
 	if imp.Mode == "binary" {
 		return base64.StdEncoding.EncodeToString(b)
 	}
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return string([]rune(string(b))) // invalid bytes become U+FFFD, as node's utf8 decoding
+	return bytesText(b)
 }
 
 // decodeData is a response's data as bytes to write.
 func (imp *Imposter) decodeData(s string) []byte {
 	if imp.Mode == "binary" {
-		return []byte(decodeBase64Loose(s))
+		return script.DecodeBase64(s)
 	}
 	return []byte(s)
-}
-
-// decodeBase64Loose decodes base64 as node's Buffer.from(s, 'base64')
-// does: padding optional, the longest valid prefix of anything else.
-func decodeBase64Loose(s string) string {
-	raw := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '-':
-			c = '+'
-		case c == '_':
-			c = '/'
-		case c == '=' || c == ' ' || c == '\n' || c == '\r' || c == '\t':
-			continue
-		}
-		raw = append(raw, c)
-	}
-	for n := len(raw); n > 0; n-- {
-		if b, err := base64.RawStdEncoding.DecodeString(string(raw[:n])); err == nil {
-			return string(b)
-		}
-	}
-	return ""
 }
 
 // tcpOutcome is what a tcp response writes: its data (else the default
@@ -172,7 +147,7 @@ func decodedPredicate(v any) any {
 		}
 	case "equals", "deepEquals", "contains", "startsWith", "endsWith", "matches":
 		operand, _ := o.Get(op)
-		o.Set(op, mapStrings(operand, func(s string) string { return bytesText([]byte(decodeBase64Loose(s))) }))
+		o.Set(op, mapStrings(operand, func(s string) string { return bytesText(script.DecodeBase64(s)) }))
 	}
 	return o
 }

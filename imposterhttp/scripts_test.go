@@ -234,11 +234,11 @@ func TestInjectionStateBound(t *testing.T) {
 	assert.Equal(t, "invalid state", e["message"])
 	assert.Contains(t, e["data"], "more than the 16352 the cluster keeps")
 	// At the bound exactly: kept.
-	exact := fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => { for (const k of Object.keys(config.state)) { delete config.state[k]; } config.state.s = 'x'.repeat(%d); return { body: String(JSON.stringify(config.state).length) }; }"}]}]}`, MaxStateBytesForTest-len(`{"s":""}`))
+	exact := fmt.Sprintf(`{"protocol":"http","stubs":[{"responses":[{"inject":"(config) => { for (const k of Object.keys(config.state)) { delete config.state[k]; } config.state.s = 'x'.repeat(%d); return { body: String(JSON.stringify(config.state).length) }; }"}]}]}`, imposter.MaxStateBytes-len(`{"s":""}`))
 	at16 := create(t, base, exact)
 	a = do(t, "GET", at(at16, "/"), "")
 	require.Equal(t, 200, a.code, a.body)
-	assert.Equal(t, fmt.Sprint(MaxStateBytesForTest), a.body)
+	assert.Equal(t, fmt.Sprint(imposter.MaxStateBytes), a.body)
 	assert.Equal(t, "2 undefined", do(t, "GET", at(port, "/"), "").body, "the big change was dropped")
 }
 
@@ -385,6 +385,3 @@ func TestInjectionStateRecovers(t *testing.T) {
 	assert.Contains(t, a.body, "invalid state")
 	assert.Equal(t, "2", do(t, "GET", at(port, "/"), "").body, "back to the cluster's state, the cycle gone")
 }
-
-// MaxStateBytesForTest is imposter.MaxStateBytes.
-const MaxStateBytesForTest = imposter.MaxStateBytes

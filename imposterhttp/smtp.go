@@ -232,7 +232,7 @@ func smtpRequest(ip, from string, rcpts []string, raw []byte) *imposter.Object {
 	o.Set("inReplyTo", idList(h.Get("In-Reply-To")))
 	var text, html strings.Builder
 	atts := []any{}
-	walkPart(textproto(h), m.Body, &text, &html, &atts, 0)
+	walkPart(h.Get, m.Body, &text, &html, &atts, 0)
 	// Line breaks as mountebank's parser gives them: \n.
 	o.Set("text", strings.TrimSpace(strings.ReplaceAll(text.String(), "\r\n", "\n")))
 	o.Set("html", strings.TrimSpace(strings.ReplaceAll(html.String(), "\r\n", "\n")))
@@ -293,14 +293,10 @@ func idList(v string) []any {
 	return out
 }
 
-type partHeader struct{ get func(string) string }
-
-func textproto(h mail.Header) partHeader { return partHeader{get: h.Get} }
-
 // walkPart gathers a part's text, html and attachments, into multipart
 // bodies (at most 8 deep).
-func walkPart(h partHeader, body io.Reader, text, html *strings.Builder, atts *[]any, depth int) {
-	ctype, params, err := mime.ParseMediaType(h.get("Content-Type"))
+func walkPart(header func(string) string, body io.Reader, text, html *strings.Builder, atts *[]any, depth int) {
+	ctype, params, err := mime.ParseMediaType(header("Content-Type"))
 	if err != nil {
 		ctype = "text/plain"
 	}
@@ -311,11 +307,11 @@ func walkPart(h partHeader, body io.Reader, text, html *strings.Builder, atts *[
 			if err != nil {
 				return
 			}
-			walkPart(partHeader{get: p.Header.Get}, p, text, html, atts, depth+1)
+			walkPart(p.Header.Get, p, text, html, atts, depth+1)
 		}
 	}
-	content, _ := io.ReadAll(io.LimitReader(decoded(h.get("Content-Transfer-Encoding"), body), MaxBodyBytes))
-	disp, dparams, _ := mime.ParseMediaType(h.get("Content-Disposition"))
+	content, _ := io.ReadAll(io.LimitReader(decoded(header("Content-Transfer-Encoding"), body), MaxBodyBytes))
+	disp, dparams, _ := mime.ParseMediaType(header("Content-Disposition"))
 	name := dparams["filename"]
 	if name == "" {
 		name = params["name"]

@@ -427,15 +427,15 @@ func refuse(bw *bufio.Writer, code int) {
 func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) imposter.Outcome {
 	// The stubs are matched outside the imposter's lock (a costly
 	// predicate holds up only its own request), then answered under it.
-	// An injected function waiting for its callback lets the imposter
-	// serve others meanwhile, as mountebank's node does.
-	req.YieldWith(func(wait func()) {
-		sv.mu.Unlock()
-		defer sv.mu.Lock()
-		wait()
-	})
 	sv.mu.Lock()
 	imp := sv.imp
+	if imp.HasJavaScript() {
+		// An injected function waiting for its callback lets the
+		// imposter serve others meanwhile, as mountebank's node does.
+		// (Set only here: a closure per request where no function runs
+		// would cost every static stub.)
+		req.YieldWith(sv.yield)
+	}
 	stateful, scripted := imp.Stateful(), imp.Scripted()
 	cands := imp.Candidates()
 	sv.mu.Unlock()
@@ -499,6 +499,13 @@ func (s *Server) answer(sv *served, wr *wireRequest, req *imposter.Request) impo
 		return errorOutcome(err, wr.keepAlive)
 	}
 	return out
+}
+
+// yield runs wait without the imposter's lock, which the caller holds.
+func (sv *served) yield(wait func()) {
+	sv.mu.Unlock()
+	defer sv.mu.Lock()
+	wait()
 }
 
 // errorOutcome is an imposter's own failure as mountebank's imposters

@@ -713,25 +713,7 @@ func (e *Engine) httpCall(spec *goja.Object, cb goja.Callable) {
 func decode(s, enc string) []byte {
 	switch strings.ToLower(enc) {
 	case "base64", "base64url":
-		s = strings.TrimRight(strings.Map(func(r rune) rune {
-			switch {
-			case r == '-':
-				return '+'
-			case r == '_':
-				return '/'
-			case r == ' ' || r == '\n' || r == '\r' || r == '\t':
-				return -1
-			}
-			return r
-		}, s), "=")
-		b, err := base64.RawStdEncoding.DecodeString(s)
-		if err != nil {
-			// node decodes what it can: the longest valid prefix
-			for n := len(s) - 1; n > 0 && err != nil; n-- {
-				b, err = base64.RawStdEncoding.DecodeString(s[:n])
-			}
-		}
-		return b
+		return DecodeBase64(s)
 	case "hex":
 		n := len(s) / 2 * 2
 		b, err := hex.DecodeString(s[:n])
@@ -753,6 +735,36 @@ func decode(s, enc string) []byte {
 		return b
 	}
 	return []byte(s)
+}
+
+// DecodeBase64 decodes base64 (standard or URL alphabet, padding
+// optional, white space skipped) as far as it is valid, as node's
+// Buffer.from(s, 'base64') decodes what it can: up to the first '=' or
+// character of neither alphabet, less a lone trailing character. In one
+// pass over s.
+func DecodeBase64(s string) []byte {
+	raw := make([]byte, 0, len(s))
+scan:
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '-':
+			c = '+'
+		case c == '_':
+			c = '/'
+		case c == ' ' || c == '\n' || c == '\r' || c == '\t':
+			continue
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/':
+		default:
+			break scan
+		}
+		raw = append(raw, c)
+	}
+	if len(raw)%4 == 1 {
+		raw = raw[:len(raw)-1] // six bits make no byte
+	}
+	b, _ := base64.RawStdEncoding.DecodeString(string(raw))
+	return b
 }
 
 // encode turns bytes into a string as Node's buf.toString(enc) does.

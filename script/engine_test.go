@@ -308,3 +308,21 @@ func TestInjectStateTravels(t *testing.T) {
 	m := respond(t, other, `function (request, injectState, logger, callback, imposterState) { return { body: injectState.a + ' ' + imposterState.b + ' ' + (injectState === imposterState) }; }`)
 	assert.Equal(t, "1 2 false", m["body"])
 }
+
+// Base64 as node's Buffer.from(s, 'base64') reads it: both alphabets,
+// padding optional, white space skipped, and what is valid up to the
+// first character that is not.
+func TestDecodeBase64(t *testing.T) {
+	for in, want := range map[string]string{
+		"aGVsbG8=":     "hello",
+		"aGVsbG8":      "hello",
+		"aGVs\nbG8=":   "hello",
+		"_-8=":         "\xff\xef",
+		"aGVsbG8!d29y": "hello",
+		"aGVs=bG8=":    "hel",
+		"aGVsbG8hZ":    "hello!",
+		"":             "",
+	} {
+		assert.Equal(t, want, string(DecodeBase64(in)), in)
+	}
+}

@@ -718,7 +718,7 @@ func bench(ctx context.Context, c config, stdout, stderr io.Writer) (ms []measur
 	}
 	// tcp: wrk speaks only HTTP, so the echo stub is driven by tcpLoad,
 	// c.conns connections each sending a line and reading the answer.
-	for i, s := range []struct {
+	for _, s := range []struct {
 		server, admin string
 		proc          *proc
 		port          int
@@ -742,7 +742,6 @@ func bench(ctx context.Context, c config, stdout, stderr io.Writer) (ms []measur
 		if s.proc.exited() {
 			return nil, nil, s.proc.diedError()
 		}
-		_ = i
 		ms = append(ms, measurement{s.server, tcpEcho, res, "tcp://" + addr})
 	}
 	fmt.Fprintf(stdout, "versions: mountebank %s, fenceline node built with %s, wrk %s\n",
