@@ -51,7 +51,7 @@ func diskKnob(d sim.DiskConfig) string {
 
 // supervise restarts every node that halts, after a short pause drawn
 // from the "supervisor" stream, as systemd would; and fails the run when
-// a node saw an fsync fail and carried on.
+// a node saw an fsync or a write fail and carried on.
 func supervise(run *Run) {
 	k := run.Kernel
 	r := k.Stream("supervisor")
@@ -64,7 +64,7 @@ func supervise(run *Run) {
 		})
 	})
 	k.OnCarriedOn(func(n *sim.Machine) {
-		run.Fail("fail-stop", "%s saw an fsync fail and carried on: the disk may have dropped what it held", n.Name())
+		run.Fail("fail-stop", "%s saw an fsync or a write fail and carried on: the disk may not hold what it wrote", n.Name())
 	})
 }
 

@@ -95,6 +95,24 @@ type raftCluster struct {
 	admitted              []checker.AdversaryFrame
 }
 
+// drawEnvelope turns the envelope on in half the runs (knob envelope),
+// with keys drawn from its own stream: a scenario about something else
+// then also runs the envelope's classifiers over its frames, which a
+// scenario whose frames are never sealed never does.
+func drawEnvelope(run *Run, c *raftCluster) {
+	r := run.Kernel.Stream("knobs/envelope")
+	on := r.IntN(2) == 0
+	run.Knob("envelope", on)
+	if !on {
+		return
+	}
+	keys := transport.Keys{Control: make([]byte, transport.KeySize), Data: make([]byte, transport.KeySize)}
+	for i := range transport.KeySize {
+		keys.Control[i], keys.Data[i] = byte(r.Uint32()), byte(r.Uint32())
+	}
+	c.seal(keys)
+}
+
 // seal turns the envelope on for every node booted from now on.
 func (c *raftCluster) seal(keys transport.Keys) {
 	c.keys, c.observer, c.links = &keys, transport.NewObserver(keys), map[string]*transport.Link{}

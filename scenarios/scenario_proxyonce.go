@@ -177,13 +177,15 @@ func runProxyOnce(run *Run, crash bool) error {
 	c := newRaftCluster(run, names(voters+extra), voters, netCfg, disk)
 	c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait}
 	h := startFlowCluster(c, flow.Config{Bugs: run.Bugs()})
+	drawEnvelope(run, c)
 	kr := k.Stream("knobs/proxy")
 	p := &proxyRun{h: h, upstreamRand: k.Stream("upstream"), lapse: proxyLapse, failP: 5 + kr.IntN(15), slowP: 5 + kr.IntN(20), granted: map[proxyonce.Token]time.Duration{}}
 	h.nw.Watch(func(s netsim.Sending) {
-		if s.Fate != netsim.Sent || len(s.Frame) == 0 || s.Frame[0] != proxyonce.FramePrefix {
+		frame := c.plain(s.Frame)
+		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != proxyonce.FramePrefix {
 			return
 		}
-		if info, err := proxyonce.DecodeFrame(s.Frame); err == nil && info.Grant {
+		if info, err := proxyonce.DecodeFrame(frame); err == nil && info.Grant {
 			if _, seen := p.granted[info.Token]; !seen {
 				p.granted[info.Token] = s.At
 			}

@@ -127,8 +127,10 @@ func (t *toyNode) learn(r toyRecord) bool {
 func (t *toyNode) put(r toyRecord, ack func(error)) {
 	r.WallMs = t.env.Clock.Now().UnixMilli()
 	if _, err := t.log.Write(encodeToy(r)); err != nil {
-		ack(err)
-		return
+		// After a failed write the file is not what was written: stop,
+		// as after a failed fsync (the fail-stop checker holds the toy
+		// to it too).
+		halt.Stop(err)
 	}
 	t.learn(r)
 	if t.bugs.ackBeforeSync {
@@ -196,7 +198,9 @@ func (t *toyNode) HandleFrame(_ dial.NodeID, frame []byte) {
 		}
 		frame = frame[n:]
 		if t.learn(r) {
-			_, _ = t.log.Write(encodeToy(r))
+			if _, err := t.log.Write(encodeToy(r)); err != nil {
+				halt.Stop(err)
+			}
 		}
 	}
 }

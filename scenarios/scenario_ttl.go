@@ -38,6 +38,7 @@ func init() {
 		Duration: 30 * time.Second,
 		Bugs: []Bug{
 			{Name: "evict-keys", Window: 30, MinCaught: 24},
+			{Name: "disk-count-drift", Window: 30, MinCaught: 24},
 			{Name: "read-expired", Window: 30, MinCaught: 12},
 			{Name: "no-expiry-clamp", Window: 100, MinCaught: 9},
 		},

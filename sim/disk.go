@@ -85,9 +85,11 @@ type Disk struct {
 
 	// cutAfter counts down mutating operations to a power cut; 0: none.
 	cutAfter int
-	// failedSync is the incarnation of the node that saw a failed fsync,
-	// 0 if none: the kernel holds that incarnation to stopping.
-	failedSync uint64
+	// failedIO is the incarnation of the node that saw a failed fsync or
+	// write, 0 if none: the kernel holds that incarnation to stopping
+	// (after a failed write, what the disk holds is not what the node
+	// wrote, as after a failed fsync).
+	failedIO uint64
 
 	// The work a node runs beside its loop (Go), oldest first; when the
 	// last of it completes; whether the disk is running one now (its
@@ -391,6 +393,7 @@ func (f *simFile) Write(p []byte) (int, error) {
 	}
 	if f.d.cfg.WriteFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.WriteFailProb) {
 		f.d.WriteFailures++
+		f.d.failedIO = f.d.n.inc
 		return 0, fmt.Errorf("%w: writing %d bytes to %s", ErrIO, len(p), f.name)
 	}
 	f.d.Writes++
@@ -447,7 +450,7 @@ func (f *simFile) Sync() error {
 		// The kernel dropped the dirty pages it could not write: the
 		// file is as of its last good sync, and the node must stop.
 		f.d.SyncFailures++
-		f.d.failedSync = f.d.n.inc
+		f.d.failedIO = f.d.n.inc
 		f.ino.data = append([]byte(nil), f.ino.synced...)
 		f.ino.synced = f.ino.data[:len(f.ino.data):len(f.ino.data)]
 		f.ino.grown = true

@@ -70,7 +70,7 @@ type Kernel struct {
 	tracef  func(format string, args ...any) // nil unless a verbose trace is wanted
 	onPanic func(n *Machine, v any)          // nil: a node's panic ends the run
 	// onHalt hears of a node that stopped itself (core/halt); onCarriedOn
-	// of one that saw an fsync fail and did not.
+	// of one that saw an fsync or a write fail and did not.
 	onHalt      func(n *Machine, reason error)
 	onCarriedOn func(n *Machine)
 	rand        *randSwitch
@@ -162,8 +162,9 @@ func (k *Kernel) OnNodePanic(f func(n *Machine, v any)) { k.onPanic = f }
 // supervisor would.
 func (k *Kernel) OnHalt(f func(n *Machine, reason error)) { k.onHalt = f }
 
-// OnCarriedOn makes f hear of every node that saw an fsync fail and did
-// not stop within the step that saw it: the fail-stop rule broken.
+// OnCarriedOn makes f hear of every node that saw an fsync or a write
+// fail and did not stop within the step that saw it: the fail-stop rule
+// broken.
 func (k *Kernel) OnCarriedOn(f func(n *Machine)) { k.onCarriedOn = f }
 
 // Logf writes a line to the verbose trace, if one is on. It does not touch

@@ -2,6 +2,7 @@ package sim
 
 import (
 	cryptorand "crypto/rand"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -133,3 +134,33 @@ type dialHandler = dial.Handler
 type nopHandler struct{}
 
 func (nopHandler) HandleFrame(dial.NodeID, []byte) {}
+
+// checkedNode breaks its bookkeeping at its fifth step.
+type checkedNode struct{ steps int }
+
+func (c *checkedNode) HandleFrame(dial.NodeID, []byte) {}
+
+func (c *checkedNode) CheckInvariants() error {
+	if c.steps >= 5 {
+		return fmt.Errorf("broken at step %d", c.steps)
+	}
+	return nil
+}
+
+// A node's invariants are checked every checkEvery steps: one broken is
+// the node's panic, within checkEvery steps of the step that broke it.
+func TestBrokenInvariantsAreTheNodesPanic(t *testing.T) {
+	k := New(1)
+	var panics []string
+	k.OnNodePanic(func(n *Machine, v any) { panics = append(panics, fmt.Sprint(v)) })
+	c := &checkedNode{}
+	n := k.AddMachine("a", func(env *Env) dial.Handler { return c }, nopNet{}, DefaultDiskConfig)
+	n.Start()
+	for i := 1; i <= 40; i++ {
+		k.At(time.Duration(i)*time.Millisecond, EvClient, 0, func() { n.Exec(func() { c.steps++ }) })
+	}
+	require.NoError(t, k.RunUntil(time.Second))
+	require.Equal(t, []string{"invariant broken after a step: broken at step 15"}, panics,
+		"the boot is step 1; the 16th step is the first checked, and the node is down after it")
+	require.False(t, n.Up())
+}

@@ -64,6 +64,7 @@ type Machine struct {
 	busyUntil time.Duration
 
 	Starts, Crashes, Halts int
+	steps                  uint64 // steps taken, for the invariant checks' cadence
 	// downs is the node's crash record: when each crash happened and when
 	// the node came back (zero while it is still down).
 	downs []downSpan

@@ -53,7 +53,7 @@ var scenariosFor = map[string][]string{
 	"core/shard":     {"durability-restart", "ttl-evict", "ttl-restart", "flow-ops", "owner-handoff", "replica-repair"},
 	"core/consensus": {"raft-partitions", "election-crash", "journal-crash", "learner-join", "lease-clock-jump", "shrink-to-one", "flow-ops"},
 	"core/journal":   {"journal-crash", "election-crash", "raft-partitions", "learner-join"},
-	"core/kv":        {"raft-partitions", "lease-clock-jump", "election-crash"},
+	"core/kv":        {"raft-partitions", "lease-clock-jump", "election-crash", "learner-join", "journal-crash"}, // the last two restore snapshots
 	"core/recfile":   {"journal-crash", "durability-restart", "kernel-selftest"},
 	"core/proxyonce": {"proxyonce-crash", "proxyonce-race"},
 	"core/transport": {"transport-adversary"},

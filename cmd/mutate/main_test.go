@@ -179,3 +179,35 @@ func TestTheNamedMutantFilesRead(t *testing.T) {
 		}
 	}
 }
+
+// What the mutator leaves alone: code that runs only with a planted bug
+// on, a make's capacity, and a file whose header says it is no defence.
+// The rest of the same function is mutated, a bug's own condition too
+// (not-if on a bug's flag plants the bug for good).
+func TestTheMutatorSkipsBugBranchesCapacitiesAndMarkedFiles(t *testing.T) {
+	ms, err := List("testdata", []string{"skips", "nomutate"})
+	require.NoError(t, err)
+	var whats []string
+	for _, m := range ms {
+		require.Equal(t, "skips/skips.go", m.File, "a marked file has no mutants")
+		whats = append(whats, string(m.Op)+" "+m.What)
+	}
+	require.Equal(t, []string{
+		"nudge 0", // a slice's length is no hint
+		"not-if if cfg.Bugs.Early",
+		"not-if if !cfg.Bugs.Early && len(xs) > 2",
+		"flip-logic !cfg.Bugs.Early && len(xs) > 2",
+		"boundary len(xs) > 2",
+		"nudge 2",
+		"nudge 1",
+		"not-if if cfg.Bugs.Early && len(xs) > 3",
+		"flip-logic cfg.Bugs.Early && len(xs) > 3",
+		"not-if if !seen[x]",
+	}, whats)
+
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "p"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p", "p.go"), []byte("//fenceline:nomutate\n\npackage p\n"), 0o600))
+	_, err = List(dir, []string{"p"})
+	require.ErrorContains(t, err, "needs a reason")
+}

@@ -72,7 +72,11 @@ func sites(fset *token.FileSet, f *ast.File) []site {
 		}
 		return s
 	}
+	skip := skipped(f)
 	ast.Inspect(f, func(n ast.Node) bool {
+		if n != nil && skip(n.Pos()) {
+			return false
+		}
 		switch n := n.(type) {
 		case *ast.FuncDecl:
 			if n.Body == nil {
@@ -142,6 +146,105 @@ func sites(fset *token.FileSet, f *ast.File) []site {
 	return out
 }
 
+// skipped returns what the mutator leaves alone in a file, as a test of
+// a position: code that runs only while a planted bug is on (the body of
+// an if on a bug's flag, the rest of an && after one), which is no
+// defence, and a make's capacity, a hint that no behaviour sees. The
+// length of a slice's make is mutated: it is not a hint.
+func skipped(f *ast.File) func(token.Pos) bool {
+	var spans [][2]token.Pos
+	hide := func(n ast.Node) { spans = append(spans, [2]token.Pos{n.Pos(), n.End()}) }
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.IfStmt:
+			if bugOnly(n.Cond) {
+				hide(n.Body)
+			}
+		case *ast.BinaryExpr:
+			if n.Op == token.LAND {
+				switch {
+				case bugFlag(n.X):
+					hide(n.Y)
+				case bugFlag(n.Y):
+					hide(n.X)
+				}
+			}
+		case *ast.CallExpr:
+			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "make" && len(n.Args) > 1 {
+				switch n.Args[0].(type) {
+				case *ast.ArrayType:
+					if len(n.Args) == 3 {
+						hide(n.Args[2])
+					}
+				case *ast.MapType:
+					hide(n.Args[1])
+				}
+			}
+		}
+		return true
+	})
+	return func(p token.Pos) bool {
+		for _, sp := range spans {
+			if p >= sp[0] && p < sp[1] {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// bugFlag reports whether e reads a planted bug's switch, as
+// cfg.Bugs.Name does: true only while that bug is planted.
+func bugFlag(e ast.Expr) bool {
+	for {
+		switch x := e.(type) {
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.SelectorExpr:
+			if id, ok := x.X.(*ast.SelectorExpr); ok && id.Sel.Name == "Bugs" {
+				return true
+			}
+			if id, ok := x.X.(*ast.Ident); ok && id.Name == "Bugs" {
+				return true
+			}
+			return false
+		default:
+			return false
+		}
+	}
+}
+
+// bugOnly reports whether e can be true only while a bug is planted.
+func bugOnly(e ast.Expr) bool {
+	if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.LAND {
+		return bugOnly(b.X) || bugOnly(b.Y)
+	}
+	if p, ok := e.(*ast.ParenExpr); ok {
+		return bugOnly(p.X)
+	}
+	return bugFlag(e)
+}
+
+// noMutate reports a file whose header says //fenceline:nomutate and
+// why: code no promise rests on (a test double the tests of other
+// packages share). A directive without a reason is an error.
+func noMutate(fset *token.FileSet, f *ast.File) (bool, error) {
+	for _, cg := range f.Comments {
+		if cg.Pos() >= f.Package {
+			break
+		}
+		for _, c := range cg.List {
+			if rest, ok := strings.CutPrefix(c.Text, "//fenceline:nomutate"); ok {
+				if strings.TrimSpace(rest) == "" {
+					return false, fmt.Errorf("%s: //fenceline:nomutate needs a reason", fset.Position(c.Pos()))
+				}
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // funcAt names the function declaration that holds pos, with its
 // receiver's type for a method ("T.m").
 func funcAt(f *ast.File, pos token.Pos) string {
@@ -209,6 +312,12 @@ func List(root string, pkgs []string) ([]Mutant, error) {
 			fset, f, err := parse(root, rel)
 			if err != nil {
 				return nil, err
+			}
+			if skip, err := noMutate(fset, f); err != nil || skip {
+				if err != nil {
+					return nil, err
+				}
+				continue
 			}
 			for i, s := range sites(fset, f) {
 				p := fset.Position(s.pos)

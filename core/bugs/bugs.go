@@ -158,6 +158,12 @@ type Set struct {
 	// EvictKeys: over the cap, the writer evicts one key of the least
 	// recently used flow instead of the whole flow.
 	EvictKeys bool
+	// DiskCountDrift: dropping a flow the backend holds leaves the count
+	// of such flows as it was, so the shard's bookkeeping drifts from its
+	// flows. Nothing a client sees changes (a count too high only keeps
+	// the clock floor's fsyncs coming); the invariants the simulator
+	// checks between a node's steps see it.
+	DiskCountDrift bool
 	// NoExpiryClamp: NowMs is the node's clock as it is, so a clock
 	// stepped back shows entries that had expired again.
 	NoExpiryClamp bool
@@ -265,6 +271,7 @@ var Table = []Bug{
 	{"no-readopt", "a restarted owner serves its own disk without pulling from its successors", func(s *Set) *bool { return &s.NoReadopt }},
 	{"ack-before-sync", "sync mode acknowledges a write before its fsync", func(s *Set) *bool { return &s.AckBeforeSync }},
 	{"ack-at-submit", "the shard's writer counts a batch durable when it hands it to the disk, before its fsync completes", func(s *Set) *bool { return &s.AckAtSubmit }},
+	{"disk-count-drift", "dropping a flow the disk holds leaves the shard's count of such flows as it was", func(s *Set) *bool { return &s.DiskCountDrift }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
 	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},
 	{"no-floor-recovery", "a restarted shard ignores the clock floor it recorded, so its clamp starts from a clock stepped back", func(s *Set) *bool { return &s.NoFloorRecovery }},

@@ -169,6 +169,7 @@ type Node struct {
 	jwResp     []pb.Message
 	queuedResp []pb.Message
 
+	appliedTo uint64 // index of the last entry applied, or of the snapshot restored
 	snapIndex uint64 // index of the journal's snapshot
 	snapWant  uint64 // apply index at which a snapshot was requested
 	snapData  []byte // the state at snapWant, taken when it was applied
@@ -283,7 +284,7 @@ func (n *Node) bootstrap() error {
 // snapshot; raft then hands back the committed entries after it.
 func (n *Node) restoreFromJournal() error {
 	snap := n.j.Snapshot()
-	n.snapIndex = snap.Meta.Index
+	n.snapIndex, n.appliedTo = snap.Meta.Index, snap.Meta.Index
 	if snap.Meta.Index == 0 {
 		return nil
 	}
@@ -652,7 +653,7 @@ func (n *Node) installSnapshot(s pb.Snapshot) {
 	if err != nil {
 		halt.Stopf("consensus: %s: installing snapshot at %d: %w", n.cfg.Name, s.Metadata.Index, err)
 	}
-	n.snapIndex = s.Metadata.Index
+	n.snapIndex, n.appliedTo = s.Metadata.Index, s.Metadata.Index
 	// The snapshot may carry a membership this node never applied entry
 	// by entry: a newcomer learns who its peers are, and where, here.
 	if n.onMembership != nil {
@@ -686,6 +687,7 @@ func (n *Node) send(m pb.Message) {
 // apply applies one committed entry and answers the caller waiting on it.
 func (n *Node) apply(e pb.Entry) {
 	n.Applied++
+	n.appliedTo = e.Index
 	switch e.Type {
 	case pb.EntryNormal:
 		if len(e.Data) == 0 {
@@ -784,8 +786,11 @@ func (n *Node) maybeSnapshot() {
 	if n.jw != nil {
 		return // the write's completion calls again
 	}
-	if n.snapWant == 0 && n.kv.AppliedIndex() >= n.snapIndex+n.cfg.SnapshotEntries {
-		n.requestSnapshot(n.kv.AppliedIndex())
+	// Labelled with the last entry applied, not the KV's: a duplicate or
+	// refused conf change after the KV's last entry is in the duplicate
+	// table the snapshot carries.
+	if n.snapWant == 0 && n.appliedTo >= n.snapIndex+n.cfg.SnapshotEntries {
+		n.requestSnapshot(n.appliedTo)
 	}
 	if n.snapWant == 0 || n.snapWant <= n.snapIndex {
 		n.snapWant, n.snapData = 0, nil

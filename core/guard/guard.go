@@ -71,6 +71,11 @@ const ExceptionDirective = "//fenceline:unordered"
 // loudly instead of silently excusing nothing.
 const directivePrefix = "//fenceline:"
 
+// NoMutateDirective, in a file's header with a reason, keeps the file out
+// of the mutation campaign (cmd/mutate): code no promise rests on, such as
+// a test double other packages' tests share.
+const NoMutateDirective = "//fenceline:nomutate"
+
 // Violation is one breach of the rule.
 type Violation struct {
 	File   string // slash-separated path inside the fs.FS given to Check
@@ -304,6 +309,9 @@ func (c *fileChecker) readDirectives() {
 			name, reason := com.Text, ""
 			if i := strings.IndexAny(com.Text, " \t"); i >= 0 {
 				name, reason = com.Text[:i], com.Text[i:]
+			}
+			if name == NoMutateDirective {
+				continue // cmd/mutate's: it checks the reason
 			}
 			if name != ExceptionDirective {
 				c.report(com.Pos(), RuleBadException, "unknown directive %s", name)

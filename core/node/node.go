@@ -358,3 +358,16 @@ func (c rolloutControl) Members() []dial.NodeID {
 }
 
 func (c rolloutControl) Applied() uint64 { return c.cn.Revision() }
+
+// CheckInvariants checks the bookkeeping of the node's consensus part,
+// flow store (with its shard) and claim service. The simulator calls it after every step
+// (sim.Checked); a real node never does (it reads every flow).
+func (n *Node) CheckInvariants() error {
+	if err := n.Consensus.CheckInvariants(); err != nil {
+		return err
+	}
+	if err := n.Flow.CheckInvariants(); err != nil {
+		return err
+	}
+	return n.ProxyOnce.CheckInvariants()
+}

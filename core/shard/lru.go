@@ -86,7 +86,16 @@ func (s *Shard[V]) purge() {
 // computeDeadlines sets when a flow dies (its last value expires) and
 // when it may be purged (the grace after its last entry expired).
 func (s *Shard[V]) computeDeadlines(f *flowState[V]) {
-	var live, last int64
+	live, last := s.keyDeadlines(f)
+	if len(f.keys) == 0 {
+		last = s.NowMs()
+	}
+	f.liveUntil, f.purgeAt = live, last+s.cfg.GraceMs
+}
+
+// keyDeadlines is when the flow's last live value expires (0: none is
+// live) and when its last entry of any kind does.
+func (s *Shard[V]) keyDeadlines(f *flowState[V]) (live, last int64) {
 	for _, v := range f.keys { //fenceline:unordered taking maxima
 		at, isLive := s.codec.Expiry(v)
 		if isLive && at > live {
@@ -96,10 +105,7 @@ func (s *Shard[V]) computeDeadlines(f *flowState[V]) {
 			last = at
 		}
 	}
-	if len(f.keys) == 0 {
-		last = s.NowMs()
-	}
-	f.liveUntil, f.purgeAt = live, last+s.cfg.GraceMs
+	return live, last
 }
 
 // place puts a flow where its deadlines say: counted if live, and in the

@@ -1,3 +1,5 @@
+//fenceline:nomutate a test double: the tests of shard and flow run on it; no node does (nodes write through Log)
+
 package shard
 
 import "sort"

@@ -453,7 +453,7 @@ func (s *Shard[V]) drop(f *flowState[V]) {
 		heap.Remove(&s.due, f.hidx)
 	}
 	delete(s.flows, f.name)
-	if f.onDisk {
+	if f.onDisk && !s.cfg.Bugs.DiskCountDrift {
 		s.diskFlows--
 	}
 	if f.onDisk && s.env.Backend != nil {

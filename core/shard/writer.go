@@ -83,8 +83,9 @@ func (s *Shard[V]) flush() {
 	s.pendingSync = false
 	if wantSync {
 		s.floorMs = s.NowMs()
+		// A unit of its own: batchCuts takes what follows the last unit
+		// as one.
 		s.pending = append(s.pending, Mutation{Flow: clockFlow, Key: clockKey, Value: binary.LittleEndian.AppendUint64(nil, uint64(s.floorMs))})
-		s.endUnit()
 	}
 	c := &commit{seq: s.seq, floorMs: s.floorMs, sync: wantSync}
 	c.cuts = s.batchCuts(nil)

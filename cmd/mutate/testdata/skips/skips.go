@@ -1,0 +1,28 @@
+package skips
+
+type bugs struct{ Early bool }
+
+type config struct{ Bugs bugs }
+
+// Sites inside "bug" comments run only while a bug is planted, or are a
+// make's capacity: the mutator leaves them alone. The rest are mutated.
+func f(cfg config, xs []int) []int {
+	out := make([]int, 0, len(xs)+1 /* capacity */)
+	seen := make(map[int]bool, 8 /* capacity */)
+	if cfg.Bugs.Early { /* bug */
+		out = append(out, 7)
+	}
+	if !cfg.Bugs.Early && len(xs) > 2 {
+		out = append(out, 1)
+	}
+	if cfg.Bugs.Early && len(xs) > 3 /* bug */ {
+		out = append(out, 2)
+	}
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+package shard
+
+import "fmt"
+
+// CheckInvariants checks the shard's own bookkeeping: the LRU list and
+// its count, the deadline heap, the flows the backend may hold, and the
+// writer's marks and units. It reads the state only (no clock, no
+// timer), in O(flows): the simulator calls it after every step a node
+// takes, so a change that leaves the structures inconsistent fails at
+// the step that made it rather than as a symptom later, or never.
+func (s *Shard[V]) CheckInvariants() error {
+	// The flows are visited in map order; of those that break an
+	// invariant, the first by name is reported, so the error is the same
+	// on every replay.
+	var bad string
+	var badErr error
+	inLRU, onDisk := 0, 0
+	for name, f := range s.flows { //fenceline:unordered counts, and the least name reported
+		var err error
+		switch {
+		case f.name != name:
+			err = fmt.Errorf("shard: flow %q is filed as %q", f.name, name)
+		case f.hidx < 0 || f.hidx >= len(s.due) || s.due[f.hidx] != f:
+			err = fmt.Errorf("shard: flow %q is not at its place %d in the deadline heap", name, f.hidx)
+		case f.lastSeq > s.seq:
+			err = fmt.Errorf("shard: flow %q was last written by Put %d, past the last, %d", name, f.lastSeq, s.seq)
+		case len(f.keys) > 0 && s.staleDeadlines(f):
+			err = fmt.Errorf("shard: flow %q's deadlines (%d, %d) are not its keys'", name, f.liveUntil, f.purgeAt)
+		}
+		if err != nil && (badErr == nil || name < bad) {
+			bad, badErr = name, err
+		}
+		if f.inLRU {
+			inLRU++
+		}
+		if f.onDisk {
+			onDisk++
+		}
+	}
+	if badErr != nil {
+		return badErr
+	}
+	if len(s.due) != len(s.flows) {
+		return fmt.Errorf("shard: %d flows in the deadline heap, %d held", len(s.due), len(s.flows))
+	}
+	for i := 1; i < len(s.due); i++ {
+		if p := (i - 1) / 2; before(s.due[i], s.due[p]) {
+			return fmt.Errorf("shard: deadline heap out of order: %q (%d) below %q (%d)",
+				s.due[i].name, s.due[i].dueAt(), s.due[p].name, s.due[p].dueAt())
+		}
+	}
+	n := 0
+	var prev *flowState[V]
+	for f := s.head; f != nil; f = f.next {
+		if n++; n > len(s.flows) || !f.inLRU || s.flows[f.name] != f || f.prev != prev {
+			return fmt.Errorf("shard: the LRU list is broken at %q (entry %d)", f.name, n)
+		}
+		prev = f
+	}
+	switch {
+	case prev != s.tail:
+		return fmt.Errorf("shard: the LRU list does not end at its tail")
+	case n != s.count || n != inLRU:
+		return fmt.Errorf("shard: %d flows in the LRU list, %d counted, %d marked", n, s.count, inLRU)
+	case onDisk != s.diskFlows:
+		return fmt.Errorf("shard: %d flows on disk, %d counted", onDisk, s.diskFlows)
+	case s.durable > s.seq || (s.written > s.seq && s.err == nil):
+		return fmt.Errorf("shard: marks durable %d, written %d, past the last Put %d", s.durable, s.written, s.seq)
+	}
+	last := 0
+	for _, u := range s.units {
+		if u <= last || u > len(s.pending) {
+			return fmt.Errorf("shard: unit end %d after %d, with %d mutations pending", u, last, len(s.pending))
+		}
+		last = u
+	}
+	return nil
+}
+
+// before is the deadline heap's order, restated: by deadline, then name.
+func before[V any](a, b *flowState[V]) bool {
+	if a.dueAt() != b.dueAt() {
+		return a.dueAt() < b.dueAt()
+	}
+	return a.name < b.name
+}
+
+// staleDeadlines reports a flow whose deadlines are not what its keys
+// give (computeDeadlines; a flow with keys never reads the clock there).
+func (s *Shard[V]) staleDeadlines(f *flowState[V]) bool {
+	live, last := s.keyDeadlines(f)
+	return f.liveUntil != live || f.purgeAt != last+s.cfg.GraceMs
+}

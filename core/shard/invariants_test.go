@@ -1,0 +1,47 @@
+package shard
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The checks hold through puts, expiry, purges, evictions over the cap
+// and drops, and each kind of broken bookkeeping is named.
+func TestInvariantsHoldAndNameWhatBroke(t *testing.T) {
+	r := newRig(t, Config{MaxFlows: 4})
+	for i := range 10 {
+		r.put(fmt.Sprintf("f%d", i), Async, "a", "1", "b", "2")
+		require.NoError(t, r.s.CheckInvariants())
+	}
+	r.s.flush()
+	require.NoError(t, r.s.DropKeys("f9", []string{"a", "b"}))
+	require.NoError(t, r.s.CheckInvariants())
+	r.clk.Advance(time.Hour)
+	r.s.purge()
+	require.NoError(t, r.s.CheckInvariants())
+
+	for _, c := range []struct {
+		name    string
+		breakIt func(s *Shard[val])
+		want    string
+	}{
+		{"count", func(s *Shard[val]) { s.count++ }, "in the LRU list"},
+		{"disk", func(s *Shard[val]) { s.diskFlows++ }, "on disk"},
+		{"deadline", func(s *Shard[val]) { s.flows["f0"].liveUntil++ }, `"f0"'s deadlines`},
+		{"heap", func(s *Shard[val]) { s.due[0], s.due[1] = s.due[1], s.due[0] }, "deadline heap"},
+		{"marks", func(s *Shard[val]) { s.durable = s.seq + 1 }, "past the last Put"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, Config{})
+			for i := range 3 {
+				r.put(fmt.Sprintf("f%d", i), Sync, "a", fmt.Sprint(i))
+			}
+			require.NoError(t, r.s.CheckInvariants())
+			c.breakIt(r.s)
+			require.ErrorContains(t, r.s.CheckInvariants(), c.want)
+		})
+	}
+}
