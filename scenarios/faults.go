@@ -61,7 +61,9 @@ type Chaos struct {
 	// shapes are the partition shapes the run's swarm mix draws from.
 	shapes []string
 	rng    *rand.Rand
-	until  time.Duration
+	// orderly draws which stops are orderly restarts (crash).
+	orderly *rand.Rand
+	until   time.Duration
 
 	// Counters, for the run's report.
 	Partitions, Crashes, Steps, Drifts int
@@ -70,7 +72,7 @@ type Chaos struct {
 // StartChaos schedules faults from now until until.
 func StartChaos(run *Run, nw *netsim.Network, nodes []*sim.Machine, cfg FaultConfig, until time.Duration) *Chaos {
 	c := &Chaos{run: run, nw: nw, nodes: nodes, cfg: run.Swarm().faults(cfg), shapes: run.Swarm().shapes(),
-		rng: run.Kernel.Stream("faults"), until: until}
+		rng: run.Kernel.Stream("faults"), orderly: run.Kernel.Stream("faults/orderly"), until: until}
 	c.next()
 	run.Kernel.At(until, sim.EvFault, xxhash.Sum64String("calm"), c.calm)
 	return c
@@ -154,9 +156,22 @@ func (c *Chaos) crash(ord FaultID, node *sim.Machine) {
 	if !node.Up() || c.down() >= c.cfg.MaxDown {
 		return
 	}
-	c.run.Inject(ord, fmt.Sprintf("crash %s (down %v)", node.Name(), down.Round(time.Millisecond)), func() {
+	// One stop in three is an orderly restart (an operator's, a rolling
+	// upgrade's): the node's Close runs before the process exits, and no
+	// checker forgives a loss at it. Drawn from its own stream, so the
+	// faults' draws stay as they were.
+	orderly := c.orderly.IntN(3) == 0
+	what := "crash"
+	if orderly {
+		what = "orderly restart of"
+	}
+	c.run.Inject(ord, fmt.Sprintf("%s %s (down %v)", what, node.Name(), down.Round(time.Millisecond)), func() {
 		c.Crashes++
-		node.Crash()
+		if orderly {
+			node.Shutdown()
+		} else {
+			node.Crash()
+		}
 		if back := k.Now() + down; back < c.until {
 			k.At(back, sim.EvFault, xxhash.Sum64String("restart "+node.Name()), func() {
 				if !node.Up() {

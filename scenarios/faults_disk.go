@@ -49,6 +49,32 @@ func diskKnob(d sim.DiskConfig) string {
 	return fmt.Sprintf("torn=%.2f sync_fail=%.4f write_fail=%.4f until=%v fsync=%v..%v", d.TornWriteProb, d.SyncFailProb, d.WriteFailProb, d.FaultsUntil, d.SyncLatencyMin, d.SyncLatencyMax)
 }
 
+// aimIOErrors arms, at moments drawn before until, I/O errors a few
+// writes or fsyncs ahead on each node (sim.Disk.FailAfter): one to four
+// per node, 1 to 48 operations ahead, so that they land on whatever the
+// node writes then, a boot's or a compaction's writes as often as the
+// steady stream of a shard's commits. Rates alone (drawDisk) almost only
+// ever hit the steady stream. Drawn from their own stream, in runs that
+// draw I/O errors at all. Each is a fault of the schedule (Run.Inject),
+// so a shrink can leave it out.
+func aimIOErrors(run *Run, nodes []*sim.Machine, until time.Duration) {
+	k := run.Kernel
+	r := k.Stream("knobs/io-aimed")
+	aimed := 0
+	for _, n := range nodes {
+		for range 1 + r.IntN(4) {
+			n, at, ops := n, sim.Between(r, 0, until), 1+r.IntN(48)
+			aimed++
+			k.At(at, sim.EvFault, xxhash.Sum64String("io-aimed "+n.Name()), func() {
+				run.Inject(run.Fault(), fmt.Sprintf("I/O error at %s's %d-th next write or fsync", n.Name(), ops), func() {
+					n.Disk().FailAfter(ops)
+				})
+			})
+		}
+	}
+	run.Knob("io_aimed", aimed)
+}
+
 // supervise restarts every node that halts, after a short pause drawn
 // from the "supervisor" stream, as systemd would; and fails the run when
 // a node saw an fsync or a write fail and carried on.

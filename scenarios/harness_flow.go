@@ -227,7 +227,7 @@ func (h *flowHarness) frameFate(s netsim.Sending) {
 type faultRecord struct{ h *flowHarness }
 
 func (r faultRecord) Crashed(node dial.NodeID, from, to time.Duration) (bool, time.Duration) {
-	return r.h.byID[node].CrashedDuring(from, to)
+	return r.h.byID[node].LostUnsyncedDuring(from, to)
 }
 
 func (r faultRecord) Cut(a, b dial.NodeID, from, to time.Duration) bool {

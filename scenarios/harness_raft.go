@@ -247,6 +247,9 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		c.nodes = append(c.nodes, n)
 		c.byID[n.ID()] = n
 	}
+	if disk.SyncFailProb > 0 && !run.noAimedIO {
+		aimIOErrors(run, c.nodes, disk.FaultsUntil)
+	}
 	return c
 }
 

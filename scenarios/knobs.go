@@ -23,6 +23,37 @@ type timing struct {
 	adoptWait, deadline  time.Duration
 	isolationTicks       int           // D-17's window in ticks, one to two election timeouts
 	isolation            time.Duration // isolation ticks × tick: D-17's window
+	bounds               bounds
+}
+
+// bounds are queue and batch bounds a run may draw small, so that the
+// workloads reach them: at the defaults (a writer's queue of 65,536
+// mutations, batches of 4,096 and 16 MiB) no scenario ever does, and what
+// a node does at a bound went unjudged. Half the runs keep the defaults
+// (zero: unset). The anti-entropy answer's bound (MaxAEFlows) is not
+// drawn: replica-convergence allows 4.5 rounds of quiet, which holds
+// only while one round's answers carry every flow that diverged (one flow
+// per answer fails it, rightly, in a few seeds in a hundred).
+type bounds struct {
+	maxPending, maxBatch, maxBatchBytes int
+}
+
+func (b bounds) String() string {
+	if b == (bounds{}) {
+		return "defaults"
+	}
+	return fmt.Sprintf("max_pending=%d max_batch=%d max_batch_bytes=%d", b.maxPending, b.maxBatch, b.maxBatchBytes)
+}
+
+// drawBounds draws the run's bounds from their own stream (knob bounds).
+func drawBounds(run *Run) bounds {
+	r := run.Kernel.Stream("knobs/bounds")
+	var b bounds
+	if r.IntN(2) == 0 {
+		b = bounds{maxPending: 64 + r.IntN(448), maxBatch: 1 + r.IntN(16), maxBatchBytes: 64 + r.IntN(1024)}
+	}
+	run.Knob("bounds", b)
+	return b
 }
 
 // drawTiming draws the run's timings from its "knobs/timing" stream. The
@@ -45,6 +76,7 @@ func drawTiming(run *Run) timing {
 	t.isolation = time.Duration(t.isolationTicks) * t.tick
 	t.adoptWait = time.Duration(float64(t.isolation) * (2 + 2*r.Float64()))
 	run.Knob("timing", t)
+	t.bounds = drawBounds(run)
 	return t
 }
 
@@ -68,6 +100,14 @@ func (t timing) applyFlow(c *flow.Config) {
 	if c.Deadline == 0 {
 		c.Deadline = t.deadline
 	}
+	set := func(v *int, to int) {
+		if *v == 0 {
+			*v = to
+		}
+	}
+	set(&c.Shard.MaxPending, t.bounds.maxPending)
+	set(&c.Shard.MaxBatch, t.bounds.maxBatch)
+	set(&c.Shard.MaxBatchBytes, t.bounds.maxBatchBytes)
 }
 
 func names(n int) []string {

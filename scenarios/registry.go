@@ -35,6 +35,10 @@ type Scenario struct {
 	// in where the mixes were measured not to lower any planted bug's
 	// catch rate (CONTRIBUTING).
 	Swarm bool
+	// NoAimedIO keeps aimed I/O errors (aimIOErrors) out of a scenario
+	// whose measure the halts they cause would starve (bridge-saturation
+	// needs a bridge under load); its I/O errors come at rates only.
+	NoAimedIO bool
 	// Run draws the run's knobs (reporting each with r.Knob before any
 	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
 	// and reports what its checkers find with r.Fail.

@@ -191,7 +191,9 @@ type Run struct {
 	opNames  map[string][]string // opOf's client names, by prefix
 	// The run's swarm fault mix, if its scenario opts in (swarm.go).
 	swarmOn bool
-	swarm   Swarm
+	// noAimedIO: Scenario.NoAimedIO.
+	noAimedIO bool
+	swarm     Swarm
 }
 
 // offense is a failing checker's key and when its failure first shows.
@@ -376,7 +378,7 @@ func Execute(name string, opts Options) (Result, error) {
 	defer restore()
 	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, Shortened: opts.Duration < s.Duration,
 		CheckTimeout: opts.CheckTimeout, ClientsOff: opts.ClientsOff, out: out, bugs: bugs, result: res, skip: opts.Skip,
-		swarmOn: s.Swarm && !opts.NoSwarm, floors: s.Floors}
+		swarmOn: s.Swarm && !opts.NoSwarm, noAimedIO: s.NoAimedIO, floors: s.Floors}
 	start := time.Now() // wall time is reported, never used by the run
 	if err := s.Run(run); err != nil {
 		run.Fail("run", "%v", err)

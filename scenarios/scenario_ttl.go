@@ -157,7 +157,7 @@ func runTTL(run *Run, restarts bool) error {
 		rg := ring.New(ids(h.nodes))
 		forgive = func(f string, from, to time.Duration) bool {
 			owner, _ := rg.Owner(ring.ClassFlow, f)
-			crashed, _ := h.byID[owner].CrashedDuring(from, to)
+			crashed, _ := h.byID[owner].LostUnsyncedDuring(from, to)
 			return crashed
 		}
 	}

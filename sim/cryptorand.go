@@ -91,6 +91,9 @@ const checkEvery = 16
 // stepDone ends a step of n: a failed fsync it carried on past is
 // reported, and its invariants are checked.
 func (k *Kernel) stepDone(n *Machine) {
+	if n.exiting {
+		return
+	}
 	k.carriedOn(n)
 	if n.steps++; n.steps%checkEvery != 0 {
 		return

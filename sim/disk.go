@@ -85,6 +85,8 @@ type Disk struct {
 
 	// cutAfter counts down mutating operations to a power cut; 0: none.
 	cutAfter int
+	// failAfter counts down writes and fsyncs to an I/O error; 0: none.
+	failAfter int
 	// failedIO is the incarnation of the node that saw a failed fsync or
 	// write, 0 if none: the kernel holds that incarnation to stopping
 	// (after a failed write, what the disk holds is not what the node
@@ -125,6 +127,27 @@ func (d *Disk) CutPowerAfter(n int) {
 		panic("sim: CutPowerAfter needs n >= 1")
 	}
 	d.cutAfter = n
+}
+
+// FailAfter makes the node's n-th next write or fsync fail with ErrIO,
+// as WriteFailProb and SyncFailProb fail them, but aimed: a scenario arms
+// it at a drawn moment and count, so a failure lands on whatever the node
+// does then — its boot, a journal compaction, a snapshot — not only
+// where writes are many. It does nothing once FaultsUntil has passed.
+func (d *Disk) FailAfter(n int) {
+	if n < 1 {
+		panic("sim: FailAfter needs n >= 1")
+	}
+	d.failAfter = n
+}
+
+// aimedFailure counts a write or fsync down to an armed FailAfter.
+func (d *Disk) aimedFailure() bool {
+	if d.failAfter == 0 {
+		return false
+	}
+	d.failAfter--
+	return d.failAfter == 0 && d.faulty()
 }
 
 // CancelPowerCut disarms a pending CutPowerAfter.
@@ -391,7 +414,7 @@ func (f *simFile) Write(p []byte) (int, error) {
 	if f.d.cfg.MaxBytes > 0 && f.d.used()+int64(len(p)) > f.d.cfg.MaxBytes {
 		return 0, fmt.Errorf("%w: writing %d bytes to %s", ErrNoSpace, len(p), f.name)
 	}
-	if f.d.cfg.WriteFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.WriteFailProb) {
+	if f.d.aimedFailure() || f.d.cfg.WriteFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.WriteFailProb) {
 		f.d.WriteFailures++
 		f.d.failedIO = f.d.n.inc
 		return 0, fmt.Errorf("%w: writing %d bytes to %s", ErrIO, len(p), f.name)
@@ -446,7 +469,7 @@ func (f *simFile) Sync() error {
 	f.d.mutate()
 	f.d.Syncs++
 	f.d.wait()
-	if f.d.cfg.SyncFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.SyncFailProb) {
+	if f.d.aimedFailure() || f.d.cfg.SyncFailProb > 0 && f.d.faulty() && Chance(f.d.rng, f.d.cfg.SyncFailProb) {
 		// The kernel dropped the dirty pages it could not write: the
 		// file is as of its last good sync, and the node must stop.
 		f.d.SyncFailures++

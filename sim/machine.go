@@ -63,14 +63,21 @@ type Machine struct {
 	// crash comes before its fsyncs would have ended.
 	busyUntil time.Duration
 
-	Starts, Crashes, Halts int
-	steps                  uint64 // steps taken, for the invariant checks' cadence
+	Starts, Crashes, Halts, Shutdowns int
+	steps                             uint64 // steps taken, for the invariant checks' cadence
+	exiting                           bool   // in the Close of a Shutdown
 	// downs is the node's crash record: when each crash happened and when
 	// the node came back (zero while it is still down).
 	downs []downSpan
 }
 
-type downSpan struct{ from, to time.Duration }
+// downSpan is one stop of the node's process: a crash, or an orderly
+// shutdown (Shutdown), after which the disk held everything the node had
+// written, since it synced before it exited.
+type downSpan struct {
+	from, to time.Duration
+	orderly  bool
+}
 
 // AddMachine adds a machine named name to the run; it is not started. Its id is
 // dial.IDFromName(name). Each node's streams are named after it, so adding a
@@ -151,6 +158,34 @@ func (n *Machine) Crash() {
 	n.k.Logf("%s crash", n.name)
 }
 
+// Shutdown stops the node in order, as an operator's restart does: the
+// node's Close runs (if its handler has one), on its loop, with whatever
+// disk work it waits for; then the process exits. A Close that halts or
+// panics is that, a crash. The disk then keeps only what was synced, as
+// after a crash: a Close that did not sync what it promised loses it,
+// and the checkers, which forgive no loss at an orderly stop
+// (LostUnsyncedDuring), see it.
+func (n *Machine) Shutdown() {
+	if !n.up {
+		return
+	}
+	if c, ok := n.handler.(interface{ Close() error }); ok {
+		// The process exits when Close returns, whatever it returns: a
+		// disk that failed the Close stops the node all the same, so the
+		// step is not held to fail-stop (nor checked: nothing follows it).
+		n.exiting = true
+		n.k.call(n, func() { _ = c.Close() })
+		n.exiting = false
+		if !n.up {
+			return // it halted or crashed in its Close
+		}
+	}
+	n.Crash()
+	n.downs[len(n.downs)-1].orderly = true
+	n.Shutdowns++
+	n.k.Logf("%s was shut down in order", n.name)
+}
+
 // DownSpans returns the node's crash record: each span from a crash to the
 // restart that followed it (to now, while it is still down).
 func (n *Machine) DownSpans() (from, to []time.Duration) {
@@ -174,6 +209,23 @@ func (n *Machine) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
 			end = n.k.now
 		}
 		if d.from <= to && end >= from {
+			return true, max(d.from, from)
+		}
+	}
+	return false, 0
+}
+
+// LostUnsyncedDuring is CrashedDuring for crashes only: an orderly
+// shutdown synced everything first, so a write it acknowledged cannot be
+// lost to it. It is what a loss may be forgiven by; CrashedDuring, what
+// memory (a handover received, a claim held) may be lost to.
+func (n *Machine) LostUnsyncedDuring(from, to time.Duration) (bool, time.Duration) {
+	for _, d := range n.downs {
+		end := d.to
+		if end == 0 {
+			end = n.k.now
+		}
+		if !d.orderly && d.from <= to && end >= from {
 			return true, max(d.from, from)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A sweep's runs go to worker processes, each a simrun that runs one job
@@ -108,13 +109,28 @@ func (w *worker) do(args []string) ([]byte, int, error) {
 	}
 }
 
-// stop ends the worker: between jobs, or after it died.
+// stop ends the worker: between jobs, or after it died. Its input closed,
+// a worker between jobs exits on its own (workerLoop), which lets a binary
+// built with -cover write its counters; one that has not exited within
+// stopGrace is killed.
 func (w *worker) stop() {
 	if w == nil {
 		return
 	}
 	w.in.Close()
-	_ = w.cmd.Process.Kill()
-	_ = w.cmd.Wait()
+	exited := make(chan struct{})
+	go func() {
+		_ = w.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(stopGrace):
+		_ = w.cmd.Process.Kill()
+		<-exited
+	}
 	w.r.Close()
 }
+
+// stopGrace bounds how long stop waits for a worker to exit by itself.
+const stopGrace = 2 * time.Second

@@ -340,3 +340,36 @@ func TestConcurrentReadsOfTwoFollowersAreBothAnswered(t *testing.T) {
 	// here); before retries, for its whole 2s timeout.
 	require.Less(t, c.k.Now()-start, 100*time.Millisecond, "both answered in a round trip or two, not after a retry")
 }
+
+// A node stopped with a proposal in flight answers it as an unknown
+// outcome: raft had taken it, and the others commit it without the node.
+// One raft never took (no leader known) is answered as not applied.
+func TestStopAnswersAProposalInFlightAsUnknown(t *testing.T) {
+	c := newCluster(t, 5, 3, 0)
+	c.start(c.nodes...)
+	c.run(2 * time.Second)
+	l := c.leader()
+	require.GreaterOrEqual(t, l, 0)
+	f := (l + 1) % 3
+	var err error
+	c.nodes[f].Exec(func() {
+		c.node(f).Propose(kv.Put("k", []byte("v")), func(_ kv.Result, e error) { err = e })
+		c.node(f).Stop()
+	})
+	require.ErrorIs(t, err, consensus.ErrStoppedInFlight)
+	require.True(t, consensus.Unknown(err))
+	c.run(2 * time.Second)
+	e, ok := c.node(l).LocalGet("k")
+	require.True(t, ok, "the forwarded proposal committed without the node that stopped")
+	require.Equal(t, "v", string(e.Value))
+
+	lone := newCluster(t, 6, 3, 0)
+	lone.start(lone.nodes[0]) // one of three: no leader, so raft takes nothing
+	lone.run(time.Second)
+	lone.nodes[0].Exec(func() {
+		lone.node(0).Propose(kv.Put("k", []byte("v")), func(_ kv.Result, e error) { err = e })
+		lone.node(0).Stop()
+	})
+	require.ErrorIs(t, err, consensus.ErrStopped)
+	require.False(t, consensus.Unknown(err))
+}

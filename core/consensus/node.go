@@ -21,13 +21,19 @@ import (
 )
 
 // Errors a caller sees. ErrNoLeader, ErrBusy and ErrStopped are known
-// non-applications: the call never left this node. ErrTimeout is an
-// unknown outcome: the proposal may have been, or may yet be, applied.
+// non-applications: the call never left this node. ErrTimeout and
+// ErrStoppedInFlight are unknown outcomes: the proposal may have been, or
+// may yet be, applied.
 var (
 	ErrNoLeader = errors.New("consensus: no leader known; proposal not sent")
 	ErrBusy     = errors.New("consensus: too many proposals in flight; refused")
 	ErrTimeout  = errors.New("consensus: no answer in time; outcome unknown")
 	ErrStopped  = errors.New("consensus: node stopped")
+	// ErrStoppedInFlight answers a proposal raft had taken (appended, or
+	// forwarded to the leader) when the node stopped: it may commit
+	// without this node. An orderly restart in the simulator found it
+	// answered ErrStopped, as if it had never left.
+	ErrStoppedInFlight = errors.New("consensus: node stopped with the proposal in flight; outcome unknown")
 	// ErrLastVoter refuses a membership change that would leave the
 	// group without a voter (removing, or demoting to learner, the only
 	// one): etcd raft panics when such a change applies, on every member
@@ -39,7 +45,7 @@ var (
 )
 
 // Unknown reports whether err leaves the outcome of a proposal unknown.
-func Unknown(err error) bool { return errors.Is(err, ErrTimeout) }
+func Unknown(err error) bool { return errors.Is(err, ErrTimeout) || errors.Is(err, ErrStoppedInFlight) }
 
 // Rand is the seeded source a node draws from (its proposal session).
 type Rand interface{ Uint64() uint64 }
@@ -319,14 +325,16 @@ func (n *Node) Stop() {
 		return
 	}
 	n.stopped = true
-	if n.tick != nil {
-		n.tick.Stop()
-	}
+	n.tick.Stop() // armed at Open, never cleared
 	for _, seq := range slices.Sorted(maps.Keys(n.pending)) {
 		p := n.pending[seq]
 		delete(n.pending, seq)
 		p.timer.Stop()
-		p.fail(ErrStopped)
+		if p.try.accepted {
+			p.fail(ErrStoppedInFlight)
+		} else {
+			p.fail(ErrStopped)
+		}
 	}
 	for _, seq := range slices.Sorted(maps.Keys(n.reads)) {
 		r := n.reads[seq]
