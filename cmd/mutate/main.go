@@ -250,7 +250,7 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	}
 	var simDetail string
 	for _, s := range scens {
-		cmd := exec.Command(bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
+		cmd := bounded(bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
 		cmd.Dir = c.root
 		b, _ := cmd.CombinedOutput()
 		if first := firstFail(string(b)); first != "" {
@@ -260,11 +260,11 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	}
 	testDetail := ""
 	if c.tests {
-		args := []string{"test", "-overlay", overlay, "-count=1", "./" + pkg}
+		args := []string{"test", "-overlay", overlay, "-count=1", "-timeout", testTimeout.String(), "./" + pkg}
 		for _, more := range testsFor[pkg] {
 			args = append(args, "./"+more)
 		}
-		t := exec.Command("go", args...)
+		t := bounded("go", args...)
 		t.Dir = c.root
 		if b, err := t.CombinedOutput(); err != nil {
 			testDetail = firstTestFail(string(b))
@@ -279,6 +279,21 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 		return "tests", testDetail, nil
 	}
 	return "survived", strings.Join(scens, ",") + " seeds 1.." + strconv.Itoa(c.seeds), nil
+}
+
+// A mutant's judges run bounded: the unit tests for testTimeout (a hang is
+// a failure, so a catch), and every judge's processes within memLimit of
+// address space each, so a mutant whose queues grow without bound fails
+// its judge (the runtime runs out of memory) instead of taking the
+// machine: one dropped call in consensus grew a test binary past 17 GiB.
+const (
+	testTimeout = 3 * time.Minute
+	memLimitKiB = 8 << 20 // 8 GiB
+)
+
+// bounded is exec.Command under ulimit -v memLimitKiB.
+func bounded(name string, args ...string) *exec.Cmd {
+	return exec.Command("sh", append([]string{"-c", `ulimit -v "$0" && exec "$@"`, strconv.Itoa(memLimitKiB), name}, args...)...)
 }
 
 // firstFail finds the lowest failing seed of a sweep's output, as
