@@ -153,14 +153,15 @@ func (c *Chaos) inject() {
 func (c *Chaos) crash(ord FaultID, node *sim.Machine) {
 	k := c.run.Kernel
 	down := sim.Between(c.rng, c.cfg.DownMin, c.cfg.DownMax)
-	if !node.Up() || c.down() >= c.cfg.MaxDown {
-		return
-	}
 	// One stop in three is an orderly restart (an operator's, a rolling
 	// upgrade's): the node's Close runs before the process exits, and no
 	// checker forgives a loss at it. Drawn from its own stream, so the
-	// faults' draws stay as they were.
+	// faults' draws stay as they were, and for every attempt, landed or
+	// not, so a skipped fault leaves the rest of the schedule alone.
 	orderly := c.orderly.IntN(3) == 0
+	if !node.Up() || c.down() >= c.cfg.MaxDown {
+		return
+	}
 	what := "crash"
 	if orderly {
 		what = "orderly restart of"

@@ -1,13 +1,13 @@
 package sim
 
 import (
-	"fmt"
-	"github.com/fenceline/fenceline/core/halt"
-	"github.com/fenceline/fenceline/dial"
-
 	cryptorand "crypto/rand"
+	"fmt"
 	"io"
 	"math/rand/v2"
+
+	"github.com/fenceline/fenceline/core/halt"
+	"github.com/fenceline/fenceline/dial"
 )
 
 // etcd raft draws its randomized election timeout from crypto/rand.Reader
@@ -75,8 +75,8 @@ func (k *Kernel) receive(n *Machine, from dial.NodeID, frame []byte) {
 }
 
 // Checked is a node whose bookkeeping can be checked between steps: the
-// kernel calls CheckInvariants after every step the node takes, and an
-// error is the node's bug (a panic, as OnNodePanic sees it). It must
+// kernel calls CheckInvariants after every checkEvery-th step the node
+// takes, and an error is the node's bug (a panic, as OnNodePanic sees it). It must
 // only read: no clock, no timer, no draw.
 type Checked interface {
 	CheckInvariants() error
@@ -85,7 +85,7 @@ type Checked interface {
 // checkEvery is how often a node's invariants are checked: after every
 // 16th step it takes, and so at most 15 steps after one broke them (a
 // broken structure stays broken). Every step would cost a run ten times
-// its time; one in 16, under a tenth more.
+// its time; one in 16, about an eighth more.
 const checkEvery = 16
 
 // stepDone ends a step of n: a failed fsync it carried on past is

@@ -2,10 +2,11 @@ package consensus
 
 import "fmt"
 
-// CheckInvariants checks the node's own bookkeeping against what it has
-// applied: the duplicate table's sessions (at most dedupeSessions, none
-// applied past the applied index), the KV's, the membership's and the snapshot's indexes and the order of the last two memberships,
-// and the calls waiting on it (numbered below the counter). It reads the
+// CheckInvariants checks the node's own bookkeeping against the last
+// entry it applied: the KV's, the membership's and the snapshot's indexes
+// at or below it, the last two memberships in order, the duplicate
+// table's sessions (at most dedupeSessions, none applied past it), and
+// the calls waiting on it (numbered below the counter). It reads the
 // state only; the simulator calls it after every 16th step a node takes
 // (sim.Checked).
 func (n *Node) CheckInvariants() error {

@@ -9,7 +9,7 @@ import (
 // (shard.CheckInvariants): the duplicate-answer memory and its order, the
 // adoptions in progress, the bridge's permits, the calls waiting for an
 // owner. It reads the state only, in O(flows + calls): the simulator
-// calls it after every step a node takes.
+// calls it after every 16th step a node takes (sim.Checked).
 func (s *Store) CheckInvariants() error {
 	if err := s.sh.CheckInvariants(); err != nil {
 		return err
@@ -51,7 +51,7 @@ func (s *Store) CheckInvariants() error {
 		}
 		for id := range a.answered { //fenceline:unordered the least reported
 			if !slices.Contains(a.sources, id) {
-				bad.note(f, fmt.Errorf("flow: the adoption of %q took an answer from %v, not a source", f, id))
+				bad.note(fmt.Sprintf("%s %020d", f, uint64(id)), fmt.Errorf("flow: the adoption of %q took an answer from %v, not a source", f, id))
 			}
 		}
 	}

@@ -360,8 +360,9 @@ func (c rolloutControl) Members() []dial.NodeID {
 func (c rolloutControl) Applied() uint64 { return c.cn.Revision() }
 
 // CheckInvariants checks the bookkeeping of the node's consensus part,
-// flow store (with its shard) and claim service. The simulator calls it after every step
-// (sim.Checked); a real node never does (it reads every flow).
+// flow store (with its shard) and claim service. The simulator calls it
+// after every 16th step (sim.Checked); a real node never does (it reads
+// every flow).
 func (n *Node) CheckInvariants() error {
 	if err := n.Consensus.CheckInvariants(); err != nil {
 		return err

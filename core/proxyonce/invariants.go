@@ -5,7 +5,7 @@ import "fmt"
 // CheckInvariants checks the service's bookkeeping: every call in flight
 // and every loser waiting for a recording counts against MaxCalls, and a
 // signature nobody waits on is forgotten. It reads the state only; the
-// simulator calls it after every step a node takes.
+// simulator calls it after every 16th step a node takes (sim.Checked).
 func (s *Service) CheckInvariants() error {
 	waits := 0
 	bad, broken := "", false

@@ -5,9 +5,10 @@ import "fmt"
 // CheckInvariants checks the shard's own bookkeeping: the LRU list and
 // its count, the deadline heap, the flows the backend may hold, and the
 // writer's marks and units. It reads the state only (no clock, no
-// timer), in O(flows): the simulator calls it after every step a node
-// takes, so a change that leaves the structures inconsistent fails at
-// the step that made it rather than as a symptom later, or never.
+// timer), in O(flows): the simulator calls it after every 16th step a
+// node takes (sim.Checked), so a change that leaves the structures
+// inconsistent fails within a few steps of the one that made it rather
+// than as a symptom later, or never.
 func (s *Shard[V]) CheckInvariants() error {
 	// The flows are visited in map order; of those that break an
 	// invariant, the first by name is reported, so the error is the same
