@@ -203,16 +203,7 @@ func (n *Machine) DownSpans() (from, to []time.Duration) {
 // instant of [from, to], and the first such instant: the simulator's own
 // record, for checkers that forgive what a crash may take.
 func (n *Machine) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
-	for _, d := range n.downs {
-		end := d.to
-		if end == 0 {
-			end = n.k.now
-		}
-		if d.from <= to && end >= from {
-			return true, max(d.from, from)
-		}
-	}
-	return false, 0
+	return n.downDuring(from, to, true)
 }
 
 // LostUnsyncedDuring is CrashedDuring for crashes only: an orderly
@@ -220,12 +211,18 @@ func (n *Machine) CrashedDuring(from, to time.Duration) (bool, time.Duration) {
 // lost to it. It is what a loss may be forgiven by; CrashedDuring, what
 // memory (a handover received, a claim held) may be lost to.
 func (n *Machine) LostUnsyncedDuring(from, to time.Duration) (bool, time.Duration) {
+	return n.downDuring(from, to, false)
+}
+
+// downDuring finds the first instant of [from, to] the node was down,
+// counting orderly shutdowns only if orderly is set.
+func (n *Machine) downDuring(from, to time.Duration, orderly bool) (bool, time.Duration) {
 	for _, d := range n.downs {
 		end := d.to
 		if end == 0 {
 			end = n.k.now
 		}
-		if !d.orderly && d.from <= to && end >= from {
+		if (orderly || !d.orderly) && d.from <= to && end >= from {
 			return true, max(d.from, from)
 		}
 	}
