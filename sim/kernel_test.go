@@ -46,6 +46,33 @@ func TestEventBudgetStopsALivelock(t *testing.T) {
 	require.Equal(t, uint64(100), k.Events())
 }
 
+// TestEventRateStopsAStorm: frames that each send two more grow without
+// bound; the run ends within the virtual second the rate bound is passed,
+// long before the event budget, with an error naming that second.
+func TestEventRateStopsAStorm(t *testing.T) {
+	k := New(1)
+	k.SetMaxEventRate(1000)
+	var frame func()
+	frame = func() {
+		k.After(time.Millisecond, EvTimer, 0, frame)
+		k.After(time.Millisecond, EvTimer, 0, frame)
+	}
+	k.After(1500*time.Millisecond, EvTimer, 0, frame)
+	err := k.RunUntil(10 * time.Second)
+	require.ErrorIs(t, err, ErrEventRate)
+	require.ErrorContains(t, err, "1000 events in the virtual second from 1s")
+	require.Equal(t, time.Second, k.Now().Truncate(time.Second), "stopped in the second the bound was passed")
+
+	// A steady 990 a second, for ten seconds, is within the bound.
+	k = New(1)
+	k.SetMaxEventRate(1000)
+	var tick func()
+	tick = func() { k.After(time.Second/990, EvTimer, 0, tick) }
+	k.After(0, EvTimer, 0, tick)
+	require.NoError(t, k.RunUntil(10*time.Second))
+	require.Greater(t, k.Events(), uint64(9000))
+}
+
 func TestTraceHashIsAFunctionOfTheEvents(t *testing.T) {
 	run := func(seed uint64, extra bool) uint64 {
 		k := New(seed)
