@@ -533,7 +533,7 @@ func (w *simWorld) OwnerOf(key string, done func(routing.Owner, error)) {
 	for i, m := range ms.Voters {
 		voters[i] = routing.Member{ID: m.ID, HTTP: m.Name} // the simulator reaches a node by name
 	}
-	done(routing.NewRingDirectory(w.n.ID(), ms.Index, voters).OwnerOf(key), nil)
+	done(routing.NewRingDirectory(w.n.ID(), routing.OneGroup, ms.Index, voters).OwnerOf(key), nil)
 }
 
 // forwardTimeout is how long a forwarding node waits for the owner.

@@ -41,7 +41,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // defaultPkgs are the packages that defend the promises (issue 29).
 var defaultPkgs = []string{"core/flow", "core/consensus", "core/kv", "core/journal", "core/shard", "core/recfile",
-	"core/proxyonce", "core/transport", "core/routing", "core/ring",
+	"core/proxyonce", "core/transport", "core/routing", "core/ring", "core/partition",
 	// imposter/'s stateful path: the rest of the package is the engine
 	// mountebank's suites and the unit tests judge.
 	"imposter/stateful.go", "imposter/flowstate.go", "imposter/scripted.go", "imposter/records.go"}
@@ -59,6 +59,10 @@ var scenariosFor = map[string][]string{
 	"core/transport": {"transport-adversary"},
 	"core/routing":   {"imposter-scenarios", "one-server", "flow-ops"},
 	"core/ring":      {"flow-ops", "owner-handoff", "imposter-scenarios"},
+	// The table routes only the imposter path (the ring directory), and
+	// with one group every flow is the group's: until a fleet has more,
+	// only its unit tests can tell most of its mutants apart.
+	"core/partition": {"imposter-scenarios", "one-server"},
 	"imposter":       {"imposter-scenarios", "one-server", "injected-counter"},
 }
 

@@ -121,7 +121,7 @@ func BenchmarkScenarioRoute(b *testing.B) {
 			for i, p := range ps {
 				ids[i] = dial.IDFromName(p.name)
 			}
-			dir := routing.NewRingDirectory(ids[0], 1, []routing.Member{{ID: ids[0]}, {ID: ids[1]}, {ID: ids[2]}})
+			dir := routing.NewRingDirectory(ids[0], routing.OneGroup, 1, []routing.Member{{ID: ids[0]}, {ID: ids[1]}, {ID: ids[2]}})
 			var flows []string
 			for i := 0; len(flows) < 64; i++ {
 				if f := fmt.Sprintf("f%d", i); dir.OwnerOf("i4545:"+f).View == routing.Remote {

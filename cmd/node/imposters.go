@@ -248,7 +248,7 @@ func (f *clusterFlows) OwnerOf(ctx context.Context, key string) (routing.Owner, 
 			for i, m := range ms.Voters {
 				voters[i] = routing.Member{ID: m.ID, HTTP: m.HTTP}
 			}
-			f.dir, f.shape = routing.NewRingDirectory(c.Consensus.ID(), ms.Index, voters), shape
+			f.dir, f.shape = routing.NewRingDirectory(c.Consensus.ID(), routing.OneGroup, ms.Index, voters), shape
 		}
 		o = f.dir.OwnerOf(key)
 	})

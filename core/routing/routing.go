@@ -2,7 +2,7 @@
 // its flow's owner (forwarded once), or nowhere (503). The decision is a
 // pure function of five facts (Decide), so every arm is tested without a
 // peer, a socket or a clock; who owns a flow is a Directory's answer,
-// computed from the committed membership.
+// computed from the committed membership and the fleet's partition table.
 //
 // It fails closed. The owner's copy of a flow is the only one that
 // serializes it: a request answered anywhere else, because the owner was
@@ -15,6 +15,7 @@ package routing
 import (
 	"fmt"
 
+	"github.com/fenceline/fenceline/core/partition"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -29,6 +30,10 @@ const (
 	Local
 	// Remote: another voter owns it.
 	Remote
+	// Elsewhere: another group of the fleet holds the flow's partition,
+	// and this directory cannot name its owner. Refused, never served
+	// here: this group's copy of the flow is not the one that counts.
+	Elsewhere
 )
 
 func (v View) String() string {
@@ -37,6 +42,8 @@ func (v View) String() string {
 		return "local"
 	case Remote:
 		return "remote"
+	case Elsewhere:
+		return "elsewhere"
 	}
 	return "unknown"
 }
@@ -63,30 +70,69 @@ type Member struct {
 	HTTP string
 }
 
-// RingDirectory answers from the flow ring over one committed membership:
-// the same ring the flow store serves by, so both name the same owner at
-// the same m_idx. Immutable; build a new one when the membership changes.
+// Fleet is where a node's raft group sits in the fleet's partition table
+// (package partition): the fleet has Groups groups, and the node's is
+// Group. A flow belongs to the group that holds its partition.
+type Fleet struct {
+	Groups, Group int
+}
+
+// OneGroup is the fleet of one raft group, where every flow is the
+// group's: the table is consulted and can never send a flow elsewhere.
+var OneGroup = Fleet{Groups: 1, Group: 0}
+
+// Check reports a fleet the table cannot describe: a group count that
+// does not divide the table (partition.Compatible), or a group outside it.
+func (f Fleet) Check() error {
+	if err := partition.Compatible(f.Groups); err != nil {
+		return err
+	}
+	if f.Group < 0 || f.Group >= f.Groups {
+		return fmt.Errorf("routing: group %d is not one of the fleet's %d", f.Group, f.Groups)
+	}
+	return nil
+}
+
+// holds reports whether f's group holds key's partition. One group holds
+// every partition, with no hash to compute.
+func (f Fleet) holds(key string) bool {
+	return f.Groups == 1 || partition.GroupOf(key, f.Groups) == f.Group
+}
+
+// RingDirectory answers from the fleet's partition table, then from the
+// flow ring over one committed membership of the node's group: the same
+// ring the flow store serves by, so both name the same owner at the same
+// m_idx. Immutable; build a new one when the membership changes.
 type RingDirectory struct {
 	self  dial.NodeID
+	fleet Fleet
 	mIdx  uint64
 	ring  ring.Ring
 	addrs map[dial.NodeID]string
 }
 
-// NewRingDirectory builds the directory of node self over the voters of
-// the membership entry at mIdx.
-func NewRingDirectory(self dial.NodeID, mIdx uint64, voters []Member) *RingDirectory {
+// NewRingDirectory builds the directory of node self, of group
+// fleet.Group, over the voters of its group's membership entry at mIdx.
+// The fleet must pass Check (it comes from a validated configuration);
+// NewRingDirectory panics otherwise.
+func NewRingDirectory(self dial.NodeID, fleet Fleet, mIdx uint64, voters []Member) *RingDirectory {
+	if err := fleet.Check(); err != nil {
+		panic(err)
+	}
 	ids := make([]dial.NodeID, len(voters))
 	addrs := make(map[dial.NodeID]string, len(voters))
 	for i, m := range voters {
 		ids[i] = m.ID
 		addrs[m.ID] = m.HTTP
 	}
-	return &RingDirectory{self: self, mIdx: mIdx, ring: ring.New(ids), addrs: addrs}
+	return &RingDirectory{self: self, fleet: fleet, mIdx: mIdx, ring: ring.New(ids), addrs: addrs}
 }
 
 // OwnerOf implements Directory.
 func (d *RingDirectory) OwnerOf(flow string) Owner {
+	if !d.fleet.holds(flow) {
+		return Owner{View: Elsewhere, MIdx: d.mIdx}
+	}
 	if d.mIdx == 0 {
 		return Owner{View: Unknown}
 	}
@@ -114,7 +160,8 @@ const (
 	// but every read and write of its flow goes to the owner through the
 	// flow store, which fences it by m_idx; it is never forwarded again.
 	ServeFenced
-	// Refuse with 503: no owner can be named or reached.
+	// Refuse with 503: no owner can be named or reached, or the flow is
+	// another group's.
 	Refuse
 )
 
@@ -156,6 +203,10 @@ type Decision struct {
 const (
 	ReasonNoOwner   = "no-owner"
 	ReasonNoAddress = "owner-address-unknown"
+	// ReasonElsewhere: another group of the fleet holds the flow's
+	// partition. Refused even when the request was forwarded here: a
+	// node of the wrong group never serves a flow, fenced or not.
+	ReasonElsewhere = "partition-elsewhere"
 )
 
 // Decide is the routing table.
@@ -165,6 +216,8 @@ func Decide(in Input) Decision {
 		return Decision{Action: Serve} // no flow to route by
 	case in.Owner.View == Local:
 		return Decision{Action: Serve}
+	case in.Owner.View == Elsewhere:
+		return Decision{Action: Refuse, Reason: ReasonElsewhere}
 	case in.Owner.View == Unknown:
 		return Decision{Action: Refuse, Reason: ReasonNoOwner}
 	case in.Forwarded:
