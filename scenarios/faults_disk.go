@@ -76,7 +76,8 @@ func aimIOErrors(run *Run, nodes []*sim.Machine, until time.Duration) {
 }
 
 // supervise restarts every node that halts, after a short pause drawn
-// from the "supervisor" stream, as systemd would; and fails the run when
+// from the "supervisor" stream, as systemd would, unless an operator has
+// retired it meanwhile (Run.Retire); and fails the run when
 // a node saw an fsync or a write fail and carried on.
 func supervise(run *Run) {
 	k := run.Kernel
@@ -84,7 +85,7 @@ func supervise(run *Run) {
 	k.OnHalt(func(n *sim.Machine, reason error) {
 		run.Did("halts", 1)
 		k.After(sim.Between(r, 100*time.Millisecond, time.Second), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
-			if !n.Up() {
+			if !n.Up() && !run.retired[n.ID()] {
 				n.Start()
 			}
 		})

@@ -599,13 +599,48 @@ func (c *raftCluster) membership() consensus.Membership {
 // isMember reports whether id is a voter or learner in the most advanced
 // membership any live node has applied.
 func (c *raftCluster) isMember(id dial.NodeID) bool {
-	ms := c.membership()
+	return lists(c.membership(), id)
+}
+
+// lists reports whether id is a voter or learner of ms.
+func lists(ms consensus.Membership, id dial.NodeID) bool {
 	for _, m := range append(ms.Voters, ms.Learners...) {
 		if m.ID == id {
 			return true
 		}
 	}
 	return false
+}
+
+// retire stops n, removed from the membership, as an operator may: once
+// a member that stays (another node, up, whose applied membership lists
+// itself and not n) has applied the removal, after a further pause, and
+// for good (Run.Retire); then it calls then, if any. Until a member that
+// stays has applied it, it looks again every 100 ms. Stopped sooner, a
+// removed node may take with it the only vote the others can be elected
+// with: in a group of two the removed node may have committed its own
+// removal (elected after the leader that appended it failed) and stepped
+// down just as a lost frame kept the commit from the survivor, which
+// then counts two voters for ever (shrink-to-one seed 196). README tells
+// the operator the same: ask a member that stays, stop after its answer.
+func (c *raftCluster) retire(n *sim.Machine, pause time.Duration, then func()) {
+	for _, s := range c.nodes {
+		cn := c.node(s)
+		if s == n || cn == nil {
+			continue
+		}
+		if ms := cn.Membership(); lists(ms, s.ID()) && !lists(ms, n.ID()) {
+			c.k.Logf("%s removed, applied by %s; stopped in %v", n.Name(), s.Name(), pause)
+			c.k.After(pause, sim.EvFault, xxhash.Sum64String("stop "+n.Name()), func() {
+				c.run.Retire(n)
+				if then != nil {
+					then()
+				}
+			})
+			return
+		}
+	}
+	c.k.After(100*time.Millisecond, sim.EvClient, xxhash.Sum64String("stop "+n.Name()), func() { c.retire(n, pause, then) })
 }
 
 // isolate is a fault attempt: partition n from every other node, both

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/core/bugs"
+	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -194,6 +195,30 @@ type Run struct {
 	// noAimedIO: Scenario.NoAimedIO.
 	noAimedIO bool
 	swarm     Swarm
+	// retired are the nodes an operator stopped for good (Retire): the
+	// supervisor restarts none of them.
+	retired map[dial.NodeID]bool
+}
+
+// Retire stops n as an operator stops a removed member: at once if it is
+// up, and for good: a halt's restart, already on its way when n was
+// retired (n halted just before), does not bring it back. A scenario that
+// brings n back later calls Start through Rejoin.
+func (run *Run) Retire(n *sim.Machine) {
+	if run.retired == nil {
+		run.retired = map[dial.NodeID]bool{}
+	}
+	run.retired[n.ID()] = true
+	n.Crash()
+}
+
+// Rejoin starts n again after Retire, with what its disk kept, as an
+// operator brings a member back to add it again.
+func (run *Run) Rejoin(n *sim.Machine) {
+	delete(run.retired, n.ID())
+	if !n.Up() {
+		n.Start()
+	}
 }
 
 // offense is a failing checker's key and when its failure first shows.

@@ -86,7 +86,7 @@ func runLearnerJoin(run *Run) error {
 			if c.isMember(removed.ID()) {
 				remove()
 			} else {
-				removed.Crash() // a removed node is shut down
+				c.retire(removed, 0, nil) // a removed node is shut down
 			}
 		})
 	}

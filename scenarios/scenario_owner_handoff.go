@@ -96,7 +96,7 @@ func runOwnerHandoff(run *Run) error {
 			k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("heal"), func() {
 				h.nw.Heal()
 				if !member(victim) { // a removal that never committed by calm leaves a member: it stays up
-					victim.Crash()
+					h.retire(victim, 0, nil)
 				}
 			})
 		})
@@ -133,7 +133,7 @@ func runOwnerHandoff(run *Run) error {
 				k.After(sim.Between(r, time.Second, 3*time.Second), sim.EvFault, xxhash.Sum64String("heal"), func() {
 					h.nw.Heal()
 					if !member(second) {
-						second.Crash()
+						h.retire(second, 0, nil)
 					}
 				})
 			})

@@ -87,9 +87,7 @@ func runOwnershipReturns(run *Run) error {
 		if k.Now() >= calm {
 			return
 		}
-		if !n.Up() {
-			n.Start() // with whatever its disk kept from before
-		}
+		run.Rejoin(n) // with whatever its disk kept from before
 		if !member(n) {
 			if v := via(n); v != nil {
 				h.call(v, func(cn *consensus.Node) {
@@ -118,8 +116,8 @@ func runOwnershipReturns(run *Run) error {
 			if !member(n) {
 				k.Logf("%s removed", n.Name())
 				run.Did("membership-changes", 1)
-				n.Crash() // a removed node is shut down; its disk stays
-				k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next)
+				// A removed node is shut down; its disk stays.
+				h.retire(n, 0, func() { k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next) })
 				return
 			}
 			remove(n, next)

@@ -31,6 +31,11 @@ import (
 //	curl -X DELETE -H "X-Fenceline-Attestation: $(node remove -print -control-key-file control.key n3)" \
 //	    http://127.0.0.1:2525/_cluster/members/n3
 //
+// Ask a member that stays: its 200 means it has applied the removal, and
+// only then may the removed member be stopped (in a group of two, the
+// member that stays may need the removed one's vote to learn that the
+// removal committed; stopped sooner, it strands the survivor).
+//
 // Without -control-key-file it reads <data-dir>/control.key (never
 // generating one). Exit status: 0 removed (or printed), 1 the member
 // refused or could not be reached, 2 a mistake in the command.
