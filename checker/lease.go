@@ -19,6 +19,11 @@ import (
 //     applied time never goes back, no grant while another holder's tenure
 //     is valid, Expired only after the deadline and Deleted only before
 //     it, and Deleted only when the holder asked to release.
+//   - LeaseLapse judges refusals: a lease whose holder's every grant
+//     must have run out by the cluster's clock is free, so an acquire
+//     refused in its name is a lease that never lapses (a clock that
+//     stopped, an expiry that never runs), which the other two cannot
+//     see: a lease that is never free is never held twice.
 
 // LeaseCallKind is what a client asked of a lease.
 type LeaseCallKind uint8
@@ -53,6 +58,9 @@ type LeaseCall struct {
 	Answer        time.Duration // true time of the answer
 	Granted       bool          // acquire or renew answered: Holder holds Lease
 	Token         uint64        // the tenure the grant named
+	// RefusedFor is, for an acquire refused because the lease is held,
+	// the holder the refusal named.
+	RefusedFor string
 }
 
 // ClockRecord is the simulator's record of the nodes' clocks: an offset is
@@ -132,6 +140,51 @@ func LeaseExclusive(rep Reporter, beliefs []LeaseBelief) {
 			seen[pair] = true
 			rep.Fail("lease-safety", "lease %q: %s (token %d) believed it held it over [%v, %v) and %s (token %d) over [%v, %v): both at %v",
 				a.Lease, a.Holder, a.Token, a.From, a.To, b.Holder, b.Token, b.From, b.To, b.From)
+		}
+	}
+}
+
+// leaseSlack covers the millisecond the clock is stamped in, either way.
+const leaseSlack = 2 * time.Millisecond
+
+// LeaseLapse fails an acquire refused in the name of a holder whose
+// tenure must have lapsed before the refused command applied (checker
+// lease-lapse). Each of the holder's acquires and renewals that may have
+// applied before the refused one was stamped by the node it was sent
+// through, at an instant before its answer, so its deadline in applied
+// time is at most answer + (the most any clock ran ahead by then) + TTL.
+// The refused acquire was stamped after its own call, so applied time at
+// it was at least call + (the least any clock ran behind over its span):
+// past every such deadline, the holder's lease had lapsed and the acquire
+// had to be granted (another holder's grant in between would have named
+// that holder instead). A holder's call with no answer (an unknown
+// outcome: it may have applied at any time) leaves the refusal unjudged.
+func LeaseLapse(rep Reporter, calls []LeaseCall, clocks ClockRecord) {
+	for _, x := range calls {
+		if x.Kind != LeaseAcquire || !x.Answered || x.RefusedFor == "" || x.RefusedFor == x.Holder {
+			continue
+		}
+		deadline, judged := time.Duration(0), true
+		for _, h := range calls {
+			if h.Holder != x.RefusedFor || h.Lease != x.Lease || h.Kind == LeaseRelease || h.Call >= x.Answer {
+				continue
+			}
+			if !h.Answered {
+				judged = false
+				break
+			}
+			if !h.Granted {
+				continue // refused: it changed nothing
+			}
+			deadline = max(deadline, h.Answer+clocks.MaxOffset(h.Call, h.Answer)+h.TTL)
+		}
+		if !judged || deadline == 0 {
+			continue
+		}
+		if applied := x.Call + clocks.MinOffset(x.Call, x.Answer); applied > deadline+leaseSlack {
+			rep.Fail("lease-lapse", "acquire of lease %q by %s through %s at %v was refused as held by %s, whose last grant ran out by %v in applied time; the acquire applied at %v or later",
+				x.Lease, x.Holder, x.Node, x.Call, x.RefusedFor, deadline, applied)
+			return
 		}
 	}
 }

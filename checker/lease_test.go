@@ -157,3 +157,48 @@ func TestLeaseStream(t *testing.T) {
 	s.Event(&rec, event(kv.EventDeleted, "a", 4, 60, 1005), unknown)
 	require.True(t, rec.OK(), "%v", rec.Failures)
 }
+
+// refused is an acquire by holder through node, refused in heldBy's name.
+func refused(holder, node string, call, answer time.Duration, heldBy string) LeaseCall {
+	return LeaseCall{Holder: holder, Lease: "l", Kind: LeaseAcquire, Node: node, TTL: 1000 * ms,
+		Call: call, Answered: true, Answer: answer, RefusedFor: heldBy}
+}
+
+func TestLeaseLapse(t *testing.T) {
+	synced := flatClocks{off: map[string]time.Duration{"n1": 0, "n2": 0}}
+	judge := func(clocks ClockRecord, calls ...LeaseCall) *Record {
+		rec := &Record{}
+		LeaseLapse(rec, calls, clocks)
+		return rec
+	}
+
+	// Fails: a's grant ran out at 1010 ms; b's acquire at 1100 ms was
+	// refused in a's name.
+	rec := judge(synced, grant("a", "n1", 0, 10*ms, 1), refused("b", "n2", 1100*ms, 1110*ms, "a"))
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "lease-lapse: acquire of lease \"l\" by b through n2 at 1.1s was refused as held by a")
+
+	// Passes: refused within the TTL (and the slack), while a still held it.
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), refused("b", "n2", 1011*ms, 1020*ms, "a")).OK())
+	// Passes: a renewed at 900 ms, so its tenure runs to 1.9 s.
+	renew := grant("a", "n1", 900*ms, 905*ms, 1)
+	renew.Kind = LeaseRenew
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), renew, refused("b", "n2", 1100*ms, 1110*ms, "a")).OK())
+	// A renewal sent while b's acquire was on its way counts too.
+	late := grant("a", "n1", 1105*ms, 1108*ms, 1)
+	late.Kind = LeaseRenew
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), late, refused("b", "n2", 1100*ms, 1110*ms, "a")).OK())
+	// Unjudged: a renewal by a with no answer may have applied any time.
+	lost := LeaseCall{Holder: "a", Lease: "l", Kind: LeaseRenew, Node: "n1", TTL: 1000 * ms, Call: 500 * ms}
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), lost, refused("b", "n2", 1600*ms, 1610*ms, "a")).OK())
+	// Passes: a's clock ran 200 ms ahead, so its deadline was later in
+	// applied time than b's clock read at 1100 ms.
+	ahead := flatClocks{off: map[string]time.Duration{"n1": 200 * ms, "n2": 0}}
+	require.True(t, judge(ahead, grant("a", "n1", 0, 10*ms, 1), refused("b", "n2", 1100*ms, 1110*ms, "a")).OK())
+	// Passes: b's node's clock stepped back 500 ms before its call.
+	back := flatClocks{off: map[string]time.Duration{"n1": 0, "n2": 0}, stepNode: "n2", stepAt: 1000 * ms, step: -500 * ms}
+	require.True(t, judge(back, grant("a", "n1", 0, 10*ms, 1), refused("b", "n2", 1100*ms, 1110*ms, "a")).OK())
+	// Not judged: a refusal that names no holder, or the caller itself.
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), refused("b", "n2", 1100*ms, 1110*ms, "")).OK())
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), refused("a", "n2", 1100*ms, 1110*ms, "a")).OK())
+}

@@ -27,7 +27,7 @@ import (
 // lease calls (lease-answer) and at finish (kv-linearizability,
 // lease-safety, votes, and liveness: every client call resolved).
 var clusterCheckers = []string{"replica-agreement", "promotion", "lease-stream", "lease-answer",
-	"kv-linearizability", "lease-safety", "votes", "liveness"}
+	"kv-linearizability", "lease-safety", "lease-lapse", "votes", "liveness"}
 
 // raftCluster is the harness the consensus scenarios share: machines, the
 // consensus node running on each, client workloads that record histories,
@@ -335,6 +335,7 @@ func (cl clocks) offsets(from, to time.Duration) (lo, hi time.Duration) {
 // checkLeases judges the holders' beliefs at true instants.
 func (c *raftCluster) checkLeases() {
 	checker.LeaseExclusive(c.run, checker.LeaseBeliefs(c.leaseCalls, clocks{c}))
+	checker.LeaseLapse(c.run, c.leaseCalls, clocks{c})
 }
 
 // startChecks samples every node on a timer: replica agreement, membership

@@ -17,6 +17,7 @@ func init() {
 			{Name: "value-guard", Window: 50, MinCaught: 25},
 			{Name: "release-any", Window: 50, MinCaught: 30},
 			{Name: "expire-late", Window: 50, MinCaught: 14},
+			{Name: "stopped-lease-clock", Window: 50, MinCaught: 15},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 15}, {"lease-grants", 3}, {"faults", 3}},
 		Checkers: clusterCheckers,

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -196,6 +197,10 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 	// so the holder's k-th call is the same however the others fare.
 	pace := ttl / 3
 	probe, pause := r.IntN(4) == 0, time.Duration(r.IntN(int(pace)+1))
+	// After one grant in eight the holder goes quiet for one and a half
+	// to two TTLs, as a holder that crashed and came back does: its lease
+	// must lapse, and the others' acquires be granted (lease-lapse).
+	quiet, quietFor := r.IntN(8) == 0, ttl+ttl/2+time.Duration(r.IntN(int(ttl/2)+1))
 	if _, send := c.run.Op("l" + holder); !send {
 		next(pace)
 		return
@@ -226,6 +231,10 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			if !consensus.Unknown(err) {
 				lc.Answered, lc.Answer = true, c.k.Now()
 			}
+			var held *kv.Refusal
+			if err == nil && kind == checker.LeaseAcquire && errors.As(res.Err, &held) {
+				lc.RefusedFor = held.Holder
+			}
 			if err == nil && res.Err == nil && kind != checker.LeaseRelease {
 				lc.Granted, lc.Token = true, res.Lease.Token
 				checker.LeaseAnswer(c.run, *lc, res.Lease)
@@ -233,6 +242,10 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 					// Probe the deadline itself, not somewhere before it.
 					at := lc.Call + ttl
 					c.k.At(at, sim.EvClient, xxhash.Sum64String(holder), func() { c.leaseStep(holder, r, ttl, until, n) })
+					return
+				}
+				if quiet {
+					next(quietFor)
 					return
 				}
 			}

@@ -52,6 +52,11 @@ type Set struct {
 	// deadline, not at it: an entry applied exactly at the deadline still
 	// finds the lease held, and a renewal there succeeds.
 	ExpireLate bool
+	// StoppedLeaseClock stops applied time at the first command's stamp:
+	// no lease ever lapses, so a holder that goes away keeps the lease
+	// for ever. Nothing is ever held twice, so only a check that a lapsed
+	// lease is free sees it.
+	StoppedLeaseClock bool
 
 	// --- core/journal: the raft log on disk.
 
@@ -250,6 +255,7 @@ var Table = []Bug{
 	{"value-guard", "transactions compare values instead of versions (A → B → A passes)", func(s *Set) *bool { return &s.ValueGuard }},
 	{"release-any", "any holder may release a lease", func(s *Set) *bool { return &s.ReleaseAny }},
 	{"expire-late", "a lease lapses only after its deadline, not at it: a renewal at the deadline succeeds", func(s *Set) *bool { return &s.ExpireLate }},
+	{"stopped-lease-clock", "applied time stops at the first command: no lease ever lapses", func(s *Set) *bool { return &s.StoppedLeaseClock }},
 	{"journal-trust-tail", "journal replay accepts a torn record", func(s *Set) *bool { return &s.JournalTrustTail }},
 	{"promote-early", "a learner is promoted to voter as soon as it joins, before it has caught up", func(s *Set) *bool { return &s.PromoteEarly }},
 	{"no-vote-sync", "a hard state that changes only the term and vote is written without an fsync", func(s *Set) *bool { return &s.NoVoteSync }},

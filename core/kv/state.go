@@ -179,6 +179,9 @@ func (s *State) advanceClock(atMs int64) {
 		// deadlines the cluster already passed.
 		now = s.appliedMs
 	}
+	if s.cfg.Bugs.StoppedLeaseClock && s.appliedMs != 0 {
+		now = s.appliedMs // the planted bug: time stands still
+	}
 	s.appliedMs = now
 	s.expireLapsed()
 }
