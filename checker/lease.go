@@ -20,10 +20,11 @@ import (
 //     is valid, Expired only after the deadline and Deleted only before
 //     it, and Deleted only when the holder asked to release.
 //   - LeaseLapse judges refusals: a lease whose holder's every grant
-//     must have run out by the cluster's clock is free, so an acquire
-//     refused in its name is a lease that never lapses (a clock that
-//     stopped, an expiry that never runs), which the other two cannot
-//     see: a lease that is never free is never held twice.
+//     must have run out by the cluster's clock, or that its holder
+//     released since, is free, so an acquire refused in its name is a
+//     lease that never lapses or a release that frees nothing, which the
+//     other two cannot see: a lease that is never free is never held
+//     twice.
 
 // LeaseCallKind is what a client asked of a lease.
 type LeaseCallKind uint8
@@ -61,6 +62,8 @@ type LeaseCall struct {
 	// RefusedFor is, for an acquire refused because the lease is held,
 	// the holder the refusal named.
 	RefusedFor string
+	// Released: a release answered as done (the holder held the lease).
+	Released bool
 }
 
 // ClockRecord is the simulator's record of the nodes' clocks: an offset is
@@ -148,23 +151,27 @@ func LeaseExclusive(rep Reporter, beliefs []LeaseBelief) {
 const leaseSlack = 2 * time.Millisecond
 
 // LeaseLapse fails an acquire refused in the name of a holder whose
-// tenure must have lapsed before the refused command applied (checker
-// lease-lapse). Each of the holder's acquires and renewals that may have
-// applied before the refused one was stamped by the node it was sent
-// through, at an instant before its answer, so its deadline in applied
-// time is at most answer + (the most any clock ran ahead by then) + TTL.
-// The refused acquire was stamped after its own call, so applied time at
-// it was at least call + (the least any clock ran behind over its span):
-// past every such deadline, the holder's lease had lapsed and the acquire
-// had to be granted (another holder's grant in between would have named
-// that holder instead). A holder's call with no answer (an unknown
-// outcome: it may have applied at any time) leaves the refusal unjudged.
+// tenure must have ended before the refused command applied (checker
+// lease-lapse): by its deadline, by a release, or because the record
+// holds no grant to it at all. Each of the holder's acquires and
+// renewals that may have applied before the refused one was stamped by
+// the node it was sent through, at an instant before its answer, so its
+// deadline in applied time is at most answer + (the most any clock ran
+// ahead by then) + TTL. The refused acquire was stamped after its own
+// call, so applied time at it was at least call + (the least any clock
+// ran behind over its span): past every such deadline, the holder's
+// lease had lapsed and the acquire had to be granted (another holder's
+// grant in between would have named that holder instead). A release by
+// the holder answered as done before the acquire was called, and called
+// after every grant to the holder was answered, freed the lease too. A
+// holder's call with no answer (an unknown outcome: it may have applied
+// at any time) leaves the refusal unjudged.
 func LeaseLapse(rep Reporter, calls []LeaseCall, clocks ClockRecord) {
 	for _, x := range calls {
 		if x.Kind != LeaseAcquire || !x.Answered || x.RefusedFor == "" || x.RefusedFor == x.Holder {
 			continue
 		}
-		deadline, judged := time.Duration(0), true
+		deadline, lastGrant, judged := time.Duration(0), time.Duration(-1), true
 		for _, h := range calls {
 			if h.Holder != x.RefusedFor || h.Lease != x.Lease || h.Kind == LeaseRelease || h.Call >= x.Answer {
 				continue
@@ -177,13 +184,26 @@ func LeaseLapse(rep Reporter, calls []LeaseCall, clocks ClockRecord) {
 				continue // refused: it changed nothing
 			}
 			deadline = max(deadline, h.Answer+clocks.MaxOffset(h.Call, h.Answer)+h.TTL)
+			lastGrant = max(lastGrant, h.Answer)
 		}
-		if !judged || deadline == 0 {
+		if !judged {
 			continue
 		}
-		if applied := x.Call + clocks.MinOffset(x.Call, x.Answer); applied > deadline+leaseSlack {
-			rep.Fail("lease-lapse", "acquire of lease %q by %s through %s at %v was refused as held by %s, whose last grant ran out by %v in applied time; the acquire applied at %v or later",
-				x.Lease, x.Holder, x.Node, x.Call, x.RefusedFor, deadline, applied)
+		why := ""
+		if lastGrant < 0 {
+			why = "who the record shows was never granted it"
+		} else if applied := x.Call + clocks.MinOffset(x.Call, x.Answer); applied > deadline+leaseSlack {
+			why = fmt.Sprintf("whose last grant ran out by %v in applied time; the acquire applied at %v or later", deadline, applied)
+		}
+		for _, r := range calls {
+			if why == "" && r.Holder == x.RefusedFor && r.Lease == x.Lease && r.Kind == LeaseRelease && r.Released &&
+				r.Call > lastGrant && r.Answer < x.Call {
+				why = fmt.Sprintf("who released it at %v, after its last grant and before the acquire was called", r.Call)
+			}
+		}
+		if why != "" {
+			rep.Fail("lease-lapse", "acquire of lease %q by %s through %s at %v was refused as held by %s, %s",
+				x.Lease, x.Holder, x.Node, x.Call, x.RefusedFor, why)
 			return
 		}
 	}

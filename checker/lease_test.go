@@ -198,6 +198,24 @@ func TestLeaseLapse(t *testing.T) {
 	// Passes: b's node's clock stepped back 500 ms before its call.
 	back := flatClocks{off: map[string]time.Duration{"n1": 0, "n2": 0}, stepNode: "n2", stepAt: 1000 * ms, step: -500 * ms}
 	require.True(t, judge(back, grant("a", "n1", 0, 10*ms, 1), refused("b", "n2", 1100*ms, 1110*ms, "a")).OK())
+	// Fails: a released at 500 ms, answered at 510 ms; b's acquire at
+	// 600 ms was still refused in a's name.
+	release := LeaseCall{Holder: "a", Lease: "l", Kind: LeaseRelease, Node: "n1", Call: 500 * ms, Answered: true, Answer: 510 * ms, Released: true}
+	rec = judge(synced, grant("a", "n1", 0, 10*ms, 1), release, refused("b", "n2", 600*ms, 610*ms, "a"))
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "who released it at 500ms")
+	// Passes: the release was refused (a no longer held it), or came back
+	// only after b's acquire was called, or a acquired again after it.
+	notHeld := release
+	notHeld.Released = false
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), notHeld, refused("b", "n2", 600*ms, 610*ms, "a")).OK())
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), release, refused("b", "n2", 505*ms, 610*ms, "a")).OK())
+	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), release, grant("a", "n1", 520*ms, 530*ms, 2), refused("b", "n2", 600*ms, 610*ms, "a")).OK())
+	// Fails: refused in the name of a holder the record never granted it.
+	rec = judge(synced, refused("b", "n2", 600*ms, 610*ms, "a"))
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "was never granted it")
+
 	// Not judged: a refusal that names no holder, or the caller itself.
 	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), refused("b", "n2", 1100*ms, 1110*ms, "")).OK())
 	require.True(t, judge(synced, grant("a", "n1", 0, 10*ms, 1), refused("a", "n2", 1100*ms, 1110*ms, "a")).OK())

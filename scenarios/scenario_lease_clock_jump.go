@@ -16,6 +16,7 @@ func init() {
 		Duration: 30 * time.Second,
 		Bugs: []Bug{
 			{Name: "no-clock-clamp", Window: 50, MinCaught: 40},
+			{Name: "release-keeps", Window: 30, MinCaught: 20},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 50}, {"lease-grants", 10}, {"leader-steps-back", 2}},
 		Checkers: clusterCheckers,

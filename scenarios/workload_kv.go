@@ -235,6 +235,7 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			if err == nil && kind == checker.LeaseAcquire && errors.As(res.Err, &held) {
 				lc.RefusedFor = held.Holder
 			}
+			lc.Released = err == nil && res.Err == nil && kind == checker.LeaseRelease
 			if err == nil && res.Err == nil && kind != checker.LeaseRelease {
 				lc.Granted, lc.Token = true, res.Lease.Token
 				checker.LeaseAnswer(c.run, *lc, res.Lease)

@@ -57,6 +57,10 @@ type Set struct {
 	// for ever. Nothing is ever held twice, so only a check that a lapsed
 	// lease is free sees it.
 	StoppedLeaseClock bool
+	// ReleaseKeeps answers a release as done and leaves the lease held:
+	// the holder's tenure runs to its deadline while its successor is
+	// refused, which no two beliefs overlapping can show.
+	ReleaseKeeps bool
 
 	// --- core/journal: the raft log on disk.
 
@@ -256,6 +260,7 @@ var Table = []Bug{
 	{"release-any", "any holder may release a lease", func(s *Set) *bool { return &s.ReleaseAny }},
 	{"expire-late", "a lease lapses only after its deadline, not at it: a renewal at the deadline succeeds", func(s *Set) *bool { return &s.ExpireLate }},
 	{"stopped-lease-clock", "applied time stops at the first command: no lease ever lapses", func(s *Set) *bool { return &s.StoppedLeaseClock }},
+	{"release-keeps", "a release is answered as done and the lease stays held", func(s *Set) *bool { return &s.ReleaseKeeps }},
 	{"journal-trust-tail", "journal replay accepts a torn record", func(s *Set) *bool { return &s.JournalTrustTail }},
 	{"promote-early", "a learner is promoted to voter as soon as it joins, before it has caught up", func(s *Set) *bool { return &s.PromoteEarly }},
 	{"no-vote-sync", "a hard state that changes only the term and vote is written without an fsync", func(s *Set) *bool { return &s.NoVoteSync }},

@@ -92,7 +92,9 @@ func (s *State) release(name, holder string) (uint64, error) {
 	if l.Holder != holder && !s.cfg.Bugs.ReleaseAny {
 		return 0, refusal(l)
 	}
-	delete(s.leases, name)
+	if !s.cfg.Bugs.ReleaseKeeps {
+		delete(s.leases, name)
+	}
 	v := s.bump()
 	s.emit(Event{Kind: EventDeleted, Space: SpaceLease, Key: name, Version: v, Holder: l.Holder, Token: l.Token, DeadlineMs: l.DeadlineMs})
 	return v, nil
