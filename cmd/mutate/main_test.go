@@ -195,6 +195,8 @@ func TestTheMutatorSkipsBugBranchesCapacitiesAndMarkedFiles(t *testing.T) {
 	require.Equal(t, []string{
 		"nudge 0", // a slice's length is no hint
 		"not-if if cfg.Bugs.Early",
+		"not-if if cfg.Bugs.Early && len(xs) == 0",
+		"flip-logic cfg.Bugs.Early && len(xs) == 0",
 		"not-if if !cfg.Bugs.Early && len(xs) > 2",
 		"flip-logic !cfg.Bugs.Early && len(xs) > 2",
 		"boundary len(xs) > 2",

@@ -110,7 +110,9 @@ func sites(fset *token.FileSet, f *ast.File) []site {
 			out = append(out, site{n.If, OpNotIf, "if " + src(cond), func() {
 				n.Cond = &ast.UnaryExpr{Op: token.NOT, X: &ast.ParenExpr{X: cond}}
 			}})
-			if k := len(n.Body.List); k > 0 && n.Else == nil {
+			// Dropping a guard that only a planted bug opens removes code
+			// that runs only with the bug on: no defence, no mutant.
+			if k := len(n.Body.List); k > 0 && n.Else == nil && !bugOnly(cond) {
 				if _, ok := n.Body.List[k-1].(*ast.ReturnStmt); ok {
 					out = append(out, site{n.If, OpDropGuard, "if " + src(cond) + " { ... return }", func() {
 						n.Cond = ast.NewIdent("false")

@@ -12,6 +12,9 @@ func f(cfg config, xs []int) []int {
 	if cfg.Bugs.Early { /* bug */
 		out = append(out, 7)
 	}
+	if cfg.Bugs.Early && len(xs) == 0 { /* bug: and no drop-guard */
+		return nil
+	}
 	if !cfg.Bugs.Early && len(xs) > 2 {
 		out = append(out, 1)
 	}
