@@ -136,10 +136,14 @@ func runShrinkToOne(run *Run) error {
 		return out
 	}
 	var asks []checker.LastVoterAsk
-	// requests are when the script asked for a membership change: a
-	// removal disturbs the survivors (an election, a leader handing over)
-	// from the moment it is asked for, before it applies.
-	var requests []time.Duration
+	// requests are when the script asked for a membership change, and of
+	// which node: a removal disturbs the survivors (an election, a leader
+	// handing over) from the moment it is asked for, before it applies.
+	type request struct {
+		at   time.Duration
+		node dial.NodeID
+	}
+	var requests []request
 	// ask asks the last voter, through itself, to take itself out, and
 	// records the answer as the client saw it; while the node is down (a
 	// disk failed it), the ask waits for it.
@@ -182,7 +186,7 @@ func runShrinkToOne(run *Run) error {
 			return
 		}
 		if polls%4 == 0 {
-			requests = append(requests, k.Now())
+			requests = append(requests, request{k.Now(), victim.ID()})
 			via := before[r.IntN(len(before))]
 			h.call(via, func(cn *consensus.Node) { cn.RemoveMember(victim.ID(), func(error) {}) })
 			if race && polls == 0 && len(before) == 2 {
@@ -250,7 +254,7 @@ func runShrinkToOne(run *Run) error {
 				joiner.Start()
 			}
 			if !h.isMember(joiner.ID()) {
-				requests = append(requests, k.Now())
+				requests = append(requests, request{k.Now(), joiner.ID()})
 				h.call(h.nodes[0], func(cn *consensus.Node) {
 					cn.AddLearner(consensus.NewMember(joiner.Name(), joiner.Name()+":7000"), func(error) {})
 				})
@@ -294,9 +298,13 @@ func runShrinkToOne(run *Run) error {
 	}
 	removals := checker.Removals(h.memberships, k.Now())
 	for i := range removals {
-		for _, at := range requests {
-			if at > removals[i].At {
-				removals[i].Until = min(removals[i].Until, at)
+		// A removal asked for again after it applied (the node that
+		// applied it was down, and the others still listed its victim)
+		// changes nothing, and disturbs no one: it does not end the span
+		// (seed 522 went undecided for it).
+		for _, rq := range requests {
+			if rq.at > removals[i].At && !slices.Contains(removals[i].Removed, rq.node) {
+				removals[i].Until = min(removals[i].Until, rq.at)
 				break
 			}
 		}
