@@ -196,7 +196,10 @@ func LeaseLapse(rep Reporter, calls []LeaseCall, clocks ClockRecord) {
 			why = fmt.Sprintf("whose last grant ran out by %v in applied time; the acquire applied at %v or later", deadline, applied)
 		}
 		for _, r := range calls {
-			if why == "" && r.Holder == x.RefusedFor && r.Lease == x.Lease && r.Kind == LeaseRelease && r.Released &&
+			if why != "" {
+				break
+			}
+			if r.Holder == x.RefusedFor && r.Lease == x.Lease && r.Kind == LeaseRelease && r.Released &&
 				r.Call > lastGrant && r.Answer < x.Call {
 				why = fmt.Sprintf("who released it at %v, after its last grant and before the acquire was called", r.Call)
 			}

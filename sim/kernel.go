@@ -67,13 +67,13 @@ type Kernel struct {
 	// maxEvents bounds a run: a livelocked protocol (timers rescheduling
 	// themselves at the same instant) must end in a clear error, not hang.
 	maxEvents uint64
-	// maxRate bounds the events of any one virtual second (rateSecond,
-	// counted in rateEvents): a message storm (every answer sending two
+	// maxRate bounds the events of any one virtual second (the second
+	// that ends at rateEnd, counted in rateEvents): a message storm (every answer sending two
 	// frames, say, so the frames in flight grow until the network's
 	// bound) ends in a clear error within a second of virtual time,
 	// instead of running millions of events to the end of the run.
 	maxRate    uint64
-	rateSecond time.Duration
+	rateEnd    time.Duration
 	rateEvents uint64
 
 	tracef  func(format string, args ...any) // nil unless a verbose trace is wanted
@@ -322,8 +322,8 @@ func (k *Kernel) Step() bool {
 		}
 		k.now = ev.at
 		k.events++
-		if sec := k.now.Truncate(time.Second); sec != k.rateSecond {
-			k.rateSecond, k.rateEvents = sec, 0
+		if k.now >= k.rateEnd { // a new second: one comparison per event, a division per second
+			k.rateEnd, k.rateEvents = k.now.Truncate(time.Second)+time.Second, 0
 		}
 		k.rateEvents++
 		k.fold(ev)
@@ -384,7 +384,7 @@ func (k *Kernel) RunUntil(t time.Duration) error {
 			return ErrEventBudget
 		}
 		if k.rateEvents >= k.maxRate {
-			return fmt.Errorf("%w: %d events in the virtual second from %v", ErrEventRate, k.rateEvents, k.rateSecond)
+			return fmt.Errorf("%w: %d events in the virtual second from %v", ErrEventRate, k.rateEvents, k.rateEnd-time.Second)
 		}
 		next := k.queue[0].ev
 		if next.done {
