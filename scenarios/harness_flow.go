@@ -34,6 +34,7 @@ type flowHarness struct {
 	*raftCluster
 	stalls      *rand.Rand // draws of stallDuring
 	ownedStarts int        // startOwnedClients calls, naming their clients
+	clientBase  int        // the first flow client's id (a fleet's groups number theirs apart)
 	flowHist    *linearizability.History
 	deadline    time.Duration
 	aeEvery     time.Duration
@@ -120,12 +121,15 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 func (h *flowHarness) watch(s netsim.Sending) {
 	// A delivered frame is taken by its node when the node is free: at
 	// its local time, after the fsyncs it is still busy in.
+	if h.byID[s.From] == nil && h.byID[s.To] == nil {
+		return // between two nodes of another raft group of the fleet
+	}
 	frame := h.plain(s.Frame)
 	var taken time.Duration
 	if s.Fate == netsim.Delivered {
-		taken = h.byID[s.To].Local()
+		taken = h.k.Machine(s.To).Local()
 	}
-	if len(frame) > 0 && frame[0] != flow.FramePrefix && s.Fate == netsim.Delivered {
+	if len(frame) > 0 && frame[0] != flow.FramePrefix && s.Fate == netsim.Delivered && h.byID[s.To] != nil {
 		if info, err := consensus.DecodeFrame(frame); err == nil {
 			h.contacts = append(h.contacts, checker.Contact{To: s.To, From: s.From, At: taken, FromLeader: info.FromLeader(), Ack: info.ToLeader()})
 		}
@@ -147,7 +151,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			return
 		}
 		h.arriveBy = max(h.arriveBy, s.ArriveBy)
-		if _, ok := lazy.info(flow.FrameOp); ok {
+		if _, ok := lazy.info(flow.FrameOp, flow.FrameGroupOp); ok {
 			h.forwarded = true
 			if h.callOp >= 0 {
 				h.opFrames[&s.Frame[0]] = opFrame{op: h.callOp, copies: s.Copies}

@@ -42,6 +42,9 @@ type raftCluster struct {
 	live  map[string]*consensus.Node
 	cfg   consensus.Config
 
+	// fleet places the cluster's raft group in a fleet of several
+	// (harness_fleet.go); nil: the cluster is the whole fleet.
+	fleet flow.Fleet
 	// With flowCfg set, every node also runs a flow store (core/node).
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
@@ -100,17 +103,25 @@ type raftCluster struct {
 // then also runs the envelope's classifiers over its frames, which a
 // scenario whose frames are never sealed never does.
 func drawEnvelope(run *Run, c *raftCluster) {
+	if keys := drawKeys(run); keys != nil {
+		c.seal(*keys)
+	}
+}
+
+// drawKeys is drawEnvelope's draw: the envelope's keys, or nil in the
+// runs without it. A fleet draws once for all its groups.
+func drawKeys(run *Run) *transport.Keys {
 	r := run.Kernel.Stream("knobs/envelope")
 	on := r.IntN(2) == 0
 	run.Knob("envelope", on)
 	if !on {
-		return
+		return nil
 	}
 	keys := transport.Keys{Control: make([]byte, transport.KeySize), Data: make([]byte, transport.KeySize)}
 	for i := range transport.KeySize {
 		keys.Control[i], keys.Data[i] = byte(r.Uint32()), byte(r.Uint32())
 	}
-	c.seal(keys)
+	return &keys
 }
 
 // seal turns the envelope on for every node booted from now on.
@@ -158,11 +169,20 @@ type eventCursor struct {
 }
 
 func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config, disk sim.DiskConfig) *raftCluster {
+	return newGroupCluster(run, netsim.New(run.Kernel, netCfg), names, founders, disk, nil)
+}
+
+// newGroupCluster is newRaftCluster on the network nw, which other raft
+// groups of a fleet may share: fleet places the group in the fleet (nil:
+// the cluster is the whole fleet). The run's supervisor and panic hook
+// are installed by the first cluster of a run only.
+func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int, disk sim.DiskConfig, fleet flow.Fleet) *raftCluster {
 	k := run.Kernel
 	c := &raftCluster{
 		run:            run,
 		k:              k,
-		nw:             netsim.New(k, netCfg),
+		nw:             nw,
+		fleet:          fleet,
 		byID:           map[dial.NodeID]*sim.Machine{},
 		live:           map[string]*consensus.Node{},
 		flows:          map[string]*flow.Store{},
@@ -177,7 +197,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 	}
 	c.nw.Watch(func(s netsim.Sending) {
 		frame := c.plain(s.Frame)
-		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 || !consensus.MayBeVoteResp(frame) {
+		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 || c.byID[s.From] == nil || !consensus.MayBeVoteResp(frame) {
 			return
 		}
 		if info, err := consensus.DecodeFrame(frame); err == nil && info.Kind == consensus.FrameVoteResp && !info.Reject {
@@ -195,10 +215,13 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 		founding = append(founding, dial.IDFromName(name))
 	}
 	c.memberships = []checker.MembershipChange{{Index: 1, Voters: founding}}
-	k.OnNodePanic(func(n *sim.Machine, v any) {
-		run.Fail("node-panic", "%s: %v", n.Name(), v)
-	})
-	supervise(run)
+	if !run.supervised {
+		run.supervised = true
+		k.OnNodePanic(func(n *sim.Machine, v any) {
+			run.Fail("node-panic", "%s: %v", n.Name(), v)
+		})
+		supervise(run)
+	}
 	for i, name := range names {
 		name := name
 		founder := i < founders
@@ -210,7 +233,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 			}
 			if c.flowCfg != nil {
 				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg, ProxyOnce: c.proxyCfg}
-				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk}
+				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk, Fleet: c.fleet}
 				if c.keys != nil {
 					ncfg.Transport = transport.Config{Keys: *c.keys, Bugs: b}
 					nenv.Admitted = c.admit

@@ -198,6 +198,9 @@ type Run struct {
 	// retired are the nodes an operator stopped for good (Retire): the
 	// supervisor restarts none of them.
 	retired map[dial.NodeID]bool
+	// supervised: the run's supervisor and node-panic hook are in (one
+	// per run, however many raft groups it builds).
+	supervised bool
 }
 
 // Retire stops n as an operator stops a removed member: at once if it is

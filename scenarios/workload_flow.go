@@ -33,8 +33,8 @@ func (h *flowHarness) startFlowClients(pinned []*sim.Machine, perNode int, hot, 
 	if h.run.ClientsOff {
 		return
 	}
-	r := h.k.Stream("workload/flow")
-	id := 0
+	r := h.k.Stream(fmt.Sprintf("workload/flow%s", h.clientStream()))
+	id := h.clientBase
 	for _, n := range pinned {
 		for i := 0; i < perNode; i++ {
 			client, node := id, n
@@ -192,4 +192,14 @@ func (h *flowHarness) flowCall(client int, n *sim.Machine, req flow.Request, in 
 		done(resp, err)
 	})
 	return op
+}
+
+// clientStream tells the clients' draw stream of one group of a fleet
+// from another's: empty for the first group (and every single cluster),
+// whose streams are the ones they always were.
+func (h *flowHarness) clientStream() string {
+	if h.clientBase == 0 {
+		return ""
+	}
+	return fmt.Sprintf("@%d", h.clientBase)
 }

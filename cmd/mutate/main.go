@@ -41,7 +41,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // defaultPkgs are the packages that defend the promises (issue 29).
 var defaultPkgs = []string{"core/flow", "core/consensus", "core/kv", "core/journal", "core/shard", "core/recfile",
-	"core/proxyonce", "core/transport", "core/routing", "core/ring", "core/partition",
+	"core/proxyonce", "core/transport", "core/routing", "core/ring", "core/partition", "core/fleet",
 	// imposter/'s stateful path: the rest of the package is the engine
 	// mountebank's suites and the unit tests judge.
 	"imposter/stateful.go", "imposter/flowstate.go", "imposter/scripted.go", "imposter/records.go"}
@@ -49,7 +49,7 @@ var defaultPkgs = []string{"core/flow", "core/consensus", "core/kv", "core/journ
 // scenariosFor names the scenarios that run a package's code where its
 // defences matter; a package not listed gets every scenario.
 var scenariosFor = map[string][]string{
-	"core/flow":      {"flow-ops", "owner-handoff", "durability-restart", "isolated-owner", "ownership-returns", "replica-repair", "ttl-evict", "ttl-restart", "imposter-scenarios", "shrink-to-one"},
+	"core/flow":      {"flow-ops", "fleet-routing", "owner-handoff", "durability-restart", "isolated-owner", "ownership-returns", "replica-repair", "ttl-evict", "ttl-restart", "imposter-scenarios", "shrink-to-one"},
 	"core/shard":     {"durability-restart", "ttl-evict", "ttl-restart", "flow-ops", "owner-handoff", "replica-repair"},
 	"core/consensus": {"raft-partitions", "election-crash", "journal-crash", "learner-join", "lease-clock-jump", "shrink-to-one", "flow-ops"},
 	"core/journal":   {"journal-crash", "election-crash", "raft-partitions", "learner-join"},
@@ -62,8 +62,13 @@ var scenariosFor = map[string][]string{
 	// The table routes only the imposter path (the ring directory), and
 	// with one group every flow is the group's: until a fleet has more,
 	// only its unit tests can tell most of its mutants apart.
-	"core/partition": {"imposter-scenarios", "one-server"},
-	"imposter":       {"imposter-scenarios", "one-server", "injected-counter"},
+	"core/partition": {"fleet-routing", "imposter-scenarios", "one-server"},
+	// The directory routes a fleet's flows; fleet-routing's directory is
+	// the first one and never changes, so its moves (Assign) and the
+	// receiver's checks (Admit) are judged by the unit tests alone until
+	// a scenario resizes the fleet.
+	"core/fleet": {"fleet-routing"},
+	"imposter":   {"imposter-scenarios", "one-server", "injected-counter"},
 }
 
 // testsFor names the packages besides a package's own whose unit tests

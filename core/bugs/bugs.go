@@ -119,6 +119,11 @@ type Set struct {
 	// LocalFallback: a request the owner cannot be sent is served from
 	// the local copy instead of failing.
 	LocalFallback bool
+	// GroupBlind: a node of a fleet of several groups takes its group for
+	// the whole fleet: it neither sends a flow another group holds to
+	// that group (core/fleet) nor refuses one as its owner, and serves it
+	// in its own group, beside the holder's copy.
+	GroupBlind bool
 	// NoAdoption: a new owner serves before adopting.
 	NoAdoption bool
 	// NoAntiEntropy: replicas never pull.
@@ -271,6 +276,7 @@ var Table = []Bug{
 	{"no-fence", "the owner skips its membership-index checks", func(s *Set) *bool { return &s.NoFence }},
 	{"no-d17", "an owner serves while isolated", func(s *Set) *bool { return &s.NoD17 }},
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
+	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},

@@ -3,7 +3,9 @@ package flow
 import (
 	"fmt"
 
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
 )
 
 // This file: the bounded bridge from a caller to the owner: a permit or
@@ -19,7 +21,10 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 		return
 	}
 	s.refresh()
-	if req.Read == Local && (req.Op == OpGet || req.Op == OpGetAll) {
+	dir, away := s.elsewhere(req.Flow)
+	if req.Read == Local && (req.Op == OpGet || req.Op == OpGetAll) && !away {
+		// (Another group's flow has no copy here: its reads go to its
+		// owner, a stronger read than the one asked for.)
 		resp, _, _, err := s.apply(req, true)
 		done(resp, err)
 		return
@@ -32,6 +37,10 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 	s.permits--
 	c := &call{done: done}
 	c.timer = s.env.Clock.AfterFunc(s.cfg.Deadline, func() { s.settle(c, Response{}, unavailable(ErrTimeout)) })
+	if away {
+		s.callElsewhere(c, dir, req)
+		return
+	}
 	owner, ok := s.ring.Owner(ring.ClassOf(req.Flow), req.Flow)
 	switch {
 	case !ok:
@@ -39,17 +48,8 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 	case owner == s.env.ID:
 		s.serve(s.mIdx, req, func(resp Response, err error) { s.settle(c, resp, err) })
 	default:
-		s.nextID++
-		id := s.nextID
-		c.id, c.to = id, owner
-		s.calls[id] = c
-		err := s.send(owner, msg{Kind: FrameOp, ID: id, Session: s.session, M: s.mIdx, Req: &req})
-		if err == nil {
-			return
-		}
-		delete(s.calls, id)
-		c.id = 0
-		if s.cfg.Bugs.LocalFallback {
+		err := s.call(c, owner, msg{Kind: FrameOp, M: s.mIdx, Req: &req})
+		if err != nil && s.cfg.Bugs.LocalFallback {
 			// The planted bug: degrade to the local copy, the fork the
 			// design exists to prevent.
 			resp, changed, _, aerr := s.apply(req, false)
@@ -57,6 +57,47 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 			s.settle(c, resp, aerr)
 			return
 		}
+		s.sendFailed(c, err)
+	}
+}
+
+// callElsewhere sends req to its owner in the group that holds its
+// partition, by the directory dir, with the epoch and the group's
+// membership index it was routed by: one hop, and the owner's checks
+// (admit, then its own m_idx fence) refuse it if either has moved. No
+// directory, or a group with no voters in it, is a refusal.
+func (s *Store) callElsewhere(c *call, dir *fleet.Directory, req Request) {
+	if dir == nil {
+		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: no group directory yet", ErrNoOwner)))
+		return
+	}
+	r := dir.Resolve(req.Flow)
+	if !r.OK {
+		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: group %d lists no voters at directory epoch %d", ErrNoOwner, r.Group, dir.Epoch())))
+		return
+	}
+	s.sendFailed(c, s.call(c, r.Owner, msg{Kind: FrameGroupOp, M: r.MIdx, Epoch: r.Epoch, Req: &req}))
+}
+
+// call sends m, a request, to the owner to as c's RPC. If it cannot be
+// sent, c waits for no answer and the error is returned.
+func (s *Store) call(c *call, to dial.NodeID, m msg) error {
+	s.nextID++
+	c.id, c.to = s.nextID, to
+	s.calls[c.id] = c
+	m.ID, m.Session = c.id, s.session
+	err := s.send(to, m)
+	if err != nil {
+		delete(s.calls, c.id)
+		c.id = 0
+	}
+	return err
+}
+
+// sendFailed settles c unavailable if its request could not be sent
+// (err, from call); known not applied.
+func (s *Store) sendFailed(c *call, err error) {
+	if err != nil {
 		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: %v", ErrSend, err)))
 	}
 }

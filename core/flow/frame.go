@@ -20,7 +20,7 @@ import (
 // map is a uvarint count and its entries in strictly increasing key order.
 //
 //	frame    := 0x02 0x01 kind ID M Flow Session Served Their Mode Err
-//	            req? resp? entries flows digests modes
+//	            req? resp? entries flows digests modes epoch?
 //	kind     := the frame kind's byte (kindCodes)
 //	req?     := 0x00 | 0x01 request
 //	resp?    := 0x00 | 0x01 response
@@ -31,10 +31,12 @@ import (
 //	flows    := map string→entries
 //	digests  := map uvarint(uint32)→uvarint
 //	modes    := map string→Mode byte
+//	epoch?   := Epoch, in a group-op frame only (kind 8, added after
+//	            version 1 shipped: every other kind's bytes are as they were)
 //	value    := flags(Tomb=1) Data Tuple.MIdx Tuple.V Tuple.Origin ExpiresAtMs(signed)
 //
-// Every field of msg is written for every kind (an absent one costs a
-// byte), so the format has one shape to check. The decoder accepts exactly
+// Every field of msg but Epoch is written for every kind (an absent one
+// costs a byte), so the format has one shape to check, and one tail. The decoder accepts exactly
 // what the encoder writes: unknown versions and kinds, non-minimal
 // varints, bools other than 0 or 1, unknown flag bits, unsorted or
 // repeated map keys, lengths or counts past the end and trailing bytes are
@@ -46,7 +48,7 @@ import (
 const frameVersion = 1
 
 // kindCodes are the frame kinds' bytes on the wire: append only.
-var kindCodes = [...]string{1: FrameOp, 2: FrameOpResp, 3: FramePush, 4: FrameAE, 5: FrameAEResp, 6: FrameAdopt, 7: FrameAdoptResp}
+var kindCodes = [...]string{1: FrameOp, 2: FrameOpResp, 3: FramePush, 4: FrameAE, 5: FrameAEResp, 6: FrameAdopt, 7: FrameAdoptResp, 8: FrameGroupOp}
 
 func kindCode(kind string) (byte, bool) {
 	for c, k := range kindCodes {
@@ -104,6 +106,9 @@ func encodeFrame(m msg) []byte {
 	for _, f := range sortedKeys(m.Modes) {
 		b = appendString(b, f)
 		b = append(b, byte(m.Modes[f]))
+	}
+	if m.Kind == FrameGroupOp {
+		b = binary.AppendUvarint(b, m.Epoch)
 	}
 	return b
 }
@@ -323,6 +328,9 @@ func parseFrame(frame []byte, headOnly bool) (msg, error) {
 			}
 			last = f
 		}
+	}
+	if m.Kind == FrameGroupOp {
+		m.Epoch = d.Uvarint()
 	}
 	d.End()
 	if d.Err != nil {

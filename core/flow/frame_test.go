@@ -95,6 +95,9 @@ func drawMsg(t *rapid.T) msg {
 			m.Modes[f] = shard.Mode(b)
 		}
 	}
+	if m.Kind == FrameGroupOp {
+		m.Epoch = frameUint.Draw(t, "epoch")
+	}
 	return m
 }
 
@@ -110,16 +113,16 @@ func TestFrameRoundTrip(t *testing.T) {
 		require.Equal(t, b, encodeFrame(got))
 		head, err := scanFrame(b)
 		require.NoError(t, err)
-		require.Equal(t, msg{Kind: m.Kind, ID: m.ID, M: m.M, Flow: m.Flow, Session: m.Session, Served: m.Served, Their: m.Their, Mode: m.Mode}, head)
+		require.Equal(t, msg{Kind: m.Kind, ID: m.ID, M: m.M, Flow: m.Flow, Session: m.Session, Served: m.Served, Their: m.Their, Mode: m.Mode, Epoch: m.Epoch}, head)
 		info, err := DecodeFrame(b)
 		require.NoError(t, err)
-		require.Equal(t, FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID}, info)
+		require.Equal(t, FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch}, info)
 		kind, ok := PeekKind(b)
 		require.True(t, ok)
 		require.Equal(t, m.Kind, kind)
 		family, reply, ok := FrameKind(b)
 		require.True(t, ok)
-		wantFamily, wantReply := map[string]uint8{FrameOp: FamilyOp, FrameOpResp: FamilyOp, FrameAE: FamilyAE, FrameAEResp: FamilyAE,
+		wantFamily, wantReply := map[string]uint8{FrameOp: FamilyOp, FrameGroupOp: FamilyOp, FrameOpResp: FamilyOp, FrameAE: FamilyAE, FrameAEResp: FamilyAE,
 			FrameAdopt: FamilyAdopt, FrameAdoptResp: FamilyAdopt}[m.Kind], m.Kind == FrameOpResp || m.Kind == FrameAEResp || m.Kind == FrameAdoptResp
 		require.Equal(t, wantFamily, family)
 		require.Equal(t, wantReply, reply)

@@ -86,11 +86,14 @@ func (s *Store) finishServe(req Request, resp Response, changed map[string]Value
 	})
 }
 
-// mayServe is the owner's checks after the caller's m_idx, in order: it
-// is the owner; no newer owner has fenced the flow; it is not isolated
+// mayServe is the owner's checks after the caller's m_idx, in order: its
+// group holds the flow's partition (core/fleet); it is the owner; no newer owner has fenced the flow; it is not isolated
 // (D-17); it has adopted the flow at this m_idx. Whatever writes a flow as
 // its owner (a request, an eviction) passes them first.
 func (s *Store) mayServe(flow string) error {
+	if err := s.holds(flow); err != nil {
+		return err
+	}
 	switch {
 	case ownerOf(s.ring, flow) != s.env.ID:
 		return ErrNotOwner

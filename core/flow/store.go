@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
@@ -38,6 +39,18 @@ type Membership struct {
 	PrevVoters []dial.NodeID
 }
 
+// Fleet is the fleet of raft groups this node's group belongs to, as the
+// store needs it (core/fleet): a flow whose partition another group
+// holds is sent to that group's owner, never served here.
+type Fleet interface {
+	// Group is this node's group.
+	Group() int
+	// Directory is the group directory in force, as this node last
+	// applied it from the control group; nil while it has none, when
+	// every flow is refused.
+	Directory() *fleet.Directory
+}
+
 // Rand is the seeded source a store draws its timer jitter from.
 type Rand interface{ Int64N(n int64) int64 }
 
@@ -59,6 +72,9 @@ type Env struct {
 	// Worker runs the shard's backend calls beside the loop (shard.Worker);
 	// nil: on the loop.
 	Worker shard.Worker
+	// Fleet, when set, places this node's group in a fleet of several;
+	// nil: the group is the whole fleet and holds every flow.
+	Fleet Fleet
 }
 
 // Store is one node's flow store. Like all of core/, it is a single-
@@ -228,6 +244,44 @@ func (s *Store) refresh() {
 			delete(s.adopted, f)
 		}
 	}
+}
+
+// elsewhere reports whether flow's partition is another group's, by the
+// directory in force (returned; nil when the node has none yet, when no
+// flow is this group's to serve).
+func (s *Store) elsewhere(flow string) (*fleet.Directory, bool) {
+	if s.env.Fleet == nil || s.cfg.Bugs.GroupBlind {
+		return nil, false
+	}
+	d := s.env.Fleet.Directory()
+	return d, d == nil || !d.Holds(s.env.Fleet.Group(), flow)
+}
+
+// holds is the owner's check that its group holds flow's partition: a
+// node of another group never serves it, not even when a caller with an
+// older directory sent it here.
+func (s *Store) holds(flow string) error {
+	switch d, away := s.elsewhere(flow); {
+	case !away:
+		return nil
+	case d == nil:
+		return fmt.Errorf("%w: no group directory yet", fleet.ErrElsewhere)
+	default:
+		return fmt.Errorf("%w: directory epoch %d", fleet.ErrElsewhere, d.Epoch())
+	}
+}
+
+// admit is the receiver's check of a request another group routed here
+// with epoch (fleet.Directory.Admit).
+func (s *Store) admit(flow string, epoch uint64) error {
+	if s.env.Fleet == nil {
+		return fmt.Errorf("%w: this node is in no fleet", fleet.ErrElsewhere)
+	}
+	d := s.env.Fleet.Directory()
+	if d == nil {
+		return fmt.Errorf("%w: no group directory yet", fleet.ErrAhead)
+	}
+	return d.Admit(s.env.Fleet.Group(), flow, epoch)
 }
 
 func ownerOf(r ring.Ring, flow string) dial.NodeID {

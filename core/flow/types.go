@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -172,7 +173,12 @@ var (
 	ErrDisk = errors.New("owner's disk failed; outcome unknown")
 )
 
-var known = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrNotInteger, ErrBadRequest, ErrBusy}
+// The fleet's refusals (core/fleet), a node's answer to a request for a
+// partition its group does not hold, or holds since another epoch than the
+// caller routed with, are known not applied too: the check is made before
+// anything else.
+var known = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrNotInteger, ErrBadRequest, ErrBusy,
+	fleet.ErrElsewhere, fleet.ErrStaleEpoch, fleet.ErrAhead}
 
 // Known reports whether err means the operation certainly did not apply.
 func Known(err error) bool {
@@ -239,6 +245,7 @@ func Reason(err error) string {
 		{ErrShed, "shed"}, {ErrBusy, "shed"}, {ErrNoOwner, "no_owner"}, {ErrFenced, "fenced"},
 		{ErrNotOwner, "not_owner"}, {ErrIsolated, "isolated"}, {ErrNotAdopted, "not_adopted"},
 		{ErrSend, "unreachable"}, {ErrBadRequest, "bad_request"}, {ErrNotInteger, "bad_request"},
+		{fleet.ErrElsewhere, "partition_elsewhere"}, {fleet.ErrStaleEpoch, "stale_epoch"}, {fleet.ErrAhead, "epoch_ahead"},
 	} {
 		if errors.Is(err, r.err) {
 			return r.reason

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -18,6 +19,7 @@ const FramePrefix = 2
 // Frame kinds: what a flow frame carries.
 const (
 	FrameOp        = "op"         // a request for the owner
+	FrameGroupOp   = "group-op"   // a request for the owner in another group of the fleet
 	FrameOpResp    = "op-resp"    // the owner's answer
 	FramePush      = "push"       // an owner's new values, to a successor
 	FrameAE        = "ae"         // a replica's per-partition digests, to an owner
@@ -36,6 +38,8 @@ type FrameInfo struct {
 	Served uint64
 	// Session and ID name a request (op) and its answer (op-resp).
 	Session, ID uint64
+	// Epoch is the directory epoch a group-op was routed with.
+	Epoch uint64
 }
 
 // DecodeFrame decodes a flow frame as the store does, for the simulator's
@@ -50,7 +54,7 @@ func DecodeFrame(frame []byte) (FrameInfo, error) {
 	if err != nil {
 		return FrameInfo{}, err
 	}
-	return FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID}, nil
+	return FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch}, nil
 }
 
 // msg is every flow frame. It travels in the binary format of frame.go:
@@ -72,6 +76,7 @@ type msg struct {
 	Their   uint64                // adopt-resp: the answering node's own m_idx
 	Mode    shard.Mode            // push, adopt-resp: the flow's durability
 	Modes   map[string]shard.Mode // ae-resp: each flow's durability, if not async
+	Epoch   uint64                // group-op: the directory epoch the caller routed with (core/fleet)
 }
 
 // servedKey names one request: its caller, the caller's boot session (so
@@ -108,6 +113,7 @@ var errCodes = []struct {
 	{"fenced", ErrFenced}, {"not-owner", ErrNotOwner}, {"isolated", ErrIsolated},
 	{"not-adopted", ErrNotAdopted}, {"not-integer", ErrNotInteger}, {"bad-request", ErrBadRequest},
 	{"no-owner", ErrNoOwner}, {"shed", ErrShed}, {"busy", ErrBusy}, {"disk", ErrDisk},
+	{"elsewhere", fleet.ErrElsewhere}, {"stale-epoch", fleet.ErrStaleEpoch}, {"epoch-ahead", fleet.ErrAhead},
 }
 
 func encodeErr(err error) string {
@@ -168,32 +174,12 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 	}
 	s.refresh()
 	switch m.Kind {
-	case FrameOp:
+	case FrameOp, FrameGroupOp:
 		if m.Req == nil || s.cfg.check(*m.Req) != nil {
 			s.BadFrames++
 			return
 		}
-		// A request can arrive twice (a duplicated frame, a retrying
-		// transport); an incr must not apply twice. The owner remembers
-		// what it answered and answers a duplicate the same way.
-		key := servedKey{from: from, session: m.Session, id: m.ID}
-		if prev, ok := s.served[key]; ok {
-			_ = s.send(from, prev)
-			return
-		}
-		if s.inflight[key] {
-			return // still being served (a sync write awaits its fsync): one answer will go
-		}
-		s.inflight[key] = true
-		id := m.ID
-		s.serve(m.M, *m.Req, func(resp Response, err error) {
-			delete(s.inflight, key)
-			out := msg{Kind: FrameOpResp, ID: id, Session: key.session, Resp: &resp, Err: encodeErr(err)}
-			s.remember(key, out)
-			// A lost answer leaves the caller with an unknown outcome;
-			// its deadline fires. Nothing to do about a send error.
-			_ = s.send(from, out)
-		})
+		s.answerOp(from, m)
 	case FrameOpResp:
 		c := s.calls[m.ID]
 		if c == nil || m.Session != s.session || c.to != from {
@@ -241,6 +227,40 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 	}
 }
 
+// answerOp serves a request for this node as owner: op from a member of
+// its group, group-op from a node of another group, which is first held
+// to the fleet's directory (admit). A request can arrive twice (a
+// duplicated frame, a retrying transport); an incr must not apply twice,
+// so the owner remembers what it answered and answers a duplicate the
+// same way.
+func (s *Store) answerOp(from dial.NodeID, m msg) {
+	key := servedKey{from: from, session: m.Session, id: m.ID}
+	if prev, ok := s.served[key]; ok {
+		_ = s.send(from, prev)
+		return
+	}
+	if s.inflight[key] {
+		return // still being served (a sync write awaits its fsync): one answer will go
+	}
+	s.inflight[key] = true
+	id := m.ID
+	reply := func(resp Response, err error) {
+		delete(s.inflight, key)
+		out := msg{Kind: FrameOpResp, ID: id, Session: key.session, Resp: &resp, Err: encodeErr(err)}
+		s.remember(key, out)
+		// A lost answer leaves the caller with an unknown outcome;
+		// its deadline fires. Nothing to do about a send error.
+		_ = s.send(from, out)
+	}
+	if m.Kind == FrameGroupOp {
+		if err := s.admit(m.Req.Flow, m.Epoch); err != nil {
+			reply(Response{}, unavailable(err))
+			return
+		}
+	}
+	s.serve(m.M, *m.Req, reply)
+}
+
 // The flow store's request and reply families, for the envelope
 // (core/transport). A push is one-way.
 const (
@@ -267,7 +287,7 @@ func FrameKind(frame []byte) (family uint8, reply bool, ok bool) {
 		return 0, false, false
 	}
 	switch kindCodes[frame[2]] {
-	case FrameOp:
+	case FrameOp, FrameGroupOp:
 		return FamilyOp, false, true
 	case FrameOpResp:
 		return FamilyOp, true, true

@@ -40,6 +40,10 @@ type Env struct {
 	// consensus.Worker): a goroutine in the real node, disk completion
 	// events in the simulator. Nil: both wait for the disk on the loop.
 	Worker shard.Worker
+	// Fleet, when set, places the node's raft group in a fleet of
+	// several (core/fleet): the flow store sends another group's flows
+	// to that group. Nil: the group is the whole fleet.
+	Fleet flow.Fleet
 	// Admitted, if set, sees every frame the envelope lets through, as it
 	// hands it to the parts: the world's record of what got past the
 	// link (the simulator's adversary checker reads it). Nil in the real
@@ -130,7 +134,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 			return nil, fmt.Errorf("node: flow shard: %w", err)
 		}
 	}
-	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: &control{cn: cn}, Rand: env.Rand, Backend: backend, Worker: env.Worker})
+	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: &control{cn: cn}, Rand: env.Rand, Backend: backend, Worker: env.Worker, Fleet: env.Fleet})
 	if err != nil {
 		cn.Stop()
 		_ = backend.Close() // the store's error is the one worth reporting

@@ -1,0 +1,269 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/fenceline/fenceline/core/partition"
+	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// groupsOf builds g groups of three voters each, named g<i>n<j>.
+func groupsOf(g int) []Group {
+	out := make([]Group, g)
+	for i := range out {
+		for j := range 3 {
+			name := fmt.Sprintf("g%dn%d", i, j)
+			out[i].Voters = append(out[i].Voters, Member{ID: dial.IDFromName(name), HTTP: name + ":8080"})
+		}
+		out[i].MIdx = uint64(10 + i)
+	}
+	return out
+}
+
+func TestNewRefusesWhatTheTableCannotDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		epoch  uint64
+		groups []Group
+		want   string
+	}{
+		{"epoch zero", 0, groupsOf(2), "epoch 0"},
+		{"no groups", 1, nil, "0 groups"},
+		{"three groups", 1, groupsOf(3), "3 groups"},
+		{"a node in two groups", 1, func() []Group {
+			gs := groupsOf(2)
+			gs[1].Voters[2] = gs[0].Voters[0]
+			return gs
+		}(), "voter of groups 0 and 1"},
+		{"a node twice in one group", 1, func() []Group {
+			gs := groupsOf(2)
+			gs[1].Voters[2] = gs[1].Voters[0]
+			return gs
+		}(), "voter of groups 1 and 1"},
+		{"a voter without an id", 1, func() []Group {
+			gs := groupsOf(2)
+			gs[0].Voters[1].ID = 0
+			return gs
+		}(), "voter 1 has no id"},
+		{"voters at index 0", 1, func() []Group {
+			gs := groupsOf(2)
+			gs[1].MIdx = 0
+			return gs
+		}(), "membership index 0"},
+		{"too many voters", 1, func() []Group {
+			gs := groupsOf(1)
+			for i := range MaxVoters {
+				gs[0].Voters = append(gs[0].Voters, Member{ID: dial.IDFromName(fmt.Sprintf("x%d", i))})
+			}
+			return gs
+		}(), "voters (at most 64)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.epoch, tc.groups)
+			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// At its first epoch a directory places every key where the table does
+// (partition.GroupOf), which is plain modulo of the key's hash.
+func TestResolveFollowsTheTable(t *testing.T) {
+	for _, g := range []int{1, 2, 4, 8} {
+		d, err := New(3, groupsOf(g))
+		require.NoError(t, err)
+		for i := range 2000 {
+			key := ring.ImposterKey(4545, fmt.Sprintf("flow-%d", i))
+			r := d.Resolve(key)
+			require.Equal(t, int(xxhash.Sum64String(key)%uint64(g)), r.Group, key)
+			require.Equal(t, uint64(3), r.Epoch)
+			require.Equal(t, uint64(10+r.Group), r.MIdx)
+			require.True(t, r.OK)
+			voters := groupsOf(g)[r.Group].Voters
+			ids := make([]dial.NodeID, len(voters))
+			for j, m := range voters {
+				ids[j] = m.ID
+			}
+			want, _ := ring.New(ids).Owner(ring.ClassOf(key), key)
+			require.Equal(t, want, r.Owner, "the owner is the group's own ring's")
+			require.Contains(t, r.Addr, ":8080")
+			require.True(t, d.Holds(r.Group, key))
+			require.NoError(t, d.Admit(r.Group, key, r.Epoch))
+		}
+	}
+}
+
+func TestResolveWithoutVotersNamesNoOwner(t *testing.T) {
+	gs := groupsOf(2)
+	gs[1] = Group{}
+	d, err := New(1, gs)
+	require.NoError(t, err)
+	for i := range 200 {
+		key := fmt.Sprintf("k%d", i)
+		r := d.Resolve(key)
+		require.Equal(t, r.Group == 0, r.OK, key)
+		if !r.OK {
+			require.Zero(t, r.Owner)
+		}
+	}
+}
+
+// Admit's three refusals, and that a move fences only its own partition.
+func TestAdmitFencesOnlyWhatMoved(t *testing.T) {
+	d1, err := New(1, groupsOf(2))
+	require.NoError(t, err)
+	var moved, still string
+	for i := 0; moved == "" || still == ""; i++ {
+		key := fmt.Sprintf("k%d", i)
+		switch {
+		case moved == "" && partition.Of(key) == 6:
+			moved = key
+		case still == "" && partition.Of(key) != 6:
+			still = key
+		}
+	}
+	d2, err := d1.Assign(6, 1) // partition 6 was group 0's
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), d2.Epoch())
+	g, e := d2.Holder(6)
+	require.Equal(t, 1, g)
+	require.Equal(t, uint64(2), e)
+	g, e = d1.Holder(6)
+	require.Equal(t, 0, g, "Assign leaves the old directory alone")
+	require.Equal(t, uint64(1), e)
+
+	// A caller with d1 routes moved to group 0 at epoch 1.
+	r := d1.Resolve(moved)
+	require.Equal(t, 0, r.Group)
+	require.ErrorIs(t, d2.Admit(0, moved, r.Epoch), ErrElsewhere, "group 0 no longer holds it")
+	require.ErrorIs(t, d2.Admit(1, moved, 1), ErrStaleEpoch, "routed before the assignment")
+	require.ErrorIs(t, d1.Admit(1, moved, 2), ErrElsewhere)
+	// A receiver still at d1 that somehow holds it: the caller is ahead.
+	d1b, err := d1.Assign(6, 0)
+	require.NoError(t, err)
+	d3, err := d1b.Assign(6, 0)
+	require.NoError(t, err)
+	require.ErrorIs(t, d1b.Admit(0, moved, 3), ErrAhead)
+	require.NoError(t, d3.Admit(0, moved, 3))
+	require.NoError(t, d2.Admit(1, moved, 2))
+
+	// The key that did not move is admitted with either directory's epoch.
+	rs := d1.Resolve(still)
+	require.NoError(t, d2.Admit(rs.Group, still, rs.Epoch))
+	require.Equal(t, rs, d2.Resolve(still))
+}
+
+func TestWithGroupMovesNoPartition(t *testing.T) {
+	d1, err := New(5, groupsOf(2))
+	require.NoError(t, err)
+	gr := d1.Group(1)
+	gr.MIdx = 40
+	gr.Voters = gr.Voters[:2]
+	d2, err := d1.WithGroup(1, gr)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), d2.Epoch())
+	require.Equal(t, uint64(11), d1.Group(1).MIdx, "the old directory is unchanged")
+	require.Len(t, d1.Group(1).Voters, 3)
+	for p := range partition.Count {
+		g1, e1 := d1.Holder(partition.Partition(p))
+		g2, e2 := d2.Holder(partition.Partition(p))
+		require.Equal(t, g1, g2)
+		require.Equal(t, e1, e2, "a membership change fences no partition")
+	}
+	for i := range 300 {
+		key := fmt.Sprintf("k%d", i)
+		r := d2.Resolve(key)
+		if r.Group == 1 {
+			require.Equal(t, uint64(40), r.MIdx)
+			require.Contains(t, []dial.NodeID{gr.Voters[0].ID, gr.Voters[1].ID}, r.Owner)
+		}
+	}
+
+	_, err = d2.WithGroup(1, Group{MIdx: 39, Voters: gr.Voters})
+	require.ErrorContains(t, err, "goes back from 40 to 39")
+	_, err = d2.WithGroup(2, gr)
+	require.ErrorContains(t, err, "no group 2")
+	bad := d2.Group(0)
+	_, err = d2.WithGroup(1, Group{MIdx: 41, Voters: bad.Voters})
+	require.ErrorContains(t, err, "voter of groups 0 and 1")
+	_, err = d2.Assign(1, 2)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = d2.Assign(partition.Count, 0)
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestGroupOfNode(t *testing.T) {
+	gs := groupsOf(4)
+	d, err := New(1, gs)
+	require.NoError(t, err)
+	for g, gr := range gs {
+		for _, m := range gr.Voters {
+			got, ok := d.GroupOfNode(m.ID)
+			require.True(t, ok)
+			require.Equal(t, g, got)
+		}
+	}
+	_, ok := d.GroupOfNode(dial.IDFromName("stranger"))
+	require.False(t, ok)
+}
+
+// Whatever sequence of moves and membership changes a directory goes
+// through: its epoch grows by one per change; every partition's epoch is
+// at most the directory's and is the epoch of its last move (or the
+// first); and a key is admitted at exactly one (group, epoch): the one
+// Resolve names.
+func TestDirectoryHistoryProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		groups := rapid.SampledFrom([]int{1, 2, 4}).Draw(t, "groups")
+		d, err := New(1, groupsOf(groups))
+		require.NoError(t, err)
+		last := map[partition.Partition]uint64{}
+		steps := rapid.IntRange(0, 12).Draw(t, "steps")
+		for i := range steps {
+			before := d.Epoch()
+			if rapid.Bool().Draw(t, fmt.Sprintf("move%d", i)) {
+				p := partition.Partition(rapid.IntRange(0, partition.Count-1).Draw(t, fmt.Sprintf("p%d", i)))
+				g := rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("g%d", i))
+				d, err = d.Assign(p, g)
+				last[p] = d.Epoch()
+			} else {
+				g := rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("m%d", i))
+				gr := d.Group(g)
+				gr.MIdx++
+				d, err = d.WithGroup(g, gr)
+			}
+			require.NoError(t, err)
+			require.Equal(t, before+1, d.Epoch())
+		}
+		key := rapid.StringN(1, 40, -1).Draw(t, "key")
+		p := partition.Of(key)
+		g, e := d.Holder(p)
+		want, moved := last[p]
+		if !moved {
+			want = 1
+			require.Equal(t, p.Group(groups), g)
+		}
+		require.Equal(t, want, e)
+		r := d.Resolve(key)
+		require.Equal(t, g, r.Group)
+		require.Equal(t, e, r.Epoch)
+		for gg := range groups {
+			for _, ee := range []uint64{e - 1, e, e + 1} {
+				err := d.Admit(gg, key, ee)
+				if gg == g && ee == e {
+					require.NoError(t, err)
+				} else {
+					require.Error(t, err)
+					require.True(t, errors.Is(err, ErrElsewhere) || errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrAhead))
+				}
+			}
+		}
+	})
+}
