@@ -180,6 +180,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 		// peer's kernel answers with a reset; a partition, below, is
 		// silent instead.
 		nw.Refused++
+		nw.watched(Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Refused})
 		err, ok := nw.downErrs[to]
 		if !ok {
 			if nw.downErrs == nil {
@@ -193,6 +194,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	l := link{from, to}
 	if nw.inFlight[l] >= nw.cfg.MaxInFlight {
 		nw.Refused++
+		nw.watched(Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Refused})
 		return fmt.Errorf("%w: %d frames in flight to %v", dial.ErrUnreachable, nw.inFlight[l], to)
 	}
 	nw.Sent++
@@ -301,11 +303,15 @@ type Fate uint8
 
 // Fates, in the order a watcher sees them: Sent once per frame Send
 // accepted, then Delivered or Lost once per copy (a duplicated frame has
-// two), or Lost at once when the network dropped it on the wire.
+// two), or Lost at once when the network dropped it on the wire; or
+// Refused, alone, for a frame Send returned an error for (its target
+// down, or too many frames in flight to it): the sender tried, and knows
+// it failed.
 const (
 	Sent Fate = iota + 1
 	Delivered
 	Lost
+	Refused
 )
 
 // Sending is the network's record of one frame Send accepted: who sent it
@@ -322,7 +328,7 @@ type Sending struct {
 }
 
 // Watch registers f to see every frame Send accepts: as it is sent, and as
-// each copy is delivered or lost. It is the simulator's own record of what
+// each copy is delivered or lost; and every frame it refuses. It is the simulator's own record of what
 // may still reach a node and of what did, which a checker trusts where it
 // would not trust a node's word: a request the network can no longer
 // deliver can no longer take effect.

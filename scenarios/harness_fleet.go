@@ -209,6 +209,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		cuts = append(cuts, checker.FlowCuts(h.services, h.memberships, faultRecord{h})...)
 		h.cuts = nil
 		h.checkD17()
+		h.checkAnswered()
 		h.checkConvergence(h.nodes)
 	}
 	first := f.groups[0]

@@ -24,7 +24,7 @@ import (
 // flowCheckers are what finishFlows judges a flow cluster by, besides its
 // consensus checkers: every flow's history (flow-linearizability), the
 // isolated-owner rule (d17), the bridge's promises, replica convergence.
-var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "bridge", "replica-convergence")
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "bridge", "replica-convergence", "request-answered")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -73,6 +73,10 @@ type flowHarness struct {
 	handovers     []handover
 	firstAsk      map[adoptionKey]time.Duration
 	cuts          []checker.FlowCut
+	// asks and replies are the requests for an owner the group's nodes
+	// took and the answers they sent (recordAnswers).
+	asks    []checker.Ask
+	replies []checker.Reply
 }
 
 type lostFrame struct {
@@ -140,6 +144,7 @@ func (h *flowHarness) watch(s netsim.Sending) {
 	}
 	// Decoded at most once, and only if a case below reads it.
 	lazy := lazyFrame{frame: frame}
+	h.recordAnswers(s, &lazy, taken)
 	switch s.Fate {
 	case netsim.Sent:
 		if info, ok := lazy.info(flow.FrameAdopt); ok {
@@ -187,6 +192,47 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	}
+}
+
+// recordAnswers keeps the record request-answered judges: every request
+// for an owner (op, group-op) one of the group's nodes took, and every
+// answer (op-resp) one of them sent or tried to send. Only in runs whose
+// frames are plain: the envelope may drop a frame the network delivered
+// (a replay, a peer's old incarnation), and its request was never taken.
+func (h *flowHarness) recordAnswers(s netsim.Sending, lazy *lazyFrame, taken time.Duration) {
+	if h.keys != nil {
+		return
+	}
+	switch s.Fate {
+	case netsim.Delivered:
+		if h.byID[s.To] == nil || !h.byID[s.To].Up() {
+			return
+		}
+		if info, ok := lazy.info(flow.FrameOp, flow.FrameGroupOp); ok {
+			h.asks = append(h.asks, checker.Ask{From: s.From, To: s.To, Session: info.Session, ID: info.ID, Sent: s.At, Taken: taken})
+		}
+	case netsim.Sent, netsim.Refused:
+		if h.byID[s.From] == nil {
+			return
+		}
+		if info, ok := lazy.info(flow.FrameOpResp); ok {
+			h.replies = append(h.replies, checker.Reply{From: s.From, To: s.To, Session: info.Session, ID: info.ID, At: s.At})
+		}
+	}
+}
+
+// checkAnswered holds every owner to answering each request it took
+// within the caller's deadline, unless it, or the caller, went down.
+func (h *flowHarness) checkAnswered() {
+	if h.keys != nil {
+		return
+	}
+	down := func(id dial.NodeID, from, to time.Duration) bool {
+		crashed, _ := h.k.Machine(id).CrashedDuring(from, to)
+		return crashed
+	}
+	checker.Answered(h.run, "request-answered", h.asks, h.replies, h.deadline, h.k.Now(), down,
+		func(id dial.NodeID) string { return h.k.Machine(id).Name() })
 }
 
 // lazyFrame decodes a flow frame's head the first time it is asked for,
@@ -528,6 +574,7 @@ func (h *flowHarness) finishFlows(members []*sim.Machine, chaos *Chaos) {
 	h.checkFlowLinearizable()
 	h.checkD17()
 	h.checkBridge()
+	h.checkAnswered()
 	h.checkConvergence(members)
 	h.report()
 }

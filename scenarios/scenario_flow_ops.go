@@ -14,6 +14,7 @@ func init() {
 		Default:  true,
 		Bugs: []Bug{
 			{Name: "local-fallback", Window: 50, MinCaught: 30},
+			{Name: "silent-refusal", Window: 30, MinCaught: 25},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 10}, {"faults", 4}},
 		Checkers: flowCheckers,

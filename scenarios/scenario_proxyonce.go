@@ -28,9 +28,12 @@ func init() {
 			{Name: "no-claim", Window: 30, MinCaught: 25},
 			{Name: "record-before-commit", Window: 30, MinCaught: 20},
 			{Name: "stale-token", Window: 30, MinCaught: 5},
+			// Judged in the half of the runs whose frames are plain: 11 of
+			// seeds 1..30.
+			{Name: "silent-refusal", Window: 30, MinCaught: 6},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
-		Checkers: plus(clusterCheckers, "proxyonce"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, false) },
 	})
@@ -46,7 +49,7 @@ func init() {
 			// outlives its owner long enough to lapse (2 of 30 seeds).
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
-		Checkers: plus(clusterCheckers, "proxyonce"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, true) },
 	})
@@ -74,6 +77,41 @@ type proxyRun struct {
 	// ownerFaults counts the faults aimed at a new signature's owner.
 	ownerFaults int
 	joined      bool // the extra node was added (once)
+	// asks and replies: the claims and records owners took and the
+	// answers they sent (request-answered).
+	asks    []checker.Ask
+	replies []checker.Reply
+}
+
+// recordAnswers keeps request-answered's record of claim frames, in runs
+// whose frames are plain (the envelope may drop a delivered frame): the
+// claims and records a node took, and the answers it sent or tried to.
+func (p *proxyRun) recordAnswers(s netsim.Sending, info proxyonce.FrameInfo) {
+	if p.h.keys != nil {
+		return
+	}
+	switch {
+	case s.Fate == netsim.Delivered && info.Ask && p.h.byID[s.To] != nil && p.h.byID[s.To].Up():
+		p.asks = append(p.asks, checker.Ask{From: s.From, To: s.To, ID: info.ID, Sent: s.At, Taken: p.h.byID[s.To].Local()})
+	case (s.Fate == netsim.Sent || s.Fate == netsim.Refused) && info.Answer:
+		p.replies = append(p.replies, checker.Reply{From: s.From, To: s.To, ID: info.ID, At: s.At})
+	}
+}
+
+// checkAnswered holds every owner to answering each claim and record it
+// took: a claim at once, a record once its entry commits or its proposal
+// times out.
+func (p *proxyRun) checkAnswered() {
+	if p.h.keys != nil {
+		return
+	}
+	h := p.h
+	down := func(id dial.NodeID, from, to time.Duration) bool {
+		crashed, _ := h.byID[id].CrashedDuring(from, to)
+		return crashed
+	}
+	checker.Answered(h.run, "request-answered", p.asks, p.replies, h.timing.proposal+time.Second, h.k.Now(), down,
+		func(id dial.NodeID) string { return h.byID[id].Name() })
 }
 
 // aimAt schedules, shortly after key appears (while its claim is likely
@@ -182,10 +220,15 @@ func runProxyOnce(run *Run, crash bool) error {
 	p := &proxyRun{h: h, upstreamRand: k.Stream("upstream"), lapse: proxyLapse, failP: 5 + kr.IntN(15), slowP: 5 + kr.IntN(20), granted: map[proxyonce.Token]time.Duration{}}
 	h.nw.Watch(func(s netsim.Sending) {
 		frame := c.plain(s.Frame)
-		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != proxyonce.FramePrefix {
+		if len(frame) == 0 || frame[0] != proxyonce.FramePrefix {
 			return
 		}
-		if info, err := proxyonce.DecodeFrame(frame); err == nil && info.Grant {
+		info, err := proxyonce.DecodeFrame(frame)
+		if err != nil {
+			return
+		}
+		p.recordAnswers(s, info)
+		if s.Fate == netsim.Sent && info.Grant {
 			if _, seen := p.granted[info.Token]; !seen {
 				p.granted[info.Token] = s.At
 			}
@@ -254,6 +297,7 @@ func runProxyOnce(run *Run, crash bool) error {
 		}
 	}
 	checker.ProxyOnce(run, p.calls, p.served, p.losses(), proxyLapse*99/100, final)
+	p.checkAnswered()
 	run.Did("proxy-served", len(p.served))
 	run.Did("upstream-calls", len(p.calls))
 	if crash {

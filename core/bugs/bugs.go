@@ -124,6 +124,12 @@ type Set struct {
 	// that group (core/fleet) nor refuses one as its owner, and serves it
 	// in its own group, beside the holder's copy.
 	GroupBlind bool
+	// SilentRefusal: an owner that refuses a request (fenced, not the
+	// owner, isolated, not adopted...) sends no answer; proxyOnce's claim
+	// owner too. Nothing applied, so no state checker minds: the caller
+	// waits out its deadline and reports an unknown outcome where a 503
+	// was due at once.
+	SilentRefusal bool
 	// NoAdoption: a new owner serves before adopting.
 	NoAdoption bool
 	// NoAntiEntropy: replicas never pull.
@@ -277,6 +283,7 @@ var Table = []Bug{
 	{"no-d17", "an owner serves while isolated", func(s *Set) *bool { return &s.NoD17 }},
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
+	{"silent-refusal", "an owner that refuses a request sends no answer: its caller times out instead of getting a 503 at once", func(s *Set) *bool { return &s.SilentRefusal }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},

@@ -246,6 +246,9 @@ func (s *Store) answerOp(from dial.NodeID, m msg) {
 	id := m.ID
 	reply := func(resp Response, err error) {
 		delete(s.inflight, key)
+		if s.cfg.Bugs.SilentRefusal && Known(err) {
+			return // the planted bug: the caller waits out its deadline
+		}
 		out := msg{Kind: FrameOpResp, ID: id, Session: key.session, Resp: &resp, Err: encodeErr(err)}
 		s.remember(key, out)
 		// A lost answer leaves the caller with an unknown outcome;

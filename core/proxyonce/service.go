@@ -430,7 +430,10 @@ func (s *Service) HandleFrame(from dial.NodeID, b []byte) {
 func (s *Service) serveOwner(from dial.NodeID, f frame) {
 	reply := func(out uint8, t Token, v []byte) {
 		if f.kind == frameRelease {
-			return
+			return // a release is never answered
+		}
+		if s.cfg.Bugs.SilentRefusal && out == outRefused {
+			return // the planted bug: the caller waits out its deadline
 		}
 		r := frame{kind: f.kind + 1, id: f.id, out: out, token: t, value: v}
 		if from == s.env.ID {
@@ -521,6 +524,10 @@ type FrameInfo struct {
 	Grant bool  // a claim's answer that grants it
 	Token Token // the grant's token
 	Key   string
+	// Ask is a request its receiver owes an answer (a claim, a record);
+	// Answer is such an answer; ID pairs the two.
+	Ask, Answer bool
+	ID          uint64
 }
 
 // DecodeFrame reads a claim frame as the service would.
@@ -529,7 +536,8 @@ func DecodeFrame(b []byte) (FrameInfo, error) {
 	if err != nil {
 		return FrameInfo{}, err
 	}
-	return FrameInfo{Grant: f.kind == frameClaimResp && f.out == outWon, Token: f.token, Key: f.key}, nil
+	return FrameInfo{Grant: f.kind == frameClaimResp && f.out == outWon, Token: f.token, Key: f.key,
+		Ask: f.kind == frameClaim || f.kind == frameRecord, Answer: f.kind == frameClaimResp || f.kind == frameRecordResp, ID: f.id}, nil
 }
 
 // --- frames: a strict binary encoding
