@@ -30,9 +30,11 @@ var fleetCheckers = plus(flowCheckers, "partition-holder")
 // the call to the holder's owner, one hop.
 //
 // The directory is the simulator's (the control group that will carry it
-// is not built yet): every node reads the one the harness installed, and
-// the harness's record of it, never a node's, is what partition-holder
-// judges by.
+// is not built yet): each node reads the one the harness installed at it,
+// which comes a drawn while after the node first boots, as a new node's
+// copy of the control group catches up (until then the node has none,
+// and refuses every flow); the harness's record of it, never a node's, is
+// what partition-holder judges by.
 type fleetHarness struct {
 	run    *Run
 	k      *sim.Kernel
@@ -41,18 +43,22 @@ type fleetHarness struct {
 	nodes  []*sim.Machine // every node of every group, group by group
 	dir    *fleet.Directory
 	member map[dial.NodeID]int // each node's group
+	// at is the directory each node has, nil until it is installed there.
+	at map[dial.NodeID]*fleet.Directory
 	calm   time.Duration
 }
 
 // fleetPlace is a group's place in the fleet, as its nodes' flow stores
-// read it (flow.Fleet): the group's number and the harness's directory.
+// read it (flow.Fleet): the group's number and the directory the harness
+// installed at the node, if any yet.
 type fleetPlace struct {
 	f     *fleetHarness
 	group int
+	node  dial.NodeID
 }
 
 func (p fleetPlace) Group() int                  { return p.group }
-func (p fleetPlace) Directory() *fleet.Directory { return p.f.dir }
+func (p fleetPlace) Directory() *fleet.Directory { return p.f.at[p.node] }
 
 // fleetSetup draws a fleet of groups groups of size voters each (knobs
 // groups, group_voters and what every flow scenario draws) and builds it:
@@ -74,7 +80,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 		cfg.AntiEntropy = 2 * time.Second // as flowSetup, for the convergence bound
 	}
 	run.Knob("anti_entropy_every", cfg.AntiEntropy)
-	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, calm: calm}
+	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, at: map[dial.NodeID]*fleet.Directory{}, calm: calm}
 	all := names(total)
 	entries := make([]fleet.Group, groups)
 	for g := range groups {
@@ -93,7 +99,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	f.dir = dir
 	keys := drawKeys(run) // one set for every group: their nodes talk to each other
 	for g := range groups {
-		c := newGroupCluster(run, f.nw, all[g*size:(g+1)*size], size, disk, fleetPlace{f, g})
+		c := newGroupCluster(run, f.nw, all[g*size:(g+1)*size], size, disk, func(id dial.NodeID) flow.Fleet { return fleetPlace{f, g, id} })
 		if keys != nil {
 			c.seal(*keys)
 		}
@@ -108,9 +114,26 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 			f.nodes = append(f.nodes, n)
 		}
 	}
+	// Half the runs install the directory everywhere before the first
+	// event; the others at each node up to lag after the start.
+	r := k.Stream("knobs/directory")
+	lag := time.Duration(0)
+	if r.IntN(2) == 0 {
+		lag = sim.Between(r, 100*time.Millisecond, 3*time.Second)
+	}
+	run.Knob("directory_lag", lag)
+	for _, n := range f.nodes {
+		id := n.ID()
+		if lag == 0 {
+			f.at[id] = f.dir
+			continue
+		}
+		k.At(sim.Between(r, 0, lag), sim.EvFault, xxhash.Sum64String("directory "+n.Name()), func() { f.at[id] = f.dir })
+	}
 	hot, cold2 := fleetFlowIDs(groups, cold)
 	return f, hot, cold2
 }
+
 
 // fleetFlowIDs are the fleet's flows: two hot ones held by each group,
 // and cold ones wherever the table puts them.

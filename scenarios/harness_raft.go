@@ -42,9 +42,9 @@ type raftCluster struct {
 	live  map[string]*consensus.Node
 	cfg   consensus.Config
 
-	// fleet places the cluster's raft group in a fleet of several
+	// place places each node's raft group in a fleet of several
 	// (harness_fleet.go); nil: the cluster is the whole fleet.
-	fleet flow.Fleet
+	place func(dial.NodeID) flow.Fleet
 	// With flowCfg set, every node also runs a flow store (core/node).
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
@@ -173,16 +173,16 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 }
 
 // newGroupCluster is newRaftCluster on the network nw, which other raft
-// groups of a fleet may share: fleet places the group in the fleet (nil:
-// the cluster is the whole fleet). The run's supervisor and panic hook
-// are installed by the first cluster of a run only.
-func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int, disk sim.DiskConfig, fleet flow.Fleet) *raftCluster {
+// groups of a fleet may share: place gives each node its place in the
+// fleet (nil: the cluster is the whole fleet). The run's supervisor and
+// panic hook are installed by the first cluster of a run only.
+func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int, disk sim.DiskConfig, place func(dial.NodeID) flow.Fleet) *raftCluster {
 	k := run.Kernel
 	c := &raftCluster{
 		run:            run,
 		k:              k,
 		nw:             nw,
-		fleet:          fleet,
+		place:          place,
 		byID:           map[dial.NodeID]*sim.Machine{},
 		live:           map[string]*consensus.Node{},
 		flows:          map[string]*flow.Store{},
@@ -233,7 +233,10 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 			}
 			if c.flowCfg != nil {
 				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg, ProxyOnce: c.proxyCfg}
-				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk, Fleet: c.fleet}
+				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk}
+				if c.place != nil {
+					nenv.Fleet = c.place(dial.IDFromName(name))
+				}
 				if c.keys != nil {
 					ncfg.Transport = transport.Config{Keys: *c.keys, Bugs: b}
 					nenv.Admitted = c.admit

@@ -160,6 +160,11 @@ func (h *flowHarness) flowCall(client int, n *sim.Machine, req flow.Request, in 
 		if w := (taken - called) + (now - h.k.EventAt()); w > 0 { // called is the op's Call
 			h.waited[op] = w
 		}
+		if !forwarded && errors.Is(err, flow.ErrTimeout) && !errors.Is(err, errClientDeadline) {
+			// The call sent no request, so nothing could answer it late:
+			// the store sat on a refusal it could have given at once.
+			h.run.Fail("bridge", "client %d's call on %s at %v sent no request and waited out its deadline", client, f, called)
+		}
 		if err == nil || errors.Is(err, flow.ErrNotInteger) {
 			// Served: where and when it was applied, by the record.
 			if !forwarded {

@@ -107,9 +107,9 @@ func New(epoch uint64, groups []Group) (*Directory, error) {
 	return d, nil
 }
 
-// setGroups checks and copies groups into d: every voter named, no node
-// in two groups or twice in one, a membership index with every non-empty
-// voter list.
+// setGroups checks and copies groups into d: at least one voter in each
+// group, every voter named, no node in two groups or twice in one, a
+// membership index with each group.
 func (d *Directory) setGroups(groups []Group) error {
 	seen := map[dial.NodeID]int{}
 	d.groups = make([]Group, len(groups))
@@ -118,7 +118,12 @@ func (d *Directory) setGroups(groups []Group) error {
 		if len(gr.Voters) > MaxVoters {
 			return fmt.Errorf("%w: group %d has %d voters (at most %d)", ErrInvalid, g, len(gr.Voters), MaxVoters)
 		}
-		if len(gr.Voters) > 0 && gr.MIdx == 0 {
+		if len(gr.Voters) == 0 {
+			// A group with no voters could hold partitions nobody serves:
+			// every group the directory names has at least one.
+			return fmt.Errorf("%w: group %d has no voters", ErrInvalid, g)
+		}
+		if gr.MIdx == 0 {
 			return fmt.Errorf("%w: group %d names voters at membership index 0", ErrInvalid, g)
 		}
 		ids := make([]dial.NodeID, len(gr.Voters))
@@ -180,25 +185,21 @@ type Route struct {
 	// request is routed with.
 	Group int
 	Epoch uint64
-	// Owner is the key's owner among the group's voters at MIdx; OK is
-	// false when none can be named (the group has no voters listed).
+	// Owner is the key's owner among the group's voters at MIdx (every
+	// group has one), and Addr where it serves HTTP.
 	Owner dial.NodeID
 	Addr  string
 	MIdx  uint64
-	OK    bool
 }
 
 // Resolve routes key: its partition's group and epoch, and its owner in
 // that group.
 func (d *Directory) Resolve(key string) Route {
 	a := d.held[partition.Of(key)]
-	r := Route{Group: a.group, Epoch: a.epoch, MIdx: d.groups[a.group].MIdx}
-	id, ok := d.rings[a.group].Owner(ring.ClassOf(key), key)
-	if !ok {
-		return r
-	}
-	r.Owner, r.OK = id, true
-	for _, m := range d.groups[a.group].Voters {
+	gr := d.groups[a.group]
+	id, _ := d.rings[a.group].Owner(ring.ClassOf(key), key) // a group has voters
+	r := Route{Group: a.group, Epoch: a.epoch, MIdx: gr.MIdx, Owner: id}
+	for _, m := range gr.Voters {
 		if m.ID == id {
 			r.Addr = m.HTTP
 		}

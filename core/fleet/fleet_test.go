@@ -52,6 +52,11 @@ func TestNewRefusesWhatTheTableCannotDescribe(t *testing.T) {
 			gs[0].Voters[1].ID = 0
 			return gs
 		}(), "voter 1 has no id"},
+		{"a group without voters", 1, func() []Group {
+			gs := groupsOf(2)
+			gs[1] = Group{MIdx: 3}
+			return gs
+		}(), "group 1 has no voters"},
 		{"voters at index 0", 1, func() []Group {
 			gs := groupsOf(2)
 			gs[1].MIdx = 0
@@ -85,7 +90,6 @@ func TestResolveFollowsTheTable(t *testing.T) {
 			require.Equal(t, int(xxhash.Sum64String(key)%uint64(g)), r.Group, key)
 			require.Equal(t, uint64(3), r.Epoch)
 			require.Equal(t, uint64(10+r.Group), r.MIdx)
-			require.True(t, r.OK)
 			voters := groupsOf(g)[r.Group].Voters
 			ids := make([]dial.NodeID, len(voters))
 			for j, m := range voters {
@@ -96,21 +100,6 @@ func TestResolveFollowsTheTable(t *testing.T) {
 			require.Contains(t, r.Addr, ":8080")
 			require.True(t, d.Holds(r.Group, key))
 			require.NoError(t, d.Admit(r.Group, key, r.Epoch))
-		}
-	}
-}
-
-func TestResolveWithoutVotersNamesNoOwner(t *testing.T) {
-	gs := groupsOf(2)
-	gs[1] = Group{}
-	d, err := New(1, gs)
-	require.NoError(t, err)
-	for i := range 200 {
-		key := fmt.Sprintf("k%d", i)
-		r := d.Resolve(key)
-		require.Equal(t, r.Group == 0, r.OK, key)
-		if !r.OK {
-			require.Zero(t, r.Owner)
 		}
 	}
 }

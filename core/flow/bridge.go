@@ -65,33 +65,28 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 // partition, by the directory dir, with the epoch and the group's
 // membership index it was routed by: one hop, and the owner's checks
 // (admit, then its own m_idx fence) refuse it if either has moved. No
-// directory, or a group with no voters in it, is a refusal.
+// directory is a refusal.
 func (s *Store) callElsewhere(c *call, dir *fleet.Directory, req Request) {
 	if dir == nil {
 		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: no group directory yet", ErrNoOwner)))
 		return
 	}
 	r := dir.Resolve(req.Flow)
-	if !r.OK {
-		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: group %d lists no voters at directory epoch %d", ErrNoOwner, r.Group, dir.Epoch())))
-		return
-	}
 	s.sendFailed(c, s.call(c, r.Owner, msg{Kind: FrameGroupOp, M: r.MIdx, Epoch: r.Epoch, Req: &req}))
 }
 
-// call sends m, a request, to the owner to as c's RPC. If it cannot be
-// sent, c waits for no answer and the error is returned.
+// call sends m, a request, to the owner to as c's RPC: c waits for its
+// answer only if it went (no answer can come before Send returns: it
+// comes on the loop, later). The send's error is returned.
 func (s *Store) call(c *call, to dial.NodeID, m msg) error {
 	s.nextID++
-	c.id, c.to = s.nextID, to
-	s.calls[c.id] = c
-	m.ID, m.Session = c.id, s.session
-	err := s.send(to, m)
-	if err != nil {
-		delete(s.calls, c.id)
-		c.id = 0
+	m.ID, m.Session = s.nextID, s.session
+	if err := s.send(to, m); err != nil {
+		return err
 	}
-	return err
+	c.id, c.to = m.ID, to
+	s.calls[c.id] = c
+	return nil
 }
 
 // sendFailed settles c unavailable if its request could not be sent

@@ -273,13 +273,17 @@ func (s *Store) holds(flow string) error {
 
 // admit is the receiver's check of a request another group routed here
 // with epoch (fleet.Directory.Admit).
+//
+// A node in no fleet has no directory either: another group's request
+// is refused there too, and a node with no directory yet cannot vouch
+// for any route.
 func (s *Store) admit(flow string, epoch uint64) error {
-	if s.env.Fleet == nil {
-		return fmt.Errorf("%w: this node is in no fleet", fleet.ErrElsewhere)
+	var d *fleet.Directory
+	if s.env.Fleet != nil {
+		d = s.env.Fleet.Directory()
 	}
-	d := s.env.Fleet.Directory()
 	if d == nil {
-		return fmt.Errorf("%w: no group directory yet", fleet.ErrAhead)
+		return fmt.Errorf("%w: no group directory here", fleet.ErrAhead)
 	}
 	return d.Admit(s.env.Fleet.Group(), flow, epoch)
 }
