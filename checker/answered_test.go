@@ -13,7 +13,9 @@ func TestAnswered(t *testing.T) {
 	name := func(id dial.NodeID) string { return map[dial.NodeID]string{1: "n1", 2: "n2", 3: "n3"}[id] }
 	ms := time.Millisecond
 	// n2 was down from 5s to 6s.
-	down := func(id dial.NodeID, from, to time.Duration) bool { return id == 2 && from <= 6*time.Second && to >= 5*time.Second }
+	down := func(id dial.NodeID, from, to time.Duration) bool {
+		return id == 2 && from <= 6*time.Second && to >= 5*time.Second
+	}
 	asks := []Ask{
 		{From: 1, To: 2, Session: 7, ID: 1, Sent: 100 * ms, Taken: 110 * ms},   // answered at once
 		{From: 1, To: 2, Session: 7, ID: 2, Sent: 200 * ms, Taken: 210 * ms},   // answered at the bound

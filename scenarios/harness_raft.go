@@ -45,6 +45,9 @@ type raftCluster struct {
 	// place places each node's raft group in a fleet of several
 	// (harness_fleet.go); nil: the cluster is the whole fleet.
 	place func(dial.NodeID) flow.Fleet
+	// onNewMembership, if set, is told of each membership the first time
+	// any node applies it (a fleet publishes it to its directory).
+	onNewMembership func(consensus.Membership)
 	// With flowCfg set, every node also runs a flow store (core/node).
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
@@ -291,6 +294,9 @@ func (c *raftCluster) recordMembership(ms consensus.Membership) {
 		voters[i] = m.ID
 	}
 	c.memberships = append(c.memberships, checker.MembershipChange{Index: ms.Index, Voters: voters, At: c.k.Now()})
+	if c.onNewMembership != nil {
+		c.onNewMembership(ms)
+	}
 }
 
 // node returns the consensus node running on machine n, if it is up.

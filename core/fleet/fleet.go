@@ -43,7 +43,7 @@ import (
 // Member is a group's voter as the directory names it.
 type Member struct {
 	ID   dial.NodeID
-	HTTP string // where it serves HTTP; may be empty
+	HTTP string // where it serves HTTP (for routing whole requests); may be empty
 }
 
 // Group is one raft group as the directory knows it: its voters at its
@@ -155,18 +155,6 @@ func (d *Directory) Group(g int) Group {
 	return Group{MIdx: gr.MIdx, Voters: append([]Member(nil), gr.Voters...)}
 }
 
-// GroupOfNode is the group whose voter id is, if any.
-func (d *Directory) GroupOfNode(id dial.NodeID) (int, bool) {
-	for g, gr := range d.groups {
-		for _, m := range gr.Voters {
-			if m.ID == id {
-				return g, true
-			}
-		}
-	}
-	return 0, false
-}
-
 // Holder is the group that holds partition p, and the epoch it was
 // assigned at.
 func (d *Directory) Holder(p partition.Partition) (group int, epoch uint64) {
@@ -186,9 +174,8 @@ type Route struct {
 	Group int
 	Epoch uint64
 	// Owner is the key's owner among the group's voters at MIdx (every
-	// group has one), and Addr where it serves HTTP.
+	// group has one).
 	Owner dial.NodeID
-	Addr  string
 	MIdx  uint64
 }
 
@@ -196,15 +183,8 @@ type Route struct {
 // that group.
 func (d *Directory) Resolve(key string) Route {
 	a := d.held[partition.Of(key)]
-	gr := d.groups[a.group]
 	id, _ := d.rings[a.group].Owner(ring.ClassOf(key), key) // a group has voters
-	r := Route{Group: a.group, Epoch: a.epoch, MIdx: gr.MIdx, Owner: id}
-	for _, m := range gr.Voters {
-		if m.ID == id {
-			r.Addr = m.HTTP
-		}
-	}
-	return r
+	return Route{Group: a.group, Epoch: a.epoch, MIdx: d.groups[a.group].MIdx, Owner: id}
 }
 
 // Admit is the receiver's check of a request for key that a caller
@@ -225,7 +205,7 @@ func (d *Directory) Admit(group int, key string, epoch uint64) error {
 }
 
 // WithGroup returns the directory at the next epoch with group g's
-// entry replaced: a group published a new committed membership. No
+// entry replaced: a group published a newer committed membership. No
 // partition is reassigned, so no partition's epoch moves: requests in
 // flight stay admissible, and the owner's m_idx fence refuses any that
 // routed by the old voters.
@@ -233,8 +213,9 @@ func (d *Directory) WithGroup(g int, gr Group) (*Directory, error) {
 	if g < 0 || g >= len(d.groups) {
 		return nil, fmt.Errorf("%w: no group %d in a fleet of %d", ErrInvalid, g, len(d.groups))
 	}
-	if gr.MIdx < d.groups[g].MIdx {
-		return nil, fmt.Errorf("%w: group %d's membership index goes back from %d to %d", ErrInvalid, g, d.groups[g].MIdx, gr.MIdx)
+	if gr.MIdx <= d.groups[g].MIdx {
+		// A group publishes a membership it committed after the last one.
+		return nil, fmt.Errorf("%w: group %d's membership index does not advance (%d, then %d)", ErrInvalid, g, d.groups[g].MIdx, gr.MIdx)
 	}
 	groups := make([]Group, len(d.groups))
 	copy(groups, d.groups)
