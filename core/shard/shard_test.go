@@ -456,3 +456,32 @@ func TestNoExpiryClampBugLetsTheClockGoBack(t *testing.T) {
 	r.clk.Set(r.clk.Now().Add(-time.Hour))
 	require.Equal(t, before-3_600_000, r.s.NowMs())
 }
+
+// Every bound must be positive (a zero takes its default); Open refuses a
+// configuration that breaks one, naming it, and opens nothing.
+func TestOpenRefusesABoundThatIsNotPositive(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"max flows":       {MaxFlows: -1},
+		"sync every":      {SyncEvery: -time.Millisecond},
+		"commit delay":    {CommitDelay: -time.Millisecond},
+		"max pending":     {MaxPending: -1},
+		"max batch":       {MaxBatch: -1},
+		"max batch bytes": {MaxBatchBytes: -1},
+		"purge every":     {PurgeEvery: -time.Second},
+		"grace":           {GraceMs: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorContains(t, cfg.Validate(), "every bound must be positive")
+			mem := NewMemory()
+			s, err := Open[val](cfg, Env{Clock: clock.NewManual(time.UnixMilli(1_000_000)), Backend: mem}, codec{})
+			require.ErrorContains(t, err, "every bound must be positive")
+			require.Nil(t, s)
+		})
+	}
+	// The least legal values open.
+	cfg := Config{MaxFlows: 1, SyncEvery: 1, CommitDelay: 0, MaxPending: 1, MaxBatch: 1, MaxBatchBytes: 1, PurgeEvery: 1, GraceMs: 0}
+	require.NoError(t, cfg.Validate())
+	s, err := Open[val](cfg, Env{Clock: clock.NewManual(time.UnixMilli(1_000_000)), Backend: NewMemory()}, codec{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+}
