@@ -374,18 +374,5 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 // report is flowHarness.report for the fleet: the one history's counts,
 // every group's stores.
 func (f *fleetHarness) report() {
-	ok, refused, unknown := f.groups[0].flowHist.Count()
-	var served, shed, adoptions uint64
-	for _, h := range f.groups {
-		for _, name := range slices.Sorted(maps.Keys(h.flows)) {
-			s := h.flows[name]
-			served += s.Served
-			shed += s.Shed
-			adoptions += s.Adoptions
-		}
-	}
-	f.run.Logf("flow: ops ok=%d refused=%d unknown=%d; served=%d shed=%d adoptions=%d accepted-loss=%d",
-		ok, refused, unknown, served, shed, adoptions, len(f.groups[0].cuts))
-	f.run.Did("flow-ops-ok", ok)
-	f.run.Did("calls-shed", int(shed))
+	flowSummary(f.run, f.groups[0].flowHist, len(f.groups[0].cuts), f.groups...)
 }

@@ -507,17 +507,27 @@ func (h *flowHarness) checkFlowsServed(members []*sim.Machine, hot []string, set
 	})
 }
 
-func (h *flowHarness) report() {
-	ok, refused, unknown := h.flowHist.Count()
+// flowSummary logs the flow line of a run whose clients wrote hist, on
+// the stores of hs, with cuts accepted losses, and counts its work.
+func flowSummary(run *Run, hist *linearizability.History, cuts int, hs ...*flowHarness) {
+	ok, refused, unknown := hist.Count()
 	var served, shed, adoptions uint64
-	for _, name := range slices.Sorted(maps.Keys(h.flows)) {
-		s := h.flows[name]
-		served += s.Served
-		shed += s.Shed
-		adoptions += s.Adoptions
+	for _, h := range hs {
+		for _, name := range slices.Sorted(maps.Keys(h.flows)) {
+			s := h.flows[name]
+			served += s.Served
+			shed += s.Shed
+			adoptions += s.Adoptions
+		}
 	}
-	h.run.Logf("flow: ops ok=%d refused=%d unknown=%d; served=%d shed=%d adoptions=%d accepted-loss=%d",
-		ok, refused, unknown, served, shed, adoptions, len(h.cuts))
+	run.Logf("flow: ops ok=%d refused=%d unknown=%d; served=%d shed=%d adoptions=%d accepted-loss=%d",
+		ok, refused, unknown, served, shed, adoptions, cuts)
+	run.Did("flow-ops-ok", ok)
+	run.Did("calls-shed", int(shed))
+}
+
+func (h *flowHarness) report() {
+	flowSummary(h.run, h.flowHist, len(h.cuts), h)
 	for _, c := range h.cuts {
 		h.k.Logf("accepted loss: flow %s at %v: %s", c.Flow, c.At, c.Reason)
 	}
@@ -540,8 +550,6 @@ func (h *flowHarness) report() {
 		}
 		h.k.Logf("served %s: %s", f, strings.Join(runs, " "))
 	}
-	h.run.Did("flow-ops-ok", ok)
-	h.run.Did("calls-shed", int(shed))
 }
 
 // flowSetup draws what every flow scenario draws and builds the cluster.
