@@ -276,8 +276,8 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 		c.nodes = append(c.nodes, n)
 		c.byID[n.ID()] = n
 	}
-	if disk.SyncFailProb > 0 && !run.noAimedIO {
-		aimIOErrors(run, c.nodes, disk.FaultsUntil)
+	if disk.SyncFailProb > 0 && !run.noAimedIO && place == nil {
+		aimIOErrors(run, c.nodes, disk.FaultsUntil) // a fleet aims at all its nodes at once (fleetSetup)
 	}
 	return c
 }
