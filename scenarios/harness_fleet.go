@@ -94,16 +94,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	netCfg, disk, _ := clusterKnobs(run, total, calm)
 	run.Knob("groups", groups)
 	run.Knob("grow_group", grow)
-	cold := 5 + k.Stream("knobs/flows").IntN(40)
-	perNode := 1 + k.Stream("knobs/clients").IntN(3)
-	run.Knob("cold_flows", cold)
-	run.Knob("clients_per_node", perNode)
-	run.Knob("calm_at", calm)
-	cfg.Bugs = run.Bugs()
-	if cfg.AntiEntropy == 0 {
-		cfg.AntiEntropy = 2 * time.Second // as flowSetup, for the convergence bound
-	}
-	run.Knob("anti_entropy_every", cfg.AntiEntropy)
+	cold, perNode := drawFlowKnobs(run, calm, &cfg)
 	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, at: map[dial.NodeID]*fleet.Directory{},
 		calm: calm, grow: grow, publishes: k.Stream("fleet/publish")}
 	all := names(total)

@@ -552,13 +552,14 @@ func (h *flowHarness) report() {
 	}
 }
 
-// flowSetup draws what every flow scenario draws and builds the cluster.
-func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []string, []string, time.Duration) {
+// drawFlowKnobs draws what every flow workload draws, in this order (the
+// knob lines are part of the trace): how many cold flows, how many
+// clients per node, and the anti-entropy interval, into cfg with the
+// run's planted bugs.
+func drawFlowKnobs(run *Run, calm time.Duration, cfg *flow.Config) (cold, perNode int) {
 	k := run.Kernel
-	calm := run.Duration * 55 / 100
-	netCfg, disk, _ := clusterKnobs(run, voters, calm)
-	cold := 5 + k.Stream("knobs/flows").IntN(40)
-	perNode := 1 + k.Stream("knobs/clients").IntN(3)
+	cold = 5 + k.Stream("knobs/flows").IntN(40)
+	perNode = 1 + k.Stream("knobs/clients").IntN(3)
 	run.Knob("cold_flows", cold)
 	run.Knob("clients_per_node", perNode)
 	run.Knob("calm_at", calm)
@@ -570,6 +571,14 @@ func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []st
 		cfg.AntiEntropy = 2 * time.Second
 	}
 	run.Knob("anti_entropy_every", cfg.AntiEntropy)
+	return cold, perNode
+}
+
+// flowSetup draws what every flow scenario draws and builds the cluster.
+func flowSetup(run *Run, voters, extra int, cfg flow.Config) (*flowHarness, []string, []string, time.Duration) {
+	calm := run.Duration * 55 / 100
+	netCfg, disk, _ := clusterKnobs(run, voters, calm)
+	cold, perNode := drawFlowKnobs(run, calm, &cfg)
 	c := newRaftCluster(run, names(voters+extra), voters, netCfg, disk)
 	h := startFlowCluster(c, cfg)
 	h.calm, h.perNode = calm, perNode
