@@ -5,7 +5,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -91,19 +90,15 @@ type FlowCut struct {
 func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord) []FlowCut {
 	ms = append([]MembershipChange(nil), ms...)
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Index < ms[j].Index })
-	rings := make([]ring.Ring, len(ms))
-	for i, m := range ms {
-		rings[i] = ring.New(m.Voters)
-	}
+	// own is the flow being walked's owner under each of ms (Placement,
+	// never package ring: see placement.go).
+	own := make([]dial.NodeID, len(ms))
 	// epoch is the position in ms of the latest membership in force at t
-	// under which node owns flow, or -1.
-	epoch := func(flow string, node dial.NodeID, t time.Duration) int {
+	// under which node owns the flow, or -1.
+	epoch := func(node dial.NodeID, t time.Duration) int {
 		best := -1
 		for i, m := range ms {
-			if m.At > t {
-				continue
-			}
-			if id, ok := rings[i].Owner(ring.ClassOf(flow), flow); ok && id == node {
+			if m.At <= t && own[i] == node {
 				best = i
 			}
 		}
@@ -121,12 +116,15 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 	var cuts []FlowCut
 	for _, f := range flows {
 		ss := byFlow[f]
+		for i, m := range ms {
+			own[i] = ownerOf(m.Voters, f)
+		}
 		sort.SliceStable(ss, func(i, j int) bool { return ss[i].At < ss[j].At })
 		// top is the latest membership (position in ms) under which the
 		// flow has been served so far: a handoff is forgiven only as
 		// ownership first reaches a membership, never on a later return
 		// from a deposed owner to the new one.
-		top := epoch(f, ss[0].Node, ss[0].At)
+		top := epoch(ss[0].Node, ss[0].At)
 		for i := 1; i < len(ss); i++ {
 			a, b := ss[i-1], ss[i]
 			if a.Node == b.Node {
@@ -139,7 +137,7 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 				}
 				continue
 			}
-			ea, eb := epoch(f, a.Node, a.At), epoch(f, b.Node, b.At)
+			ea, eb := epoch(a.Node, a.At), epoch(b.Node, b.At)
 			fresh := eb > top
 			top = max(top, eb)
 			crashed, crashAt := faults.Crashed(a.Node, a.At, b.At)
@@ -158,7 +156,7 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 				reason = fmt.Sprintf("%s and %s were cut off from each other", pa, pb)
 			} else if faults.HandoverLost(f, a.Node, b.Node, a.At, b.At) {
 				reason = fmt.Sprintf("a handover frame between %s and %s was lost", pa, pb)
-			} else if !asked(rings, eb, f, a.Node) {
+			} else if !asked(ms, eb, f, a.Node) {
 				reason = fmt.Sprintf("%s's adoption does not ask %s", pb, pa)
 			}
 			if reason != "" {
@@ -169,14 +167,14 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 	return cuts
 }
 
-// asked reports whether an adoption under membership rings[i] asks node:
+// asked reports whether an adoption under membership ms[i] asks node:
 // it asks the placements under that membership and the one before.
-func asked(rings []ring.Ring, i int, flow string, node dial.NodeID) bool {
+func asked(ms []MembershipChange, i int, flow string, node dial.NodeID) bool {
 	for _, j := range []int{i - 1, i} {
 		if j < 0 {
 			continue
 		}
-		for _, id := range rings[j].Placement(ring.ClassOf(flow), flow).Nodes() {
+		for _, id := range Placement(ms[j].Voters, classOf(flow), flow) {
 			if id == node {
 				return true
 			}

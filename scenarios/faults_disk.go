@@ -53,7 +53,8 @@ func diskKnob(d sim.DiskConfig) string {
 // writes or fsyncs ahead on each node (sim.Disk.FailAfter): one to four
 // per node, 1 to 48 operations ahead, so that they land on whatever the
 // node writes then, a boot's or a compaction's writes as often as the
-// steady stream of a shard's commits. Rates alone (drawDisk) almost only
+// steady stream of a shard's commits, and in a third of runs one node's
+// first boot. Rates alone (drawDisk) almost only
 // ever hit the steady stream. Drawn from their own stream, in runs that
 // draw I/O errors at all. Each is a fault of the schedule (Run.Inject),
 // so a shrink can leave it out.
@@ -71,6 +72,20 @@ func aimIOErrors(run *Run, nodes []*sim.Machine, until time.Duration) {
 				})
 			})
 		}
+	}
+	// A node's first boot writes what it never writes again: its
+	// journal's files, a founder's bootstrap snapshot, its boot counter.
+	// The aims above come after every node has booted, so in a third of
+	// the runs one node's disk fails one of its first six writes or
+	// fsyncs, armed before the run starts. Its own stream: the draws
+	// above are the same with or without it.
+	rb := k.Stream("knobs/io-boot")
+	if rb.IntN(3) == 0 {
+		n, ops := nodes[rb.IntN(len(nodes))], 1+rb.IntN(6)
+		aimed++
+		run.Inject(run.Fault(), fmt.Sprintf("I/O error at %s's %d-th write or fsync from its first boot", n.Name(), ops), func() {
+			n.Disk().FailAfter(ops)
+		})
 	}
 	run.Knob("io_aimed", aimed)
 }

@@ -349,6 +349,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		cuts = append(cuts, checker.FlowCuts(h.services, h.memberships, faultRecord{h})...)
 		h.cuts = nil
 		h.checkD17()
+		h.checkPlacement()
 		h.checkAnswered()
 		h.checkConvergence(f.members(h))
 	}

@@ -24,7 +24,7 @@ import (
 // flowCheckers are what finishFlows judges a flow cluster by, besides its
 // consensus checkers: every flow's history (flow-linearizability), the
 // isolated-owner rule (d17), the bridge's promises, replica convergence.
-var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "bridge", "replica-convergence", "request-answered")
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "bridge", "replica-convergence", "request-answered")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -64,6 +64,7 @@ type flowHarness struct {
 	opFrames map[*byte]opFrame
 	applied  map[int]checker.FlowService
 	services []checker.FlowService
+	pushes   []checker.Push // every push an owner of this group sent, by the record
 	// contacts are the raft frames the network delivered, for the D-17
 	// checker.
 	contacts []checker.Contact
@@ -147,6 +148,10 @@ func (h *flowHarness) watch(s netsim.Sending) {
 	h.recordAnswers(s, &lazy, taken)
 	switch s.Fate {
 	case netsim.Sent:
+		if info, ok := lazy.info(flow.FramePush); ok && h.byID[s.From] != nil {
+			h.pushes = append(h.pushes, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At})
+			return
+		}
 		if info, ok := lazy.info(flow.FrameAdopt); ok {
 			if key := (adoptionKey{s.From, h.byID[s.From].Incarnation(), info.Flow, info.ID}); h.firstAsk[key] == 0 {
 				h.firstAsk[key] = s.At
@@ -419,6 +424,15 @@ func (h *flowHarness) checkD17() {
 	checker.D17(h.run, h.services, h.contacts, h.memberships, window, func(id dial.NodeID) string { return h.byID[id].Name() })
 }
 
+// checkPlacement holds every service to the flow's owners, and every
+// push to its successors, under the record's memberships, placed by the
+// checkers' own rendezvous hashing.
+func (h *flowHarness) checkPlacement() {
+	name := func(id dial.NodeID) string { return h.byID[id].Name() }
+	checker.OwnerPlacement(h.run, h.services, h.memberships, name)
+	checker.ReplicaPlacement(h.run, h.pushes, h.memberships, name)
+}
+
 // checkFlowLinearizable runs porcupine over every flow, split at the
 // instants the simulator's record shows loss was possible.
 func (h *flowHarness) checkFlowLinearizable() {
@@ -590,6 +604,7 @@ func (h *flowHarness) finishFlows(members []*sim.Machine, chaos *Chaos) {
 	h.finish(chaos)
 	h.checkFlowLinearizable()
 	h.checkD17()
+	h.checkPlacement()
 	h.checkBridge()
 	h.checkAnswered()
 	h.checkConvergence(members)

@@ -27,7 +27,7 @@ import (
 // lease calls (lease-answer) and at finish (kv-linearizability,
 // lease-safety, votes, and liveness: every client call resolved).
 var clusterCheckers = []string{"replica-agreement", "promotion", "lease-stream", "lease-answer",
-	"kv-linearizability", "lease-safety", "lease-lapse", "votes", "liveness"}
+	"kv-linearizability", "lease-safety", "lease-lapse", "votes", "liveness", "call-deadline"}
 
 // raftCluster is the harness the consensus scenarios share: machines, the
 // consensus node running on each, client workloads that record histories,
@@ -78,6 +78,9 @@ type raftCluster struct {
 
 	// clientDeadline bounds how long a client waits for any answer.
 	clientDeadline time.Duration
+	// unanswered are the KV calls whose node gave no answer, not even
+	// ErrTimeout, by the client's deadline (call-deadline judges them).
+	unanswered []unanswered
 	// faults describes the faults a scenario injected on its own (not
 	// through Chaos), for the run's report.
 	faults string
@@ -477,8 +480,11 @@ func (c *raftCluster) checkLinearizable() {
 }
 
 // checkLiveness runs after the calm phase has lasted settle: some node
-// must lead with a quorum's acknowledgement, and a write through every
-// node must be applied.
+// must lead with a quorum's acknowledgement, and through every node a
+// write must be applied and then read back by a linearizable read. A
+// healed cluster answers both kinds of call: with writes alone probed, a
+// node whose reads never finished passed (every read timed out, an
+// unknown outcome the history forgives).
 func (c *raftCluster) checkLiveness(members []*sim.Machine, settle time.Duration, done func()) {
 	c.k.After(settle, sim.EvCheck, xxhash.Sum64String("liveness"), func() {
 		leaders := 0
@@ -491,9 +497,31 @@ func (c *raftCluster) checkLiveness(members []*sim.Machine, settle time.Duration
 			c.run.Fail("liveness", "%d nodes lead with a quorum %v after the faults healed", leaders, settle)
 		}
 		// A probe write through every node, retried every 100ms (a node
-		// may still be learning who leads), must be applied within 3s.
+		// may still be learning who leads), must be applied within 3s,
+		// and read back through the same node.
 		pending := map[string]error{}
 		deadline := c.k.Now() + 3*time.Second
+		// readBack reads the probe's key through n: found, as written. A
+		// failed read leaves the node pending; the next probe round
+		// writes and reads again.
+		readBack := func(n *sim.Machine) {
+			name := n.Name()
+			c.call(n, func(cn *consensus.Node) {
+				cn.Read("probe/"+name, func(e kv.Entry, found bool, err error) {
+					if _, waiting := pending[name]; !waiting {
+						return
+					}
+					switch {
+					case err != nil:
+						pending[name] = fmt.Errorf("read back: %w", err)
+					case !found || string(e.Value) != "ok":
+						pending[name] = fmt.Errorf("read back: found=%v value=%q after the write was applied", found, e.Value)
+					default:
+						delete(pending, name)
+					}
+				})
+			})
+		}
 		var probe func(n *sim.Machine)
 		probe = func(n *sim.Machine) {
 			name := n.Name()
@@ -506,7 +534,7 @@ func (c *raftCluster) checkLiveness(members []*sim.Machine, settle time.Duration
 						return // an earlier attempt's late answer; one success is enough
 					}
 					if err == nil && res.Err == nil {
-						delete(pending, name)
+						readBack(n)
 						return
 					}
 					if err == nil {
@@ -524,7 +552,7 @@ func (c *raftCluster) checkLiveness(members []*sim.Machine, settle time.Duration
 		c.k.At(deadline, sim.EvCheck, xxhash.Sum64String("probe"), func() {
 			for _, n := range members {
 				if err, ok := pending[n.Name()]; ok {
-					c.run.Fail("liveness", "no write through %s was applied within 3s of a healed, settled cluster (last: %v)\n%s",
+					c.run.Fail("liveness", "no write through %s was applied and read back within 3s of a healed, settled cluster (last: %v)\n%s",
 						n.Name(), err, c.statusLines())
 				}
 			}
@@ -576,6 +604,38 @@ func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
 
 func (r crashRecord) Name(id dial.NodeID) string { return r.c.byID[id].Name() }
 
+// unanswered is a KV call the client gave up on: its node, and when the
+// call was made and given up.
+type unanswered struct {
+	client     int
+	key        string
+	node       *sim.Machine
+	call, gave time.Duration
+	busy       bool // the node's loop was still held up (a stall, an fsync) when the client gave up
+}
+
+// checkCallDeadline holds the node to its ProposalTimeout: a proposal or
+// read not applied by then is answered ErrTimeout, an unknown outcome,
+// so a call through a node that stayed up gets some answer within it
+// (and the clock's drift, and 100 ms for the tick the timer lands on).
+// The client waits clientDeadline; a run whose timeout the client
+// would not outwait is not judged. Without this a call left with no
+// answer at all was the client's to give up on, an unknown outcome the
+// history forgives, whatever the node had promised.
+func (c *raftCluster) checkCallDeadline() {
+	limit := c.timing.proposal + c.timing.proposal/1000 + 100*time.Millisecond
+	if limit >= c.clientDeadline {
+		return
+	}
+	for _, u := range c.unanswered {
+		if crashed, _ := u.node.CrashedDuring(u.call, u.gave); crashed || u.busy {
+			continue
+		}
+		c.run.Fail("call-deadline", "client %d's call on %s through %s at %v had no answer, not even a timeout, for %v; its ProposalTimeout is %v",
+			u.client, u.key, u.node.Name(), u.call, u.gave-u.call, c.timing.proposal)
+	}
+}
+
 // finish runs the end-of-run checkers and prints the run's figures.
 func (c *raftCluster) finish(chaos *Chaos) {
 	c.checkNow()
@@ -587,6 +647,7 @@ func (c *raftCluster) finish(chaos *Chaos) {
 			c.run.Fail("liveness", "client %d's call on %s at %v never resolved", op.Client, op.Key, op.Call)
 		}
 	}
+	c.checkCallDeadline()
 	c.checkLinearizable()
 	c.checkLeases()
 	checker.Votes(c.run, c.votes, func(id dial.NodeID) string { return c.byID[id].Name() })

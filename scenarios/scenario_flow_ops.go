@@ -15,6 +15,7 @@ func init() {
 		Bugs: []Bug{
 			{Name: "local-fallback", Window: 50, MinCaught: 30},
 			{Name: "silent-refusal", Window: 30, MinCaught: 25},
+			{Name: "modulo-owner", Window: 20, MinCaught: 18},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 10}, {"faults", 4}},
 		Checkers: flowCheckers,

@@ -484,12 +484,15 @@ func (p *proxyRun) losses() []checker.OwnerLoss {
 	var out []checker.OwnerLoss
 	for _, key := range p.keys {
 		for i, m := range p.h.memberships {
-			owner, ok := ring.New(m.Voters).Owner(ring.ClassProxy, key)
-			if !ok {
+			// Placed by the checkers' own hashing, never by package ring
+			// (checker/placement.go).
+			place := checker.Placement(m.Voters, checker.ClassProxy, key)
+			if len(place) == 0 {
 				continue
 			}
+			owner := place[0]
 			if i > 0 {
-				if prev, ok := ring.New(p.h.memberships[i-1].Voters).Owner(ring.ClassProxy, key); ok && prev != owner {
+				if prev := checker.Placement(p.h.memberships[i-1].Voters, checker.ClassProxy, key); len(prev) > 0 && prev[0] != owner {
 					out = append(out, checker.OwnerLoss{Key: key, At: m.At, Why: "ownership moved", Moved: true})
 				}
 			}

@@ -15,6 +15,7 @@ func init() {
 		Duration: 30 * time.Second,
 		Bugs: []Bug{
 			{Name: "value-guard", Window: 50, MinCaught: 25},
+			{Name: "silent-timeout", Window: 30, MinCaught: 5},
 			{Name: "release-any", Window: 50, MinCaught: 30},
 			{Name: "expire-late", Window: 50, MinCaught: 14},
 			{Name: "stopped-lease-clock", Window: 50, MinCaught: 15},

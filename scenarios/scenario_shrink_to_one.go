@@ -50,6 +50,7 @@ func init() {
 			{Name: "wait-for-removed", Window: 30, MinCaught: 20},
 			{Name: "remove-last-voter", Window: 30, MinCaught: 20},
 			{Name: "remove-leader-of-two", Window: 200, MinCaught: 10},
+			{Name: "lead-own-removal", Window: 100, MinCaught: 5},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 50}, {"removals", 1}, {"last-voter-asks", 2}},
 		Checkers: plus(flowCheckers, "served-after-removal", "last-voter"),
@@ -164,6 +165,35 @@ func runShrinkToOne(run *Run) error {
 			})
 		})
 	}
+	// A third of the runs crash the leader of the last two voters a moment
+	// after the removal is first asked for: after it appended the change,
+	// as a rule, and before it committed it. The other voter, elected
+	// once the crashed one is back, may hold the change in its log,
+	// unapplied; if the change removes it, it must hand leadership over
+	// rather than lead its own removal through (handOffPendingRemoval in
+	// core/consensus). Its own stream: the draws above are the same.
+	crashes := k.Stream("faults/aimed-crash")
+	crashLeader := crashes.IntN(3) == 0
+	run.Knob("crash_leader_at_last_removal", crashLeader)
+	aimCrash := func(before []*sim.Machine, victim *sim.Machine) {
+		k.After(sim.Between(crashes, 2*time.Millisecond, 40*time.Millisecond), sim.EvFault, xxhash.Sum64String("aim crash"), func() {
+			for _, n := range before {
+				if cn := h.node(n); cn == nil || !cn.IsLeader() {
+					continue
+				}
+				down := sim.Between(crashes, 100*time.Millisecond, 600*time.Millisecond)
+				run.Inject(run.AimedFault(), fmt.Sprintf("crash the leader %s for %v just after the removal of %s was asked for", n.Name(), down, victim.Name()), func() {
+					n.Crash()
+					k.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+						if !n.Up() && !run.retired[n.ID()] {
+							n.Start()
+						}
+					})
+				})
+				return
+			}
+		})
+	}
 	var step func()
 	// remove takes one voter out, retrying until the membership shows a
 	// voter fewer, then stops the removed node (once a member that stays
@@ -189,6 +219,9 @@ func runShrinkToOne(run *Run) error {
 			requests = append(requests, request{k.Now(), victim.ID()})
 			via := before[r.IntN(len(before))]
 			h.call(via, func(cn *consensus.Node) { cn.RemoveMember(victim.ID(), func(error) {}) })
+			if crashLeader && polls == 0 && len(before) == 2 {
+				aimCrash(before, victim)
+			}
 			if race && polls == 0 && len(before) == 2 {
 				// The race: the node being removed asks, on its view of two
 				// voters, for the survivor's removal too.

@@ -56,6 +56,7 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 	giveUp := func() {
 		if a.once() {
 			c.hist.GiveUp(opID, "client deadline", c.k.Now())
+			c.unanswered = append(c.unanswered, unanswered{client: cl.id, key: key, node: n, call: now, gave: c.k.Now(), busy: n.Local() > c.k.Now()})
 			next()
 		}
 	}

@@ -20,6 +20,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -34,6 +35,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -58,7 +60,7 @@ var scenariosFor = map[string][]string{
 	"core/proxyonce": {"proxyonce-crash", "proxyonce-race"},
 	"core/transport": {"transport-adversary"},
 	"core/routing":   {"imposter-scenarios", "one-server", "flow-ops"},
-	"core/ring":      {"flow-ops", "owner-handoff", "imposter-scenarios"},
+	"core/ring":      {"flow-ops", "owner-handoff", "imposter-scenarios", "proxyonce-race", "shrink-to-one"},
 	// The table routes only the imposter path (the ring directory), and
 	// with one group every flow is the group's: until a fleet has more,
 	// only its unit tests can tell most of its mutants apart.
@@ -259,9 +261,19 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	}
 	var simDetail string
 	for _, s := range scens {
-		cmd := bounded(bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
+		ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+		cmd := boundedContext(ctx, bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
 		cmd.Dir = c.root
 		b, _ := cmd.CombinedOutput()
+		hung := ctx.Err() != nil
+		cancel()
+		if hung {
+			// A node's loop that never returns (a livelock inside one
+			// event, which the kernel's event budget cannot see) hangs
+			// the sweep: a failure of the run, so a catch.
+			simDetail = s + " hang: no verdict within " + sweepTimeout.String()
+			break
+		}
 		if first := firstFail(string(b)); first != "" {
 			simDetail = s + " " + first
 			break
@@ -293,19 +305,32 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	return "survived", strings.Join(scens, ",") + " seeds 1.." + strconv.Itoa(c.seeds), nil
 }
 
-// A mutant's judges run bounded: the unit tests for testTimeout (a hang is
-// a failure, so a catch), and every judge's processes within memLimit of
+// A mutant's judges run bounded: the unit tests for testTimeout and each
+// scenario's sweep for sweepTimeout (a hang is a failure, so a catch: a
+// sweep of twenty seeds takes seconds to a minute here), and every
+// judge's processes within memLimit of
 // address space each, so a mutant whose queues grow without bound fails
 // its judge (the runtime runs out of memory) instead of taking the
 // machine: one dropped call in consensus grew a test binary past 17 GiB.
 const (
-	testTimeout = 3 * time.Minute
-	memLimitKiB = 8 << 20 // 8 GiB
+	testTimeout  = 3 * time.Minute
+	sweepTimeout = 5 * time.Minute
+	memLimitKiB  = 8 << 20 // 8 GiB
 )
 
 // bounded is exec.Command under ulimit -v memLimitKiB.
 func bounded(name string, args ...string) *exec.Cmd {
 	return exec.Command("sh", append([]string{"-c", `ulimit -v "$0" && exec "$@"`, strconv.Itoa(memLimitKiB), name}, args...)...)
+}
+
+// boundedContext is bounded, killed with its whole process group (simrun
+// and its worker processes) once ctx is done.
+func boundedContext(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v "$0" && exec "$@"`, strconv.Itoa(memLimitKiB), name}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
 }
 
 // firstFail finds the lowest failing seed of a sweep's output, as

@@ -105,8 +105,20 @@ type Set struct {
 	// first: it commits the change, applies it and steps down, and if the
 	// other voter missed the commit it can be elected only with the
 	// removed node's vote, which a longer log, or its being stopped,
-	// withholds for ever.
+	// withholds for ever. It switches off lead-own-removal's hand-over
+	// too, which would otherwise hand leadership over just after the
+	// append.
 	RemoveLeaderOfTwo bool
+	// SilentTimeout: a proposal or read whose ProposalTimeout passes is
+	// forgotten without an answer, where ErrTimeout was due: the caller
+	// waits out its own deadline, an unknown outcome either way.
+	SilentTimeout bool
+	// LeadOwnRemoval lets a node elected leader of two voters, with a
+	// change that removes it waiting in its log (appended by the leader
+	// before it), lead it through instead of handing leadership over: a
+	// proposal it appends meanwhile leaves its log longer than the other
+	// voter's, which then never gets its vote.
+	LeadOwnRemoval bool
 
 	// --- core/flow: the owner path, adoption and replication.
 
@@ -124,6 +136,12 @@ type Set struct {
 	// that group (core/fleet) nor refuses one as its owner, and serves it
 	// in its own group, beside the holder's copy.
 	GroupBlind bool
+	// ModuloOwner: a flow's owner is the voter its hash picks modulo the
+	// voters' count, not the top of its rendezvous placement: every node
+	// agrees on it, but a membership change moves flows between voters
+	// that stay, and the owner pushes to successors that rank after
+	// another voter.
+	ModuloOwner bool
 	// SilentRefusal: an owner that refuses a request (fenced, not the
 	// owner, isolated, not adopted...) sends no answer; proxyOnce's claim
 	// owner too. Nothing applied, so no state checker minds: the caller
@@ -278,11 +296,14 @@ var Table = []Bug{
 	{"ack-before-append", "a raft append's responses (votes, append acknowledgements) go out when it is staged, before its journal write completes", func(s *Set) *bool { return &s.AckBeforeAppend }},
 	{"tick-window", "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", func(s *Set) *bool { return &s.TickWindow }},
 	{"remove-last-voter", "a membership change that leaves no voter is proposed and applied: etcd raft panics on every member, and on every restart", func(s *Set) *bool { return &s.RemoveLastVoter }},
+	{"silent-timeout", "a proposal or read whose ProposalTimeout passes is forgotten without an answer: the caller waits out its own deadline", func(s *Set) *bool { return &s.SilentTimeout }},
+	{"lead-own-removal", "a node elected leader of two with its own removal waiting in its log leads it through instead of handing leadership over: the survivor may never elect", func(s *Set) *bool { return &s.LeadOwnRemoval }},
 	{"remove-leader-of-two", "the leader of two voters appends its own removal instead of handing leadership over first: the survivor may never elect", func(s *Set) *bool { return &s.RemoveLeaderOfTwo }},
 	{"no-fence", "the owner skips its membership-index checks", func(s *Set) *bool { return &s.NoFence }},
 	{"no-d17", "an owner serves while isolated", func(s *Set) *bool { return &s.NoD17 }},
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
+	{"modulo-owner", "a flow's owner is its hash modulo the voter count, not the top of its rendezvous placement: membership changes move flows between voters that stay", func(s *Set) *bool { return &s.ModuloOwner }},
 	{"silent-refusal", "an owner that refuses a request sends no answer: its caller times out instead of getting a 503 at once", func(s *Set) *bool { return &s.SilentRefusal }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},

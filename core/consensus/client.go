@@ -193,7 +193,9 @@ func (n *Node) wait(seq uint64, p *pendingProp) {
 	p.timer = n.env.Clock.AfterFunc(n.cfg.ProposalTimeout, func() {
 		if n.pending[seq] == p {
 			delete(n.pending, seq)
-			p.fail(timedOut(p.try))
+			if !n.cfg.Bugs.SilentTimeout {
+				p.fail(timedOut(p.try))
+			}
 		}
 	})
 }
@@ -214,7 +216,9 @@ func (n *Node) Read(key string, done func(e kv.Entry, found bool, err error)) {
 	r.timer = n.env.Clock.AfterFunc(n.cfg.ProposalTimeout, func() {
 		if n.reads[seq] == r {
 			delete(n.reads, seq)
-			done(kv.Entry{}, false, ErrTimeout)
+			if !n.cfg.Bugs.SilentTimeout {
+				done(kv.Entry{}, false, ErrTimeout)
+			}
 		}
 	})
 	// Raft drops a read index request silently when it knows no leader,
@@ -383,6 +387,30 @@ func (n *Node) confPending() bool {
 	}
 	for _, e := range ents {
 		if pb.EntryType(e.Type) == pb.EntryConfChange {
+			return true
+		}
+	}
+	return false
+}
+
+// selfRemovalPending reports whether this node's log holds, past what it
+// has applied, a change that removes it or makes it a learner.
+func (n *Node) selfRemovalPending() bool {
+	applied, last := n.rn.BasicStatus().Applied, n.j.LastIndex()
+	if applied >= last {
+		return false
+	}
+	ents, err := n.j.Entries(max(applied+1, n.j.FirstIndex()), last+1, math.MaxUint64)
+	if err != nil {
+		return false // cannot tell: no hand-over, and the change commits as it would have
+	}
+	for _, e := range ents {
+		if pb.EntryType(e.Type) != pb.EntryConfChange {
+			continue
+		}
+		var cc pb.ConfChange
+		if cc.Unmarshal(e.Data) == nil && cc.NodeID == uint64(n.id) &&
+			(cc.Type == pb.ConfChangeRemoveNode || cc.Type == pb.ConfChangeAddLearnerNode) {
 			return true
 		}
 	}

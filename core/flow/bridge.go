@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/fenceline/fenceline/core/fleet"
-	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -41,9 +40,9 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 		s.callElsewhere(c, dir, req)
 		return
 	}
-	owner, ok := s.ring.Owner(ring.ClassOf(req.Flow), req.Flow)
+	owner := s.ownerOf(s.ring, req.Flow)
 	switch {
-	case !ok:
+	case owner == 0:
 		s.settle(c, Response{}, unavailable(ErrNoOwner))
 	case owner == s.env.ID:
 		s.serve(s.mIdx, req, func(resp Response, err error) { s.settle(c, resp, err) })

@@ -95,7 +95,7 @@ func (s *Store) mayServe(flow string) error {
 		return err
 	}
 	switch {
-	case ownerOf(s.ring, flow) != s.env.ID:
+	case s.ownerOf(s.ring, flow) != s.env.ID:
 		return ErrNotOwner
 	case !s.cfg.Bugs.NoFence && s.fencedAt[flow] > s.mIdx:
 		return fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[flow])

@@ -133,7 +133,7 @@ func (s *Store) evict(flow string) {
 // dropped forgets what the store kept about a flow the shard removed,
 // unless this node serves it (its note that it did is its authority).
 func (s *Store) dropped(flow string) {
-	if s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID {
+	if s.adopted[flow] == s.mIdx && s.ownerOf(s.ring, flow) == s.env.ID {
 		return
 	}
 	delete(s.adopted, flow)

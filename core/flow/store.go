@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/ring"
@@ -169,7 +171,7 @@ func New(cfg Config, env Env) (*Store, error) {
 		// The planted bug: trust this node's disk for the flows it served
 		// at this membership, as if the crash had lost nothing.
 		for _, f := range slices.Sorted(maps.Keys(s.servedAt)) {
-			if s.servedAt[f] == s.mIdx && ownerOf(s.ring, f) == s.env.ID {
+			if s.servedAt[f] == s.mIdx && s.ownerOf(s.ring, f) == s.env.ID {
 				s.adopted[f] = s.mIdx
 			}
 		}
@@ -236,8 +238,8 @@ func (s *Store) refresh() {
 	}
 	for _, f := range sortedFlows(s.adopted) {
 		at := s.adopted[f]
-		wasOwner := old.Len() > 0 && ownerOf(old, f) == s.env.ID
-		if carry && at == oldM && wasOwner && ownerOf(s.ring, f) == s.env.ID {
+		wasOwner := old.Len() > 0 && s.ownerOf(old, f) == s.env.ID
+		if carry && at == oldM && wasOwner && s.ownerOf(s.ring, f) == s.env.ID {
 			s.adopted[f] = m
 			s.servedAt[f] = m
 		} else if !s.cfg.Bugs.StaleAdoption {
@@ -288,7 +290,16 @@ func (s *Store) admit(flow string, epoch uint64) error {
 	return d.Admit(s.env.Fleet.Group(), flow, epoch)
 }
 
-func ownerOf(r ring.Ring, flow string) dial.NodeID {
+// ownerOf is flow's owner in r: the top of its rendezvous placement; 0
+// when r has no voters.
+func (s *Store) ownerOf(r ring.Ring, flow string) dial.NodeID {
+	if s.cfg.Bugs.ModuloOwner && r.Len() > 0 {
+		// The planted bug: the voter the flow's hash picks, modulo the
+		// voters' count, in id order.
+		v := r.Voters()
+		slices.Sort(v)
+		return v[xxhash.Sum64String(flow)%uint64(len(v))]
+	}
 	id, _ := r.Owner(ring.ClassOf(flow), flow)
 	return id
 }
@@ -324,7 +335,8 @@ func (s *Store) MIdx() uint64 { return s.env.Ctl.Membership().Index }
 // Owner returns the owner of flow under the membership in force at this
 // node.
 func (s *Store) Owner(flow string) (dial.NodeID, bool) {
-	return s.ringNow().Owner(ring.ClassOf(flow), flow)
+	id := s.ownerOf(s.ringNow(), flow)
+	return id, id != 0
 }
 
 // Placement returns the owner and successors of flow under the membership
@@ -350,7 +362,7 @@ func (s *Store) Adopted(flow string) bool {
 	if s.MIdx() != s.mIdx {
 		return false
 	}
-	return s.adopted[flow] == s.mIdx && ownerOf(s.ring, flow) == s.env.ID
+	return s.adopted[flow] == s.mIdx && s.ownerOf(s.ring, flow) == s.env.ID
 }
 
 // nextTuple is the tuple of a write over prev: this m_idx, a counter above

@@ -87,7 +87,7 @@ func TestPropRemovingAVoterMovesOnlyItsKeys(t *testing.T) {
 			if oldOwner != gone {
 				require.Equal(t, oldOwner, curOwner, "key %q moved though its owner stayed", key)
 			} else if ok {
-				require.Equal(t, old.At(1), curOwner, "an orphaned key goes to its first successor")
+				require.Equal(t, old.Nodes()[1], curOwner, "an orphaned key goes to its first successor")
 			}
 			if !old.Contains(gone) {
 				require.Equal(t, old, cur, "key %q changed replicas though the removed voter held no copy", key)

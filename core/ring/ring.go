@@ -173,15 +173,6 @@ func (t *top) offer(id dial.NodeID, s uint64) {
 // Len is the number of members: min(Replicas, voters).
 func (p Placement) Len() int { return p.n }
 
-// At returns the member of rank i: 0 is the owner, 1 and 2 the successors.
-// It panics when i is out of range, as indexing a slice would.
-func (p Placement) At(i int) dial.NodeID {
-	if i < 0 || i >= p.n {
-		panic(fmt.Sprintf("ring: placement rank %d out of range [0,%d)", i, p.n))
-	}
-	return p.nodes[i]
-}
-
 // Owner returns the member that serializes the key's operations; ok is false
 // when the ring had no voters.
 func (p Placement) Owner() (id dial.NodeID, ok bool) {

@@ -248,7 +248,6 @@ func TestPlacementAccessors(t *testing.T) {
 	require.Equal(t, nodes[0], owner)
 	require.Equal(t, nodes[1:], p.Successors())
 	for i, id := range nodes {
-		require.Equal(t, id, p.At(i))
 		require.True(t, p.Contains(id))
 		rank, ok := p.Rank(id)
 		require.True(t, ok)
@@ -260,8 +259,6 @@ func TestPlacementAccessors(t *testing.T) {
 			require.False(t, ok)
 		}
 	}
-	require.Panics(t, func() { p.At(Replicas) })
-	require.Panics(t, func() { p.At(-1) })
 	require.Equal(t, fmt.Sprint(nodes), p.String())
 }
 
@@ -286,7 +283,7 @@ func TestLookupsDoNotAllocate(t *testing.T) {
 		require.Zero(t, testing.AllocsPerRun(100, func() { r.Placement(ClassFlow, key) }), "Placement, key length %d", len(key))
 		require.Zero(t, testing.AllocsPerRun(100, func() { Score(7, ClassFlow, key) }), "Score, key length %d", len(key))
 		p := r.Placement(ClassFlow, key)
-		require.Zero(t, testing.AllocsPerRun(100, func() { p.Owner(); p.Contains(7); p.At(0) }))
+		require.Zero(t, testing.AllocsPerRun(100, func() { p.Owner(); p.Contains(7) }))
 	}
 }
 

@@ -1,0 +1,184 @@
+package checker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fenceline/fenceline/dial"
+)
+
+// The checkers place keys by rendezvous hashing computed here, from the
+// design's formula, and never by package ring: a checker that asked ring
+// would agree with whatever ring the nodes run, broken or not. (Every
+// mutant of core/ring that the campaign drew survived the simulator that
+// way: the nodes and the checkers moved together.) TestRendezvousIsRing
+// holds this copy to ring's on the code as written, so the two differ
+// only when one of them is broken.
+
+// Class tags of the placement formula (ring.Class): a response cycle's
+// key, "s<port>:<stub>", under the sequence class; every other key of the
+// flow store under the flow class; proxyOnce's claims under their own.
+const (
+	classFlow     byte = 1
+	classSequence byte = 2
+	ClassProxy    byte = 3
+)
+
+// classOf is the class a key of the flow store is placed under.
+func classOf(key string) byte {
+	if len(key) > 0 && key[0] == 's' {
+		return classSequence
+	}
+	return classFlow
+}
+
+// Placement is key's placement in class among voters by rendezvous
+// hashing: each voter scores xxh64(le64(id) ‖ class ‖ key) with seed 0,
+// the highest score first and equal scores to the larger id; the owner
+// and at most two successors.
+func Placement(voters []dial.NodeID, class byte, key string) []dial.NodeID {
+	type scored struct {
+		id    dial.NodeID
+		score uint64
+	}
+	all := make([]scored, 0, len(voters))
+	buf := make([]byte, 9+len(key))
+	buf[8] = class
+	copy(buf[9:], key)
+	for _, id := range voters {
+		binary.LittleEndian.PutUint64(buf, uint64(id))
+		all = append(all, scored{id, xxhash.Sum64(buf)})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].score != all[j].score {
+			return all[i].score > all[j].score
+		}
+		return all[i].id > all[j].id
+	})
+	out := make([]dial.NodeID, 0, 3)
+	for _, s := range all[:min(3, len(all))] {
+		out = append(out, s.id)
+	}
+	return out
+}
+
+// ownerOf is flow's owner among voters (0 when there are none).
+func ownerOf(voters []dial.NodeID, flow string) dial.NodeID {
+	if p := Placement(voters, classOf(flow), flow); len(p) > 0 {
+		return p[0]
+	}
+	return 0
+}
+
+// OwnerPlacement fails when an operation on a flow took effect at a node
+// that owns the flow under no membership applied anywhere by then
+// (checker placement). A flow's owner is a pure function of the
+// committed membership, so every node that serves it, a deposed owner
+// still serving under an older membership included, owns it under one of
+// the memberships the record shows applied before the service. services
+// is the simulator's record of where and when each operation took effect;
+// ms the memberships, each with the first instant any node applied it.
+// At most one failure per flow is reported. It returns how many services
+// it judged.
+func OwnerPlacement(rep Reporter, services []FlowService, ms []MembershipChange, name func(dial.NodeID) string) int {
+	owners := map[string][]dial.NodeID{} // flow -> its owner under each of ms
+	reported := map[string]bool{}
+	judged := 0
+	for _, s := range services {
+		own, ok := owners[s.Flow]
+		if !ok {
+			own = make([]dial.NodeID, len(ms))
+			for i, m := range ms {
+				own[i] = ownerOf(m.Voters, s.Flow)
+			}
+			owners[s.Flow] = own
+		}
+		judged++
+		if ownedBy(own, ms, s.Node, s.At) || reported[s.Flow] {
+			continue
+		}
+		reported[s.Flow] = true
+		rep.Fail("placement", "flow %s served at %v by %s, which owns it under no membership applied by then (owners: %s)",
+			s.Flow, s.At, name(s.Node), ownersText(own, ms, name))
+	}
+	return judged
+}
+
+// ownedBy reports whether node owns the flow under one of ms applied by at.
+func ownedBy(own []dial.NodeID, ms []MembershipChange, node dial.NodeID, at time.Duration) bool {
+	for i, m := range ms {
+		if m.At <= at && own[i] == node {
+			return true
+		}
+	}
+	return false
+}
+
+func ownersText(own []dial.NodeID, ms []MembershipChange, name func(dial.NodeID) string) string {
+	out := ""
+	for i, m := range ms {
+		if i > 0 {
+			out += ", "
+		}
+		o := "none"
+		if own[i] != 0 {
+			o = name(own[i])
+		}
+		out += fmt.Sprintf("%s at m_idx %d from %v", o, m.Index, m.At)
+	}
+	return out
+}
+
+// Push is one replication frame the network's record shows an owner
+// sending: the flow's new values, from the owner to a successor.
+type Push struct {
+	Flow     string
+	From, To dial.NodeID
+	At       time.Duration
+}
+
+// ReplicaPlacement fails when an owner pushed a flow's values to a node
+// that is not one of the flow's successors under a membership, applied
+// anywhere by then, in which the sender owns the flow (checker
+// placement): only the owner pushes, and only to the two voters ranked
+// after it. At most one failure per flow. It returns how many pushes it
+// judged.
+func ReplicaPlacement(rep Reporter, pushes []Push, ms []MembershipChange, name func(dial.NodeID) string) int {
+	places := map[string][][]dial.NodeID{} // flow -> its placement under each of ms
+	reported := map[string]bool{}
+	for _, p := range pushes {
+		pl, ok := places[p.Flow]
+		if !ok {
+			pl = make([][]dial.NodeID, len(ms))
+			for i, m := range ms {
+				pl[i] = Placement(m.Voters, classOf(p.Flow), p.Flow)
+			}
+			places[p.Flow] = pl
+		}
+		if pushedRightly(pl, ms, p) || reported[p.Flow] {
+			continue
+		}
+		reported[p.Flow] = true
+		rep.Fail("placement", "%s pushed flow %s to %s at %v, which is not its successor under any membership applied by then in which %s owns it",
+			name(p.From), p.Flow, name(p.To), p.At, name(p.From))
+	}
+	return len(pushes)
+}
+
+func pushedRightly(pl [][]dial.NodeID, ms []MembershipChange, p Push) bool {
+	for i, m := range ms {
+		if m.At > p.At || len(pl[i]) == 0 || pl[i][0] != p.From {
+			continue
+		}
+		for _, id := range pl[i][1:] {
+			if id == p.To {
+				return true
+			}
+		}
+	}
+	return false
+}
