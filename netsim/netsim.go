@@ -119,6 +119,7 @@ type Network struct {
 	inFlight map[link]int
 	shape    string // the partition in force, for traces
 	drop     func(from, to dial.NodeID, frame []byte) bool
+	rewrite  func(from, to dial.NodeID, frame []byte) []byte
 	slow     map[dial.NodeID]time.Duration // extra one-way delay for every frame to or from a node
 	watchers []func(Sending)
 	// cuts is the record of every link's blocking and unblocking, in time
@@ -170,6 +171,14 @@ func (s sender) Send(to dial.NodeID, frame []byte) error { return s.nw.send(s.fr
 func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	if err := dial.CheckFrame(frame); err != nil {
 		return err
+	}
+	if nw.rewrite != nil {
+		if b := nw.rewrite(from, to, frame); b != nil {
+			if err := dial.CheckFrame(b); err != nil {
+				return err
+			}
+			frame = b
+		}
 	}
 	dst := nw.k.Machine(to)
 	if dst == nil {
@@ -344,6 +353,13 @@ func (nw *Network) watched(s Sending) {
 // true for: a scenario's targeted loss (say, only replication pushes). It
 // runs after the partition and loss checks; nil removes it.
 func (nw *Network) DropIf(f func(from, to dial.NodeID, frame []byte) bool) { nw.drop = f }
+
+// RewriteIf installs a function that may replace a frame as it is sent:
+// what a sender whose memory or code garbled the bytes before they left
+// would put on the wire. It returns a new frame (never the one it was
+// given, changed: a sent frame may be shared) or nil to leave it be. The
+// network's record (Watch) holds what went on the wire. nil removes it.
+func (nw *Network) RewriteIf(f func(from, to dial.NodeID, frame []byte) []byte) { nw.rewrite = f }
 
 // Slow adds d to the delay of every frame to or from node id: a node
 // behind a congested link, or one too busy to read its socket.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	raftpb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/fenceline/fenceline/checker"
 	"github.com/fenceline/fenceline/core/consensus"
@@ -282,8 +283,77 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 	if disk.SyncFailProb > 0 && !run.noAimedIO && place == nil {
 		aimIOErrors(run, c.nodes, disk.FaultsUntil) // a fleet aims at all its nodes at once (fleetSetup)
 	}
+	c.garbleProposals(disk.FaultsUntil)
 	return c
 }
+
+// propIDBytes is the proposal id before a command in a raft entry
+// (core/consensus: origin, session and sequence, 8 bytes each).
+const propIDBytes = 24
+
+// garbleProposals makes, in a third of the runs until the faults stop,
+// one in ten commands a follower forwards to its leader leave cut short,
+// or with bytes after their end: what a peer of another version, or one
+// whose memory garbled the bytes before it sent them, puts on the wire.
+// The KV's encoding has no optional tail, so no proper prefix of a
+// command is one, nor is a command with bytes after it (core/kv's
+// decoder refuses both): every replica must refuse the entry alike,
+// and its proposer's client is told it was refused. A decoder that took
+// one would apply a command no client asked for, which kv-linearizability
+// and replica-agreement see; before this, no run's log held a malformed
+// entry, and the readers of a command's bytes were judged by the unit
+// tests alone. Only the forwarded proposal is garbled: what the leader
+// appends reaches every replica the same. Its own stream: the draws
+// above are the same.
+func (c *raftCluster) garbleProposals(until time.Duration) {
+	r := c.k.Stream("faults/garble")
+	on := r.IntN(3) == 0
+	c.run.Knob("garbled_proposals", on)
+	if !on {
+		return
+	}
+	c.nw.RewriteIf(func(from, to dial.NodeID, frame []byte) []byte {
+		if c.k.Now() >= until || len(frame) < 2 || frame[0] != frameRaft {
+			return nil
+		}
+		var m raftpb.Message
+		if m.Unmarshal(frame[1:]) != nil || m.Type != raftpb.MsgProp {
+			return nil
+		}
+		changed := false
+		for i, e := range m.Entries {
+			if e.Type != raftpb.EntryNormal || len(e.Data) <= propIDBytes || r.IntN(10) != 0 {
+				continue
+			}
+			b := append([]byte(nil), e.Data[:propIDBytes]...)
+			what := "cut short"
+			if payload := e.Data[propIDBytes:]; r.IntN(2) == 0 {
+				b = append(b, payload[:r.IntN(len(payload))]...)
+			} else {
+				b = append(b, payload...)
+				for range 1 + r.IntN(3) {
+					b = append(b, byte(r.IntN(256)))
+				}
+				what = "with bytes after its end"
+			}
+			m.Entries[i].Data = b
+			changed = true
+			c.run.Did("garbled-proposals", 1)
+			c.k.Logf("garble a command %s forwards to %s: %s", c.k.Machine(from).Name(), c.k.Machine(to).Name(), what)
+		}
+		if !changed {
+			return nil
+		}
+		out, err := m.Marshal()
+		if err != nil {
+			return nil
+		}
+		return append([]byte{frameRaft}, out...)
+	})
+}
+
+// frameRaft is a raft frame's first byte (core/consensus).
+const frameRaft = 1
 
 // recordMembership notes the first instant any node applied a membership.
 func (c *raftCluster) recordMembership(ms consensus.Membership) {

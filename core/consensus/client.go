@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/fenceline/fenceline/core/journal"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -377,11 +378,7 @@ func (n *Node) handOffBefore(cc *pb.ConfChange) (to uint64, first bool) {
 // confPending reports whether this node's log holds a membership change
 // past what it has applied.
 func (n *Node) confPending() bool {
-	applied, last := n.rn.BasicStatus().Applied, n.j.LastIndex()
-	if applied >= last {
-		return false
-	}
-	ents, err := n.j.Entries(max(applied+1, n.j.FirstIndex()), last+1, math.MaxUint64)
+	ents, err := n.unapplied()
 	if err != nil {
 		return true // cannot tell: assume one is, and hold the change back
 	}
@@ -393,14 +390,20 @@ func (n *Node) confPending() bool {
 	return false
 }
 
+// unapplied returns the entries of this node's log past what it has
+// applied.
+func (n *Node) unapplied() ([]journal.Entry, error) {
+	applied, last := n.rn.BasicStatus().Applied, n.j.LastIndex()
+	if applied >= last {
+		return nil, nil
+	}
+	return n.j.Entries(max(applied+1, n.j.FirstIndex()), last+1, math.MaxUint64)
+}
+
 // selfRemovalPending reports whether this node's log holds, past what it
 // has applied, a change that removes it or makes it a learner.
 func (n *Node) selfRemovalPending() bool {
-	applied, last := n.rn.BasicStatus().Applied, n.j.LastIndex()
-	if applied >= last {
-		return false
-	}
-	ents, err := n.j.Entries(max(applied+1, n.j.FirstIndex()), last+1, math.MaxUint64)
+	ents, err := n.unapplied()
 	if err != nil {
 		return false // cannot tell: no hand-over, and the change commits as it would have
 	}
