@@ -24,6 +24,7 @@ type timing struct {
 	isolationTicks       int           // D-17's window in ticks, one to two election timeouts
 	isolation            time.Duration // isolation ticks × tick: D-17's window
 	bounds               bounds
+	callsInFlight        int // consensus MaxPending; 0: the default
 }
 
 // bounds are queue and batch bounds a run may draw small, so that the
@@ -80,6 +81,17 @@ func drawTiming(run *Run) timing {
 	t.adoptWait = time.Duration(float64(t.isolation) * (2 + 2*r.Float64()))
 	run.Knob("timing", t)
 	t.bounds = drawBounds(run)
+	// In scenarios that opt in (Scenario.CallBounds), half the runs bound
+	// the calls in flight at each consensus node (MaxPending) at 2–9,
+	// which the clients reach: a call past it is refused at once
+	// (ErrBusy), a path no run took at the default, 1,024. Its own
+	// stream: the draws above are the same.
+	if run.callBounds {
+		if rc := run.Kernel.Stream("knobs/consensus-bounds"); rc.IntN(2) == 0 {
+			t.callsInFlight = 2 + rc.IntN(8)
+		}
+		run.Knob("calls_in_flight", t.callsInFlight)
+	}
 	return t
 }
 
@@ -93,6 +105,9 @@ func (t timing) String() string {
 func (t timing) applyConsensus(c *consensus.Config) {
 	c.TickInterval, c.HeartbeatTicks, c.ElectionTicks, c.IsolationTicks = t.tick, t.heartbeat, t.election, t.isolationTicks
 	c.ProposalTimeout, c.ExpiryTick, c.PromoteLag = t.proposal, t.expiryTick, t.promoteLag
+	if t.callsInFlight > 0 {
+		c.MaxPending = t.callsInFlight
+	}
 }
 
 // applyFlow sets the flow store's timings a scenario left unset.

@@ -39,6 +39,13 @@ type Scenario struct {
 	// whose measure the halts they cause would starve (bridge-saturation
 	// needs a bridge under load); its I/O errors come at rates only.
 	NoAimedIO bool
+	// CallBounds draws consensus's bound on the calls in flight at a node
+	// (MaxPending) small in half the runs, so its clients reach it; only
+	// where the checkers take a call refused busy as what it is (the
+	// consensus scenarios: a refusal, known not applied). The imposter
+	// scenarios judge that a healed cluster serves, which a bound of two
+	// calls would not let it.
+	CallBounds bool
 	// Run draws the run's knobs (reporting each with r.Knob before any
 	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
 	// and reports what its checkers find with r.Fail.

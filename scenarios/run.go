@@ -194,7 +194,9 @@ type Run struct {
 	swarmOn bool
 	// noAimedIO: Scenario.NoAimedIO.
 	noAimedIO bool
-	swarm     Swarm
+	// callBounds: Scenario.CallBounds.
+	callBounds bool
+	swarm      Swarm
 	// retired are the nodes an operator stopped for good (Retire): the
 	// supervisor restarts none of them.
 	retired map[dial.NodeID]bool
@@ -406,7 +408,7 @@ func Execute(name string, opts Options) (Result, error) {
 	defer restore()
 	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, Shortened: opts.Duration < s.Duration,
 		CheckTimeout: opts.CheckTimeout, ClientsOff: opts.ClientsOff, out: out, bugs: bugs, result: res, skip: opts.Skip,
-		swarmOn: s.Swarm && !opts.NoSwarm, noAimedIO: s.NoAimedIO, floors: s.Floors}
+		swarmOn: s.Swarm && !opts.NoSwarm, noAimedIO: s.NoAimedIO, callBounds: s.CallBounds, floors: s.Floors}
 	start := time.Now() // wall time is reported, never used by the run
 	if err := s.Run(run); err != nil {
 		run.Fail("run", "%v", err)

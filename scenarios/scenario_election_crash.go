@@ -22,9 +22,10 @@ import (
 
 func init() {
 	Register(Scenario{
-		Name:     "election-crash",
-		Summary:  "leaders cut off again and again; voters crashed right after they vote and back within 50–300ms; candidates losing power mid-campaign",
-		Duration: 30 * time.Second,
+		Name:       "election-crash",
+		CallBounds: true,
+		Summary:    "leaders cut off again and again; voters crashed right after they vote and back within 50–300ms; candidates losing power mid-campaign",
+		Duration:   30 * time.Second,
 		Bugs: []Bug{
 			{Name: "no-vote-sync", Window: 60, MinCaught: 5},
 			{Name: "ack-before-append", Window: 60, MinCaught: 10},

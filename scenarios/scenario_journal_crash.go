@@ -11,9 +11,10 @@ import (
 
 func init() {
 	Register(Scenario{
-		Name:     "journal-crash",
-		Summary:  "power cuts in the middle of journal appends and compactions, torn tails, restarts",
-		Duration: 30 * time.Second,
+		Name:       "journal-crash",
+		CallBounds: true,
+		Summary:    "power cuts in the middle of journal appends and compactions, torn tails, restarts",
+		Duration:   30 * time.Second,
 		Bugs: []Bug{
 			{Name: "journal-trust-tail", Window: 150, MinCaught: 10},
 		},

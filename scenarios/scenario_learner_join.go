@@ -12,9 +12,10 @@ import (
 
 func init() {
 	Register(Scenario{
-		Name:     "learner-join",
-		Summary:  "nodes join as learners under load and are promoted once caught up; founders are removed",
-		Duration: 40 * time.Second,
+		Name:       "learner-join",
+		CallBounds: true,
+		Summary:    "nodes join as learners under load and are promoted once caught up; founders are removed",
+		Duration:   40 * time.Second,
 		Bugs: []Bug{
 			{Name: "promote-early", Window: 30, MinCaught: 20},
 		},

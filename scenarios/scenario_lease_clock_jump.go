@@ -11,9 +11,10 @@ import (
 
 func init() {
 	Register(Scenario{
-		Name:     "lease-clock-jump",
-		Summary:  "leases held and lapsing while the leader's clock steps backwards by more than a lease TTL",
-		Duration: 30 * time.Second,
+		Name:       "lease-clock-jump",
+		CallBounds: true,
+		Summary:    "leases held and lapsing while the leader's clock steps backwards by more than a lease TTL",
+		Duration:   30 * time.Second,
 		Bugs: []Bug{
 			{Name: "no-clock-clamp", Window: 50, MinCaught: 40},
 			{Name: "release-keeps", Window: 30, MinCaught: 20},

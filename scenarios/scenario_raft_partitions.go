@@ -10,9 +10,10 @@ import (
 
 func init() {
 	Register(Scenario{
-		Name:     "raft-partitions",
-		Summary:  "3 or 5 voters; KV and lease clients on every node; partitions of every shape, loss, reordering, crashes, clock skew and steps",
-		Duration: 30 * time.Second,
+		Name:       "raft-partitions",
+		CallBounds: true,
+		Summary:    "3 or 5 voters; KV and lease clients on every node; partitions of every shape, loss, reordering, crashes, clock skew and steps",
+		Duration:   30 * time.Second,
 		Bugs: []Bug{
 			{Name: "value-guard", Window: 50, MinCaught: 25},
 			{Name: "silent-timeout", Window: 30, MinCaught: 5},
