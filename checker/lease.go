@@ -56,9 +56,13 @@ type LeaseCall struct {
 	TTL           time.Duration
 	Call          time.Duration // true time of the call
 	Answered      bool          // an answer came (granted or refused)
-	Answer        time.Duration // true time of the answer
-	Granted       bool          // acquire or renew answered: Holder holds Lease
-	Token         uint64        // the tenure the grant named
+	// NotApplied: the answer was a refusal known not applied (no leader,
+	// busy, a command refused before it was proposed): it says nothing
+	// of whether the holder holds the lease.
+	NotApplied bool
+	Answer     time.Duration // true time of the answer
+	Granted    bool          // acquire or renew answered: Holder holds Lease
+	Token      uint64        // the tenure the grant named
 	// RefusedFor is, for an acquire refused because the lease is held,
 	// the holder the refusal named.
 	RefusedFor string
@@ -312,6 +316,11 @@ func releaseJustified(calls []LeaseCall, holder, lease string, token uint64) boo
 			}
 			if c.Granted && c.Token == token {
 				return true
+			}
+			if c.NotApplied {
+				// Refused before it reached the lease: the holder knows
+				// no more than before it asked.
+				continue
 			}
 			if last == nil || c.Call >= last.Call {
 				last = c

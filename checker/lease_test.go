@@ -156,6 +156,27 @@ func TestLeaseStream(t *testing.T) {
 	s.Event(&rec, event(kv.EventPut, "a", 4, 5, 1005), unknown)
 	s.Event(&rec, event(kv.EventDeleted, "a", 4, 60, 1005), unknown)
 	require.True(t, rec.OK(), "%v", rec.Failures)
+
+	// A call refused before it reached the lease (its node was down)
+	// between them tells the holder nothing: the release still may have
+	// released what the unanswered grant made (raft-partitions seed 412).
+	// One that reached it and was refused does tell.
+	for _, notApplied := range []bool{true, false} {
+		rec = Record{}
+		calls := []LeaseCall{
+			unknown[0],
+			{Holder: "a", Lease: "l", Kind: LeaseRenew, Node: "n1", Call: 20 * ms, Answered: true, Answer: 20 * ms, NotApplied: notApplied},
+			unknown[1],
+		}
+		s = NewLeaseStream("n1")
+		s.Event(&rec, event(kv.EventPut, "a", 4, 5, 1005), calls)
+		s.Event(&rec, event(kv.EventDeleted, "a", 4, 60, 1005), calls)
+		if notApplied {
+			require.True(t, rec.OK(), "%v", rec.Failures)
+		} else {
+			require.Len(t, rec.Failures, 1)
+		}
+	}
 }
 
 // refused is an acquire by holder through node, refused in heldBy's name.

@@ -231,6 +231,7 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 			lc := &c.leaseCalls[call]
 			if !consensus.Unknown(err) {
 				lc.Answered, lc.Answer = true, c.k.Now()
+				lc.NotApplied = err != nil
 			}
 			var held *kv.Refusal
 			if err == nil && kind == checker.LeaseAcquire && errors.As(res.Err, &held) {
@@ -256,7 +257,8 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 	})
 	if !ok {
 		a.once()
-		c.leaseCalls[call].Answered, c.leaseCalls[call].Answer = true, c.k.Now()
+		// The node is down: refused, known not applied.
+		c.leaseCalls[call].Answered, c.leaseCalls[call].Answer, c.leaseCalls[call].NotApplied = true, c.k.Now(), true
 		next(pace)
 		return
 	}
