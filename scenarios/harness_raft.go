@@ -204,7 +204,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 	}
 	c.nw.Watch(func(s netsim.Sending) {
 		frame := c.plain(s.Frame)
-		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != 1 || c.byID[s.From] == nil || !consensus.MayBeVoteResp(frame) {
+		if s.Fate != netsim.Sent || len(frame) == 0 || frame[0] != consensus.FramePrefix || c.byID[s.From] == nil || !consensus.MayBeVoteResp(frame) {
 			return
 		}
 		if info, err := consensus.DecodeFrame(frame); err == nil && info.Kind == consensus.FrameVoteResp && !info.Reject {
@@ -287,10 +287,6 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 	return c
 }
 
-// propIDBytes is the proposal id before a command in a raft entry
-// (core/consensus: origin, session and sequence, 8 bytes each).
-const propIDBytes = 24
-
 // garbleProposals makes, in a third of the runs until the faults stop,
 // one in ten commands a follower forwards to its leader leave cut short,
 // or with bytes after their end: what a peer of another version, or one
@@ -313,7 +309,7 @@ func (c *raftCluster) garbleProposals(until time.Duration) {
 		return
 	}
 	c.nw.RewriteIf(func(from, to dial.NodeID, frame []byte) []byte {
-		if c.k.Now() >= until || len(frame) < 2 || frame[0] != frameRaft {
+		if c.k.Now() >= until || len(frame) < 2 || frame[0] != consensus.FramePrefix {
 			return nil
 		}
 		var m raftpb.Message
@@ -322,12 +318,12 @@ func (c *raftCluster) garbleProposals(until time.Duration) {
 		}
 		changed := false
 		for i, e := range m.Entries {
-			if e.Type != raftpb.EntryNormal || len(e.Data) <= propIDBytes || r.IntN(10) != 0 {
+			if e.Type != raftpb.EntryNormal || len(e.Data) <= consensus.ProposalIDBytes || r.IntN(10) != 0 {
 				continue
 			}
-			b := append([]byte(nil), e.Data[:propIDBytes]...)
+			b := append([]byte(nil), e.Data[:consensus.ProposalIDBytes]...)
 			what := "cut short"
-			if payload := e.Data[propIDBytes:]; r.IntN(2) == 0 {
+			if payload := e.Data[consensus.ProposalIDBytes:]; r.IntN(2) == 0 {
 				b = append(b, payload[:r.IntN(len(payload))]...)
 			} else {
 				b = append(b, payload...)
@@ -348,12 +344,9 @@ func (c *raftCluster) garbleProposals(until time.Duration) {
 		if err != nil {
 			return nil
 		}
-		return append([]byte{frameRaft}, out...)
+		return append([]byte{consensus.FramePrefix}, out...)
 	})
 }
-
-// frameRaft is a raft frame's first byte (core/consensus).
-const frameRaft = 1
 
 // recordMembership notes the first instant any node applied a membership.
 func (c *raftCluster) recordMembership(ms consensus.Membership) {

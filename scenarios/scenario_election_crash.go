@@ -66,7 +66,7 @@ func runElectionCrash(run *Run) error {
 	crashes := 0
 	c.nw.Watch(func(s netsim.Sending) {
 		frame := c.plain(s.Frame)
-		if s.Fate != netsim.Sent || k.Now() >= calm || len(frame) == 0 || frame[0] != 1 {
+		if s.Fate != netsim.Sent || k.Now() >= calm || len(frame) == 0 || frame[0] != consensus.FramePrefix {
 			return
 		}
 		info, err := consensus.DecodeFrame(frame)

@@ -320,13 +320,19 @@ const (
 
 // bounded is exec.Command under ulimit -v memLimitKiB.
 func bounded(name string, args ...string) *exec.Cmd {
-	return exec.Command("sh", append([]string{"-c", `ulimit -v "$0" && exec "$@"`, strconv.Itoa(memLimitKiB), name}, args...)...)
+	return exec.Command("sh", ulimited(name, args)...)
+}
+
+// ulimited is sh's arguments to run name with args under ulimit -v
+// memLimitKiB.
+func ulimited(name string, args []string) []string {
+	return append([]string{"-c", `ulimit -v "$0" && exec "$@"`, strconv.Itoa(memLimitKiB), name}, args...)
 }
 
 // boundedContext is bounded, killed with its whole process group (simrun
 // and its worker processes) once ctx is done.
 func boundedContext(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v "$0" && exec "$@"`, strconv.Itoa(memLimitKiB), name}, args...)...)
+	cmd := exec.CommandContext(ctx, "sh", ulimited(name, args)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second

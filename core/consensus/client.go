@@ -367,12 +367,21 @@ func (n *Node) handOffBefore(cc *pb.ConfChange) (to uint64, first bool) {
 	if n.confPending() {
 		return 0, true
 	}
-	for _, v := range n.conf.Voters {
-		if v != uint64(n.id) {
-			return v, true
-		}
+	if v := n.otherVoter(); v != 0 {
+		return v, true
 	}
 	return 0, false
+}
+
+// otherVoter is the voter of a group of two that is not this node; 0 if
+// there is none.
+func (n *Node) otherVoter() uint64 {
+	for _, v := range n.conf.Voters {
+		if v != uint64(n.id) {
+			return v
+		}
+	}
+	return 0
 }
 
 // confPending reports whether this node's log holds a membership change

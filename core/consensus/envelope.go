@@ -23,6 +23,11 @@ type propID struct {
 
 const propIDBytes = 24
 
+// ProposalIDBytes is the proposal id at the head of a normal entry's
+// data; the KV command follows it. For the simulator, which garbles
+// commands in flight and must leave the id whole.
+const ProposalIDBytes = propIDBytes
+
 func (p propID) append(b []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, uint64(p.origin))
 	b = binary.LittleEndian.AppendUint64(b, p.session)

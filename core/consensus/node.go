@@ -414,6 +414,10 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 
 const frameRaft = 1
 
+// FramePrefix is the first byte of every raft frame a node sends, for a
+// watcher of the wire (the simulator's) that tells them from others.
+const FramePrefix = frameRaft
+
 // handOffFor keeps a leader of two voters from appending a forwarded
 // change that takes it out (see handOffBefore): it drops the proposal
 // and hands leadership to the other voter instead; the proposer asks
@@ -541,10 +545,8 @@ func (n *Node) handOffPendingRemoval() {
 	if st.LeadTransferee != raft.None || !n.selfRemovalPending() {
 		return
 	}
-	for _, v := range n.conf.Voters {
-		if v != uint64(n.id) {
-			n.rn.TransferLeader(v)
-		}
+	if v := n.otherVoter(); v != 0 {
+		n.rn.TransferLeader(v)
 	}
 }
 
