@@ -56,6 +56,13 @@ type Config struct {
 	// PromoteLag: a learner is promoted to voter once its match index is
 	// within this many entries of the leader's last index. Default 8.
 	PromoteLag uint64
+	// MaxReadyRounds bounds the rounds of raft's Ready one turn of the
+	// node handles; past it the node finishes the rest on its next turn
+	// (a zero-delay timer), so its other events get their turn and no
+	// loop inside one event runs without end. Default 64: a turn needs a
+	// few rounds (a Ready's applied entries and their responses make the
+	// next one), so the default is never reached in a healthy node.
+	MaxReadyRounds int
 
 	KV      kv.Config
 	Journal journal.Config
@@ -95,6 +102,9 @@ func (c Config) withDefaults() Config {
 	if c.PromoteLag == 0 {
 		c.PromoteLag = 8
 	}
+	if c.MaxReadyRounds == 0 {
+		c.MaxReadyRounds = 64
+	}
 	if c.JournalName == "" {
 		c.JournalName = "raft.journal"
 	}
@@ -115,8 +125,8 @@ func (c Config) Validate() error {
 	case c.IsolationTicks < c.ElectionTicks:
 		return fmt.Errorf("%w: an isolation window of %d ticks is under the election timeout (%d ticks): "+
 			"every leader's death would pause its followers' flows", ErrBadConfig, c.IsolationTicks, c.ElectionTicks)
-	case c.ProposalTimeout <= 0 || c.MaxPending <= 0 || c.ExpiryTick <= 0:
-		return fmt.Errorf("%w: proposal timeout, max pending and expiry tick must be positive", ErrBadConfig)
+	case c.ProposalTimeout <= 0 || c.MaxPending <= 0 || c.ExpiryTick <= 0 || c.MaxReadyRounds <= 0:
+		return fmt.Errorf("%w: proposal timeout, max pending, expiry tick and max ready rounds must be positive", ErrBadConfig)
 	}
 	seen := map[string]bool{}
 	for _, m := range c.Bootstrap {

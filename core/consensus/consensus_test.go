@@ -373,3 +373,47 @@ func TestStopAnswersAProposalInFlightAsUnknown(t *testing.T) {
 	require.ErrorIs(t, err, consensus.ErrStopped)
 	require.False(t, consensus.Unknown(err))
 }
+
+// At the tightest bound on a turn's Ready rounds, every node still elects,
+// replicates and answers: a turn that reaches the bound leaves the rest to
+// its next turn. A turn needs more than one round when the entries it
+// commits pass raft's bound on what one Ready applies (256 KiB): here
+// twenty puts of 64 KiB, proposed at once.
+func TestReadyRoundsBoundYieldsAndCarriesOn(t *testing.T) {
+	for _, bound := range []int{1, 64} {
+		c := newCluster(t, 5, 3, 0)
+		c.cfg.MaxReadyRounds = bound
+		c.start(c.nodes...)
+		c.run(2 * time.Second)
+		l := c.leader()
+		require.GreaterOrEqual(t, l, 0, "a leader within 2s")
+		answered := 0
+		big := make([]byte, 64<<10)
+		c.nodes[l].Exec(func() {
+			for i := range 20 {
+				c.node(l).Propose(kv.Put(fmt.Sprint("k", i), big), func(r kv.Result, err error) {
+					require.NoError(t, err)
+					require.NoError(t, r.Err)
+					answered++
+				})
+			}
+		})
+		c.run(3 * time.Second)
+		require.Equal(t, 20, answered, "bound %d: every put answered", bound)
+		var yields uint64
+		for i := range c.nodes {
+			for k := range 20 {
+				_, ok := c.node(i).LocalGet(fmt.Sprint("k", k))
+				require.True(t, ok, "bound %d: node %d applied put %d", bound, i, k)
+			}
+			yields += c.node(i).PumpYields
+		}
+		if bound == 1 {
+			require.Positive(t, yields, "a turn reached the bound of one round")
+		} else {
+			require.Zero(t, yields, "the default bound is not reached by a healthy node")
+		}
+	}
+	err := consensus.Config{Name: "a", MaxReadyRounds: -1}.Validate()
+	require.ErrorIs(t, err, consensus.ErrBadConfig)
+}

@@ -161,8 +161,9 @@ type Node struct {
 	tick       clock.Timer
 	onTick     func() // the tick timer's callback, made once by armTick
 	stopped    bool
-	pumping    bool     // inside pump: a nested call returns at once
-	deferred   []func() // callbacks to run after the current Ready
+	pumping    bool        // inside pump: a nested call returns at once
+	resume     clock.Timer // armed when a turn reached MaxReadyRounds: pump's next turn
+	deferred   []func()    // callbacks to run after the current Ready
 
 	// Raft's asynchronous storage writes. The journal stages each
 	// MsgStorageAppend; one journal write runs at a time on the worker
@@ -188,6 +189,9 @@ type Node struct {
 	// each is an election somewhere in the cluster.
 	Terms    uint64
 	lastTerm uint64
+	// PumpYields counts the turns that reached MaxReadyRounds and left
+	// the rest of raft's work to the next turn.
+	PumpYields uint64
 }
 
 // Open boots a node from its journal (bootstrapping a new cluster if the
@@ -326,6 +330,9 @@ func (n *Node) Stop() {
 	}
 	n.stopped = true
 	n.tick.Stop() // armed at Open, never cleared
+	if n.resume != nil {
+		n.resume.Stop()
+	}
 	for _, seq := range slices.Sorted(maps.Keys(n.pending)) {
 		p := n.pending[seq]
 		delete(n.pending, seq)
@@ -483,7 +490,11 @@ func (n *Node) pump() {
 	}
 	n.pumping = true
 	defer func() { n.pumping = false }()
-	for !n.stopped && n.rn.HasReady() {
+	for rounds := 0; !n.stopped && n.rn.HasReady(); rounds++ {
+		if rounds == n.cfg.MaxReadyRounds {
+			n.yieldPump()
+			return
+		}
 		rd := n.rn.Ready()
 		if !raft.IsEmptyHardState(rd.HardState) {
 			if n.lastTerm != 0 && rd.Term > n.lastTerm {
@@ -521,6 +532,21 @@ func (n *Node) pump() {
 		n.runDeferred()
 		n.handOffPendingRemoval()
 	}
+}
+
+// yieldPump leaves the rest of raft's work to the node's next turn: a
+// zero-delay timer, so whatever else waits for the node (frames, timers,
+// callers) goes first, and a turn's work is bounded. Raft's state is whole
+// between two Ready rounds, so stopping between them loses nothing.
+func (n *Node) yieldPump() {
+	n.PumpYields++
+	if n.resume != nil {
+		return
+	}
+	n.resume = n.env.Clock.AfterFunc(0, func() {
+		n.resume = nil
+		n.pump()
+	})
 }
 
 // handOffPendingRemoval hands leadership to the other voter when this

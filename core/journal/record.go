@@ -251,64 +251,51 @@ func decodeRecord(body []byte) (record, error) {
 }
 
 // decodeEntries reads an entries payload strictly: any malformation fails.
-func decodeEntries(d *decoder) []Entry { return decodeEntriesFrom(d, -1) }
-
-// decodeEntriesFrom reads an entries payload. real < 0 means strictly. The
-// planted TrustTail bug passes real >= 0: the payload was zero-padded from
-// real bytes on, and decoding keeps, instead of failing, every entry whose
-// term, type and data length lie within the real bytes; the last one's data
-// may run into the padding.
-func decodeEntriesFrom(d *decoder, real int) []Entry {
-	partial := real >= 0
-	startLen := len(d.b)
-	realLeft := func() int { return real - (startLen - len(d.b)) }
-
+func decodeEntries(d *decoder) []Entry {
 	first := d.uvarint("first index")
 	count := d.uvarint("count")
 	switch {
 	case d.err != nil:
 		return nil
-	case partial && realLeft() < 0:
-		d.fail("batch header torn")
 	case first == 0:
 		d.fail("entries from index 0")
 	case count == 0:
 		d.fail("empty batch")
 	case first > math.MaxUint64-count:
 		d.fail("indexes overflow: %d entries from %d", count, first)
-	case !partial && count > uint64(len(d.b)/minEntryBytes):
+	case count > uint64(len(d.b)/minEntryBytes):
 		d.fail("%d entries declared in %d bytes", count, len(d.b))
 	}
 	if d.err != nil {
 		return nil
 	}
-	ents := make([]Entry, 0, min(count, uint64(len(d.b)/minEntryBytes)))
+	ents := make([]Entry, 0, count)
 	for i := range count {
-		if partial && realLeft() <= 0 {
+		e, ok := decodeEntry(d, first+i)
+		if !ok {
 			break
 		}
-		term := d.uvarint("term")
-		typ := d.byte("type")
-		n := d.uvarint("data length")
-		if d.err == nil && n > uint64(len(d.b)) {
-			d.fail("data: %d bytes declared, %d left", n, len(d.b))
-		}
-		if partial && (d.err != nil || realLeft() < 0) {
-			d.err = nil // keep what came before this entry
-			break
-		}
-		if d.err != nil {
-			break
-		}
-		var data []byte
-		if n > 0 {
-			data = d.b[:n:n]
-		}
-		d.b = d.b[n:]
-		ents = append(ents, Entry{Index: first + i, Term: term, Type: typ, Data: data})
-	}
-	if partial {
-		d.b = nil // the padding after the last kept entry is not trailing garbage
+		ents = append(ents, e)
 	}
 	return ents
+}
+
+// decodeEntry reads one entry of a batch, at index; ok is false once d
+// has failed (it says why).
+func decodeEntry(d *decoder, index uint64) (e Entry, ok bool) {
+	term := d.uvarint("term")
+	typ := d.byte("type")
+	n := d.uvarint("data length")
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.fail("data: %d bytes declared, %d left", n, len(d.b))
+	}
+	if d.err != nil {
+		return Entry{}, false
+	}
+	var data []byte
+	if n > 0 {
+		data = d.b[:n:n]
+	}
+	d.b = d.b[n:]
+	return Entry{Index: index, Term: term, Type: typ, Data: data}, true
 }

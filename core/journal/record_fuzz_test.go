@@ -47,7 +47,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if len(body) > 0 && body[0] == byte(kindEntries) {
 			real := min(int(cut), len(body)-1)
 			d := &decoder{b: body[1:]}
-			ents := decodeEntriesFrom(d, real)
+			ents := decodeTornEntries(d, real)
 			for i := 1; i < len(ents); i++ {
 				require.Equal(t, ents[i-1].Index+1, ents[i].Index, "partial decoding keeps contiguous indexes")
 			}

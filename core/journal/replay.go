@@ -174,28 +174,3 @@ func appendRecordOf(r *record) []byte {
 	}
 	panic(fmt.Sprintf("journal: bug: encode %s", r.kind))
 }
-
-// trustTorn is the planted JournalTrustTail bug: it decodes a record
-// whose body was cut short, reading the missing bytes as zeros and
-// skipping the checksum. It returns nil if nothing decodes. The scanner
-// kept the torn body only under the bug, and only up to the bound replay
-// allocates anyway.
-func trustTorn(sc *recfile.Scanner) *record {
-	body, real := sc.TornBody, sc.TornReal
-	if real == 0 {
-		return nil
-	}
-	if kind(body[0]) == kindEntries {
-		d := &decoder{b: body[1:]}
-		ents := decodeEntriesFrom(d, real-1)
-		if d.err != nil || len(ents) == 0 {
-			return nil
-		}
-		return &record{kind: kindEntries, entries: ents}
-	}
-	rec, err := decodeRecord(body)
-	if err != nil {
-		return nil
-	}
-	return &rec
-}
