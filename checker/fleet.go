@@ -34,3 +34,65 @@ func PartitionHolder(rep Reporter, services []FlowService, groupOf func(dial.Nod
 	}
 	return judged
 }
+
+// DirectoryView is what a node's group directory says of one group: the
+// membership index it names the group's voters at, and those voters.
+type DirectoryView struct {
+	MIdx   uint64
+	Voters []dial.NodeID
+}
+
+// NodeDirectory is one node's directory: what it says of each group, nil
+// if the node has none.
+type NodeDirectory struct {
+	Name   string
+	Groups []DirectoryView
+}
+
+// DirectoryCurrent fails when, after the run's quiet, a node's directory
+// does not name some group's latest committed membership (checker
+// directory-current): every membership a group commits is published, and
+// every node's copy of the control group catches up, so a node that
+// routes by an older one is fenced for good by that group's owners, and
+// one with none refuses every flow. latest is each group's newest
+// membership, from the run's record of what the groups committed; nodes
+// is each node up at the end, with what its directory says of each group.
+// It returns how many nodes it judged.
+func DirectoryCurrent(rep Reporter, latest []MembershipChange, nodes []NodeDirectory) int {
+	judged := 0
+	for _, n := range nodes {
+		name, view := n.Name, n.Groups
+		judged++
+		if view == nil {
+			rep.Fail("directory-current", "%s has no group directory at the end of the run", name)
+			continue
+		}
+		for g, want := range latest {
+			if g >= len(view) {
+				rep.Fail("directory-current", "%s's directory names %d groups, not %d", name, len(view), len(latest))
+				break
+			}
+			if got := view[g]; got.MIdx != want.Index || !sameIDs(got.Voters, want.Voters) {
+				rep.Fail("directory-current", "%s's directory names group %d's voters %v at m_idx %d; the group committed %v at %d",
+					name, g, got.Voters, got.MIdx, want.Voters, want.Index)
+			}
+		}
+	}
+	return judged
+}
+
+func sameIDs(a, b []dial.NodeID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := map[dial.NodeID]bool{}
+	for _, id := range a {
+		in[id] = true
+	}
+	for _, id := range b {
+		if !in[id] {
+			return false
+		}
+	}
+	return true
+}

@@ -3,7 +3,6 @@ package scenarios
 import (
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/partition"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
@@ -22,60 +22,55 @@ import (
 
 // fleetCheckers are what a fleet of groups is judged by: each group's
 // flow checkers, and partition-holder across the fleet.
-var fleetCheckers = plus(flowCheckers, "partition-holder")
+var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current")
 
 // fleetHarness is a fleet of raft groups on one network (core/fleet):
-// each group a raftCluster with its own flow harness, every node's flow
-// store placed in the fleet by the group directory. The groups share one
+// each group a raftCluster with its own flow harness, and every node a
+// replica of the fleet's control group too (core/node's fleet.go), which
+// holds the group directory: group 0's founders are its voters, every
+// other node a learner its data group's leader adds. The groups share one
 // flow history: a flow's clients call it through nodes of every group,
 // and a node of a group that does not hold the flow's partition sends
 // the call to the holder's owner, one hop.
 //
-// The directory is the simulator's (the control group that will carry it
-// is not built yet): each node reads the one the harness installed at it,
-// which comes a drawn while after the node first boots, as a new node's
-// copy of the control group catches up (until then the node has none,
-// and refuses every flow); the harness's record of it, never a node's, is
-// what partition-holder judges by.
+// A node has no directory until its control replica has applied the
+// founding one (the control group's leader writes it once), so a node
+// refuses every flow for a while after it first boots, longer if it is a
+// learner its data group's leader has not added yet; each membership a
+// group commits reaches the directory only when its leader publishes it.
+// No partition moves yet, so where each partition is held is the
+// founding directory's word, which the harness wrote and partition-holder
+// judges by, never a node's.
 type fleetHarness struct {
 	run    *Run
 	k      *sim.Kernel
 	nw     *netsim.Network
 	groups []*flowHarness
 	nodes  []*sim.Machine      // every node of every group, group by group
-	dir    *fleet.Directory    // the newest published
+	dir    *fleet.Directory    // the founding directory
 	member map[dial.NodeID]int // each node's group
-	// published is every directory published, in order; lag bounds how
-	// long after a publication each node gets it (0: at once).
-	published   []publication
-	lag         time.Duration
-	publishes   *rand.Rand // publication and installation delays
-	lastPublish time.Duration
-	grow        int // the group a spare node joins (-1: none)
-	// at is the directory each node has, nil until it is installed there.
-	at   map[dial.NodeID]*fleet.Directory
+	// founding is each group's founding voters; control the control
+	// group's configuration, group 0's timing with its founders as
+	// voters.
+	founding []fleet.Group
+	control  consensus.Config
+	// published is each directory epoch some node applied, and when the
+	// first did (from the nodes' control replicas: a work count, never
+	// a verdict).
+	published []publication
+	// nd is each node's latest incarnation, by name.
+	nd   map[string]*node.Node
+	grow int // the group a spare node joins (-1: none)
 	calm time.Duration
 }
 
-// fleetPlace is a group's place in the fleet, as its nodes' flow stores
-// read it (flow.Fleet): the group's number and the directory the harness
-// installed at the node, if any yet.
-type fleetPlace struct {
-	f     *fleetHarness
-	group int
-	node  dial.NodeID
-}
-
-func (p fleetPlace) Group() int                  { return p.group }
-func (p fleetPlace) Directory() *fleet.Directory { return p.f.at[p.node] }
-
 // fleetSetup draws a fleet of groups groups of size voters each (knobs
-// groups, grow_group, directory_lag and what every flow scenario draws)
-// and builds it: one network, one raft group per group of nodes, the
-// directory at epoch 1, where every partition sits where the table puts
-// it. In half the runs one group has a spare node, which joins it under
-// load (runUnderChaos); every membership a group commits is published to
-// the directory.
+// groups, grow_group and what every flow scenario draws) and builds it:
+// one network, one raft group per group of nodes, and the control group
+// over all of them, whose directory is founded at epoch 1 with every
+// partition where the table puts it. In half the runs one group has a
+// spare node, which joins it under load (runUnderChaos); its leader
+// publishes every membership the group commits.
 func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []string, []string) {
 	k := run.Kernel
 	// Calm comes earlier than in one group's scenarios (55%): a fleet's
@@ -95,8 +90,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	run.Knob("groups", groups)
 	run.Knob("grow_group", grow)
 	cold, perNode := drawFlowKnobs(run, calm, &cfg)
-	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, at: map[dial.NodeID]*fleet.Directory{},
-		calm: calm, grow: grow, publishes: k.Stream("fleet/publish")}
+	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow}
 	all := names(total)
 	own := make([][]string, groups)
 	next := 0
@@ -110,7 +104,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	entries := make([]fleet.Group, groups)
 	for g := range groups {
 		for _, name := range own[g][:size] {
-			entries[g].Voters = append(entries[g].Voters, fleet.Member{ID: dial.IDFromName(name), HTTP: name + ":8080"})
+			entries[g].Voters = append(entries[g].Voters, fleet.Member{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000", HTTP: name + ":8080"})
 		}
 		entries[g].MIdx = 1 // every group's founding membership
 	}
@@ -118,14 +112,33 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	if err != nil {
 		panic(err) // the harness built it: a bug, not input
 	}
-	f.dir = dir
+	f.dir, f.founding = dir, entries
 	keys := drawKeys(run) // one set for every group: their nodes talk to each other
+	var controlBoot []consensus.Member
+	for _, name := range own[0][:size] {
+		controlBoot = append(controlBoot, consensus.NewMember(name, name+":7000"))
+	}
 	for g := range groups {
-		c := newGroupCluster(run, f.nw, own[g], size, disk, func(id dial.NodeID) flow.Fleet { return fleetPlace{f, g, id} })
+		c := newGroupCluster(run, f.nw, own[g], size, disk, func(name string, data consensus.Config) *node.FleetConfig {
+			ctl := f.control
+			ctl.Name, ctl.Addr, ctl.Bootstrap = name, data.Addr, nil
+			if g == 0 && slices.Contains(own[0][:size], name) {
+				ctl.Bootstrap = controlBoot
+			}
+			return &node.FleetConfig{Group: g, Founding: f.founding, Control: ctl}
+		})
+		if g == 0 {
+			// The control group runs on group 0's drawn timing.
+			f.control = c.cfg
+			f.control.Bootstrap, f.control.JournalName = nil, ""
+		}
 		if keys != nil {
 			c.seal(*keys)
 		}
-		c.onNewMembership = func(ms consensus.Membership) { f.publish(g, ms) }
+		c.onBoot = func(m *sim.Machine, _ *sim.Env, nd *node.Node) {
+			f.nd[m.Name()] = nd
+			nd.Control.OnRevision(func(uint64) { f.sawDirectory(nd) })
+		}
 		h := startFlowCluster(c, cfg)
 		h.calm, h.perNode, h.clientBase = calm, perNode, 100*g
 		if g > 0 {
@@ -142,64 +155,28 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 		// same instants at the same place in every group.
 		aimIOErrors(run, f.nodes, disk.FaultsUntil)
 	}
-	// Half the runs install each directory everywhere at once; the others
-	// at each node up to lag after it is published.
-	r := k.Stream("knobs/directory")
-	if r.IntN(2) == 0 {
-		f.lag = sim.Between(r, 100*time.Millisecond, 3*time.Second)
-	}
-	run.Knob("directory_lag", f.lag)
-	f.install(f.dir)
 	hot, cold2 := fleetFlowIDs(groups, cold)
 	return f, hot, cold2
 }
 
-// install hands d to every node, each within the directory lag: a node
-// keeps the newest it has been handed (a follower of the control group
-// applies its log in order).
-func (f *fleetHarness) install(d *fleet.Directory) {
-	f.published = append(f.published, publication{epoch: d.Epoch(), at: f.k.Now()})
-	for _, n := range f.nodes {
-		id := n.ID()
-		give := func() {
-			if cur := f.at[id]; cur == nil || d.Epoch() > cur.Epoch() {
-				f.at[id] = d
-			}
-		}
-		if f.lag == 0 {
-			give()
-			continue
-		}
-		f.k.After(sim.Between(f.publishes, 0, f.lag), sim.EvFault, xxhash.Sum64String("directory "+n.Name()), give)
+// sawDirectory records the directory epoch nd's control replica holds,
+// the first time any node holds it.
+func (f *fleetHarness) sawDirectory(nd *node.Node) {
+	e, ok := nd.Control.LocalGet(node.DirectoryKey)
+	if !ok {
+		return
+	}
+	d, err := fleet.Decode(e.Value)
+	if err != nil {
+		f.run.Fail("directory", "a control replica holds a directory that does not decode: %v", err)
+		return
+	}
+	if n := len(f.published); n == 0 || d.Epoch() > f.published[n-1].epoch {
+		f.published = append(f.published, publication{epoch: d.Epoch(), at: f.k.Now()})
 	}
 }
 
-// publish is the control group learning a group's new committed
-// membership: a drawn while after the first node applied it (a proposal
-// through the control group), the directory's next epoch names it, in
-// the order the group committed them.
-func (f *fleetHarness) publish(g int, ms consensus.Membership) {
-	at := max(f.k.Now()+sim.Between(f.publishes, 20*time.Millisecond, 500*time.Millisecond), f.lastPublish)
-	f.lastPublish = at
-	voters := make([]fleet.Member, len(ms.Voters))
-	for i, m := range ms.Voters {
-		voters[i] = fleet.Member{ID: m.ID, HTTP: m.Name + ":8080"}
-	}
-	f.k.At(at, sim.EvFault, xxhash.Sum64String("publish"), func() {
-		if ms.Index <= f.dir.Group(g).MIdx {
-			return // an older membership, published after a newer one: nothing to say
-		}
-		d, err := f.dir.WithGroup(g, fleet.Group{MIdx: ms.Index, Voters: voters})
-		if err != nil {
-			f.run.Fail("run", "publishing group %d's membership %d: %v", g, ms.Index, err)
-			return
-		}
-		f.dir = d
-		f.install(d)
-	})
-}
-
-// publication is one directory the simulator published, and when.
+// publication is one directory epoch, and when a node first held it.
 type publication struct {
 	epoch uint64
 	at    time.Duration
@@ -360,16 +337,65 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		checker.FlowLinearizable(f.run, first.flowHist, checker.CutTimes(cuts), f.run.CheckTimeout)
 	})
 	checker.BridgeSeq(f.run, first.flowHist.All(), waited, first.deadline, 1000, "client deadline", flow.ErrShed.Error())
+	f.checkDirectories()
 	f.report()
 	f.run.Did("cross-group-ops", cross)
+	newest := uint64(0)
+	if n := len(f.published); n > 0 {
+		newest = f.published[n-1].epoch
+	}
 	f.run.Logf("fleet: %d groups, directory epochs 1..%d; %d operations judged by partition-holder, %d served across groups",
-		len(f.groups), f.dir.Epoch(), judged, cross)
-	for _, p := range f.published[1:] {
-		f.k.Logf("directory epoch %d published at %v", p.epoch, p.at)
+		len(f.groups), newest, judged, cross)
+	for _, p := range f.published {
+		f.k.Logf("directory epoch %d first held at %v", p.epoch, p.at)
 	}
 	if f.grow >= 0 {
-		f.run.Did("directory-epochs", len(f.published)-1)
+		// The founding epoch and one per membership the spare's joining
+		// committed (a learner, then a voter).
+		f.run.Did("directory-epochs", max(len(f.published)-1, 0))
 	}
+}
+
+// checkDirectories judges, once the run has been quiet a while, that
+// every member of a group that is up holds a directory naming each group's latest committed
+// membership (directory-current).
+func (f *fleetHarness) checkDirectories() {
+	if quiet := f.k.Now() - f.calm; quiet < 5*time.Second {
+		f.run.Undecided("directory-current", "%v of quiet is under 5s", quiet)
+		return
+	}
+	latest := make([]checker.MembershipChange, len(f.groups))
+	for g, h := range f.groups {
+		for _, m := range h.memberships {
+			if m.Index > latest[g].Index {
+				latest[g] = m
+			}
+		}
+	}
+	var nodes []checker.NodeDirectory
+	var members []*sim.Machine // a spare that never joined its group is no node of the fleet
+	for _, h := range f.groups {
+		members = append(members, f.members(h)...)
+	}
+	for _, n := range members {
+		nd := f.nd[n.Name()]
+		if !n.Up() || nd == nil {
+			continue
+		}
+		view := checker.NodeDirectory{Name: n.Name()}
+		if d := nd.Directory(); d != nil {
+			for g := range d.Groups() {
+				gr := d.Group(g)
+				ids := make([]dial.NodeID, len(gr.Voters))
+				for i, m := range gr.Voters {
+					ids[i] = m.ID
+				}
+				view.Groups = append(view.Groups, checker.DirectoryView{MIdx: gr.MIdx, Voters: ids})
+			}
+		}
+		nodes = append(nodes, view)
+	}
+	f.run.Did("directories-judged", checker.DirectoryCurrent(f.run, latest, nodes))
 }
 
 // report is flowHarness.report for the fleet: the one history's counts,

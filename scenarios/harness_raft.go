@@ -44,11 +44,9 @@ type raftCluster struct {
 	cfg   consensus.Config
 
 	// place places each node's raft group in a fleet of several
-	// (harness_fleet.go); nil: the cluster is the whole fleet.
-	place func(dial.NodeID) flow.Fleet
-	// onNewMembership, if set, is told of each membership the first time
-	// any node applies it (a fleet publishes it to its directory).
-	onNewMembership func(consensus.Membership)
+	// (harness_fleet.go), given the node's name and its data group's
+	// configuration; nil: the cluster is the whole fleet.
+	place func(name string, data consensus.Config) *node.FleetConfig
 	// With flowCfg set, every node also runs a flow store (core/node).
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
@@ -183,7 +181,7 @@ func newRaftCluster(run *Run, names []string, founders int, netCfg netsim.Config
 // groups of a fleet may share: place gives each node its place in the
 // fleet (nil: the cluster is the whole fleet). The run's supervisor and
 // panic hook are installed by the first cluster of a run only.
-func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int, disk sim.DiskConfig, place func(dial.NodeID) flow.Fleet) *raftCluster {
+func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int, disk sim.DiskConfig, place func(string, consensus.Config) *node.FleetConfig) *raftCluster {
 	k := run.Kernel
 	c := &raftCluster{
 		run:            run,
@@ -242,7 +240,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg, ProxyOnce: c.proxyCfg}
 				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk}
 				if c.place != nil {
-					nenv.Fleet = c.place(dial.IDFromName(name))
+					ncfg.Fleet = c.place(name, cfg)
 				}
 				if c.keys != nil {
 					ncfg.Transport = transport.Config{Keys: *c.keys, Bugs: b}
@@ -360,9 +358,6 @@ func (c *raftCluster) recordMembership(ms consensus.Membership) {
 		voters[i] = m.ID
 	}
 	c.memberships = append(c.memberships, checker.MembershipChange{Index: ms.Index, Voters: voters, At: c.k.Now()})
-	if c.onNewMembership != nil {
-		c.onNewMembership(ms)
-	}
 }
 
 // node returns the consensus node running on machine n, if it is up.

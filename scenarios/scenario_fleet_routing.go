@@ -14,9 +14,10 @@ func init() {
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
 			{Name: "group-blind", Window: 20, MinCaught: 15},
+			{Name: "unpublished-membership", Window: 40, MinCaught: 10},
 		},
-		// Seeds 1..600 serve at least 4 operations across groups (seed
-		// 482: a group down or halted through most of the faulted time).
+		// Seeds 1..1600 serve at least 4 operations across groups (seed
+		// 15: a group down or halted through most of the faulted time).
 		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}},
 		Checkers: fleetCheckers,
 		Run:      runFleetRouting,

@@ -44,6 +44,9 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // defaultPkgs are the packages that defend the promises (issue 29).
 var defaultPkgs = []string{"core/flow", "core/consensus", "core/kv", "core/journal", "core/shard", "core/recfile",
 	"core/proxyonce", "core/transport", "core/routing", "core/ring", "core/partition", "core/fleet",
+	// core/node's fleet: the control group's replica, the directory a
+	// node reads and the turns that found and publish it.
+	"core/node/fleet.go",
 	// imposter/'s stateful path: the rest of the package is the engine
 	// mountebank's suites and the unit tests judge.
 	"imposter/stateful.go", "imposter/flowstate.go", "imposter/scripted.go", "imposter/records.go"}
@@ -65,11 +68,12 @@ var scenariosFor = map[string][]string{
 	// with one group every flow is the group's: until a fleet has more,
 	// only its unit tests can tell most of its mutants apart.
 	"core/partition": {"fleet-routing", "imposter-scenarios", "one-server"},
-	// The directory routes a fleet's flows; fleet-routing's directory is
-	// the first one and never changes, so its moves (Assign) and the
-	// receiver's checks (Admit) are judged by the unit tests alone until
-	// a scenario resizes the fleet.
+	// The directory routes a fleet's flows; no partition moves in
+	// fleet-routing, so its moves (Assign) and the receiver's epoch
+	// checks (Admit) are judged by the unit tests alone until a scenario
+	// resizes the fleet. The control group carries it (core/node).
 	"core/fleet": {"fleet-routing"},
+	"core/node":  {"fleet-routing"},
 	"imposter":   {"imposter-scenarios", "one-server", "injected-counter"},
 }
 

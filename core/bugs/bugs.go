@@ -136,6 +136,10 @@ type Set struct {
 	// that group (core/fleet) nor refuses one as its owner, and serves it
 	// in its own group, beside the holder's copy.
 	GroupBlind bool
+	// UnpublishedMembership: no node of a fleet publishes its group's
+	// new memberships to the directory: callers from other groups route
+	// by the group's founding voters and m_idx for good.
+	UnpublishedMembership bool
 	// ModuloOwner: a flow's owner is the voter its hash picks modulo the
 	// voters' count, not the top of its rendezvous placement: every node
 	// agrees on it, but a membership change moves flows between voters
@@ -303,6 +307,7 @@ var Table = []Bug{
 	{"no-d17", "an owner serves while isolated", func(s *Set) *bool { return &s.NoD17 }},
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
+	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"modulo-owner", "a flow's owner is its hash modulo the voter count, not the top of its rendezvous placement: membership changes move flows between voters that stay", func(s *Set) *bool { return &s.ModuloOwner }},
 	{"silent-refusal", "an owner that refuses a request sends no answer: its caller times out instead of getting a 503 at once", func(s *Set) *bool { return &s.SilentRefusal }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},

@@ -40,9 +40,13 @@ import (
 	"github.com/fenceline/fenceline/dial"
 )
 
-// Member is a group's voter as the directory names it.
+// Member is a group's voter as the directory names it: enough for a node
+// of another group to reach it (its peer address, for a group-op frame)
+// and to add it to the control group (its name).
 type Member struct {
 	ID   dial.NodeID
+	Name string
+	Peer string // where peers reach it
 	HTTP string // where it serves HTTP (for routing whole requests); may be empty
 }
 
@@ -65,7 +69,10 @@ type assignment struct {
 
 // Directory is the fleet's group directory at one epoch.
 type Directory struct {
-	epoch  uint64
+	epoch uint64
+	// base is the epoch of the directory's founding (New): a partition
+	// never reassigned since sits where the table puts it, since base.
+	base   uint64
 	groups []Group
 	rings  []ring.Ring // each group's voters, as the ring orders them
 	held   [partition.Count]assignment
@@ -97,7 +104,7 @@ func New(epoch uint64, groups []Group) (*Directory, error) {
 	if err := partition.Compatible(len(groups)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	d := &Directory{epoch: epoch}
+	d := &Directory{epoch: epoch, base: epoch}
 	if err := d.setGroups(groups); err != nil {
 		return nil, err
 	}
@@ -220,7 +227,7 @@ func (d *Directory) WithGroup(g int, gr Group) (*Directory, error) {
 	groups := make([]Group, len(d.groups))
 	copy(groups, d.groups)
 	groups[g] = gr
-	n := &Directory{epoch: d.epoch + 1, held: d.held}
+	n := &Directory{epoch: d.epoch + 1, base: d.base, held: d.held}
 	if err := n.setGroups(groups); err != nil {
 		return nil, err
 	}

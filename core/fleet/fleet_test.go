@@ -20,7 +20,7 @@ func groupsOf(g int) []Group {
 	for i := range out {
 		for j := range 3 {
 			name := fmt.Sprintf("g%dn%d", i, j)
-			out[i].Voters = append(out[i].Voters, Member{ID: dial.IDFromName(name), HTTP: name + ":8080"})
+			out[i].Voters = append(out[i].Voters, Member{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000", HTTP: name + ":8080"})
 		}
 		out[i].MIdx = uint64(10 + i)
 	}

@@ -40,10 +40,6 @@ type Env struct {
 	// consensus.Worker): a goroutine in the real node, disk completion
 	// events in the simulator. Nil: both wait for the disk on the loop.
 	Worker shard.Worker
-	// Fleet, when set, places the node's raft group in a fleet of
-	// several (core/fleet): the flow store sends another group's flows
-	// to that group. Nil: the group is the whole fleet.
-	Fleet flow.Fleet
 	// Admitted, if set, sees every frame the envelope lets through, as it
 	// hands it to the parts: the world's record of what got past the
 	// link (the simulator's adversary checker reads it). Nil in the real
@@ -71,6 +67,11 @@ type Config struct {
 	// Rollout configures how an admin change waits for every member to
 	// serve it.
 	Rollout rollout.Config
+	// Fleet, when set, places the node's raft group in a fleet of
+	// several and runs its replica of the fleet's control group
+	// (fleet.go): the flow store sends another group's flows to that
+	// group. Nil: the group is the whole fleet.
+	Fleet *FleetConfig
 }
 
 // Node is one cluster node.
@@ -81,7 +82,13 @@ type Node struct {
 	// Rollout confirms that members serve a configuration revision.
 	Rollout *rollout.Service
 	// Link is the envelope, nil without Config.Transport's keys.
-	Link      *transport.Link
+	Link *transport.Link
+	// Control is the node's replica of the fleet's control group, nil
+	// outside a fleet.
+	Control   *consensus.Node
+	view      *directoryView
+	publisher *publisher
+	clk       clock.Clock
 	BadFrames uint64
 	// behind is the shell's nudge (OnBehind).
 	behind func(rev uint64)
@@ -94,7 +101,14 @@ type Node struct {
 // Open boots the node: the consensus part from its journal, then the flow
 // store, which asks the consensus part for membership and isolation.
 func Open(cfg Config, env Env) (*Node, error) {
-	n := &Node{}
+	n := &Node{clk: env.Clock}
+	var fc FleetConfig
+	if cfg.Fleet != nil {
+		fc = cfg.Fleet.withDefaults()
+		if err := fc.validate(cfg.Consensus); err != nil {
+			return nil, err
+		}
+	}
 	// With the envelope, the parts send through the link, which needs the
 	// boot epoch, read after the journal opens: a frame the consensus part
 	// sends before then is lost, as any frame may be.
@@ -107,9 +121,27 @@ func Open(cfg Config, env Env) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The control replica, in a fleet: its frames go out and come in
+	// under ControlFramePrefix.
+	var view *directoryView
+	if cfg.Fleet != nil {
+		ccfg := fc.Control
+		ccfg.Bugs = cfg.Consensus.Bugs
+		if n.Control, err = consensus.Open(ccfg, consensus.Env{Clock: env.Clock, Net: prefixed{net, ControlFramePrefix}, FS: env.FS, Rand: env.Rand, Worker: env.Worker}); err != nil {
+			cn.Stop()
+			return nil, fmt.Errorf("node: control group: %w", err)
+		}
+		view = &directoryView{ctl: n.Control, group: fc.Group}
+	}
+	stop := func() {
+		cn.Stop()
+		if n.Control != nil {
+			n.Control.Stop()
+		}
+	}
 	epoch, err := nextEpoch(env.FS)
 	if err != nil {
-		cn.Stop()
+		stop()
 		return nil, fmt.Errorf("node: boot epoch: %w", err)
 	}
 	if sealed {
@@ -123,20 +155,20 @@ func Open(cfg Config, env Env) (*Node, error) {
 			}
 		}
 		if n.Link, err = transport.New(tc, env.Net, inner); err != nil {
-			cn.Stop()
+			stop()
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
 	backend, quarantined := env.Shard, ""
 	if backend == nil {
 		if backend, quarantined, err = openShardLog(env.FS, epoch); err != nil {
-			cn.Stop()
+			stop()
 			return nil, fmt.Errorf("node: flow shard: %w", err)
 		}
 	}
-	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: &control{cn: cn}, Rand: env.Rand, Backend: backend, Worker: env.Worker, Fleet: env.Fleet})
+	fs, err := flow.New(cfg.Flow, flow.Env{ID: cn.ID(), Epoch: epoch, Clock: env.Clock, Net: net, Ctl: &control{cn: cn}, Rand: env.Rand, Backend: backend, Worker: env.Worker, Fleet: fleetOf(view)})
 	if err != nil {
-		cn.Stop()
+		stop()
 		_ = backend.Close() // the store's error is the one worth reporting
 		return nil, fmt.Errorf("node: flow store: %w", err)
 	}
@@ -155,6 +187,11 @@ func Open(cfg Config, env Env) (*Node, error) {
 		}})
 	cn.OnRevision(ro.Applied) // a change an asker waits for is nudged as soon as it applies
 	n.Consensus, n.Flow, n.ProxyOnce, n.Rollout, n.Quarantined = cn, fs, po, ro, quarantined
+	if view != nil {
+		n.view = view
+		n.publisher = &publisher{n: n, cfg: fc, view: view, bugs: cfg.Consensus.Bugs}
+		n.publisher.arm()
+	}
 	return n, nil
 }
 
@@ -186,6 +223,12 @@ func Classify(frame []byte) (transport.Kind, bool) {
 	case rollout.FramePrefix:
 		class = transport.Control
 		family, reply, ok = rollout.FrameKind(frame)
+	case ControlFramePrefix:
+		// The control group's raft: its families are raft's (a family
+		// pairs requests and replies per peer; the two groups' share
+		// the bound, as flow and raft frames do).
+		class = transport.Control
+		family, reply, ok = consensus.FrameKind(frame[1:])
 	default:
 		class = transport.Control
 		family, reply, ok = consensus.FrameKind(frame)
@@ -240,6 +283,12 @@ func (n *Node) route(from dial.NodeID, frame []byte) {
 		n.ProxyOnce.HandleFrame(from, frame)
 	case rollout.FramePrefix:
 		n.Rollout.HandleFrame(from, frame)
+	case ControlFramePrefix:
+		if n.Control == nil {
+			n.BadFrames++ // a control frame for a node outside a fleet
+			return
+		}
+		n.Control.HandleFrame(from, frame[1:])
 	default:
 		n.Consensus.HandleFrame(from, frame)
 	}
@@ -247,6 +296,10 @@ func (n *Node) route(from dial.NodeID, frame []byte) {
 
 // Stop stops the parts.
 func (n *Node) Stop() {
+	if n.publisher != nil {
+		n.publisher.stop()
+		n.Control.Stop()
+	}
 	n.Rollout.Stop()
 	n.ProxyOnce.Stop()
 	n.Flow.Stop()
@@ -259,9 +312,17 @@ func (n *Node) Stop() {
 func (n *Node) Close() error {
 	n.Rollout.Stop()
 	n.ProxyOnce.Stop()
+	if n.publisher != nil {
+		n.publisher.stop()
+	}
 	err := n.Flow.Close()
 	if cerr := n.Consensus.Close(); err == nil {
 		err = cerr
+	}
+	if n.Control != nil {
+		if cerr := n.Control.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }
@@ -374,5 +435,18 @@ func (n *Node) CheckInvariants() error {
 	if err := n.Flow.CheckInvariants(); err != nil {
 		return err
 	}
+	if n.Control != nil {
+		if err := n.Control.CheckInvariants(); err != nil {
+			return fmt.Errorf("control group: %w", err)
+		}
+	}
 	return n.ProxyOnce.CheckInvariants()
+}
+
+// fleetOf is the flow store's fleet: nil outside one.
+func fleetOf(v *directoryView) flow.Fleet {
+	if v == nil {
+		return nil
+	}
+	return v
 }

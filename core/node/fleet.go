@@ -1,0 +1,277 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenceline/fenceline/core/bugs"
+	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/fleet"
+	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/dial"
+)
+
+// A fleet is several raft groups (data groups), each holding the flows of
+// the partitions the group directory gives it (core/fleet), and one more
+// raft group, the control group, which holds the directory. Every node of
+// the fleet runs a replica of the control group beside its data group's:
+// a voter if it is one of the control group's founders, otherwise a
+// learner, which the control group's leader adds once the directory names
+// it as a voter of its data group. The directory is one value
+// in the control group's KV (DirectoryKey), so a node reads the directory
+// its replica has applied, in log order, and a node whose replica has not
+// yet caught up has none and refuses every flow (core/flow).
+//
+// The directory changes only by compare-and-set on that value:
+//
+//   - once, at the founding: the control group's leader writes epoch 1
+//     from FleetConfig.Founding if the value is absent;
+//   - each time a data group commits a new membership: each of its nodes
+//     that has applied it and follows the control group publishes it
+//     (fleet.Directory.WithGroup), guarded by the version it read, so two
+//     nodes of one group, or two groups, publishing at once never
+//     overwrite each other: the loser reads again at its next turn, and
+//     finds the membership published or publishes it then.
+//
+// Not only the group's leader publishes: a node that has just joined a
+// group may lead it before the directory names it, and then it is no
+// member of the control group yet (the control group's leader adds the
+// voters the directory names), and could not publish itself into it
+// (fleet-routing seed 224: a spare promoted to voter won its group's
+// next election, and the group's new membership was never published).
+//
+// Publishing is a turn every PublishEvery on each node: one proposal in
+// flight at a time, and the directory's own check (a membership index
+// must advance) refuses whatever is stale. Until a publication lands, callers route by
+// the group's older voters and m_idx, which the owner's m_idx fence
+// refuses: a lagging directory costs 503s, never a misroute.
+
+// FleetConfig places a node's raft group in a fleet.
+type FleetConfig struct {
+	// Group is the node's data group, an index into Founding.
+	Group int
+	// Founding is each data group's founding voters, at membership index
+	// 1: the directory's first epoch, written once.
+	Founding []fleet.Group
+	// Control configures the node's replica of the control group. Its
+	// Bootstrap names the control group's founding voters on those nodes
+	// (empty on every other node: it starts empty and is added as a
+	// learner); JournalName defaults to ControlJournal. Name and Addr are
+	// the node's own, as in its data group.
+	Control consensus.Config
+	// PublishEvery is how often the node takes its publishing turn.
+	// Default 100ms.
+	PublishEvery time.Duration
+}
+
+// DirectoryKey is the control group's key that holds the directory.
+const DirectoryKey = "fleet/directory"
+
+// ControlJournal is the control replica's journal file, beside the data
+// group's.
+const ControlJournal = "control.journal"
+
+// ControlFramePrefix is the first byte of a frame for the control group's
+// replica: the raft frame follows it.
+const ControlFramePrefix = 5
+
+func (c FleetConfig) withDefaults() FleetConfig {
+	if c.Control.JournalName == "" {
+		c.Control.JournalName = ControlJournal
+	}
+	if c.PublishEvery == 0 {
+		c.PublishEvery = 100 * time.Millisecond
+	}
+	return c
+}
+
+// validate checks what Open cannot leave to the parts.
+func (c FleetConfig) validate(data consensus.Config) error {
+	if _, err := fleet.New(1, c.Founding); err != nil {
+		return fmt.Errorf("node: fleet: founding groups: %w", err)
+	}
+	switch {
+	case c.Group < 0 || c.Group >= len(c.Founding):
+		return fmt.Errorf("node: fleet: group %d of %d", c.Group, len(c.Founding))
+	case c.PublishEvery <= 0:
+		return errors.New("node: fleet: PublishEvery must be positive")
+	case c.Control.JournalName == data.JournalName || c.Control.JournalName == FlowLog:
+		return fmt.Errorf("node: fleet: the control journal %q would share a file with the data group", c.Control.JournalName)
+	case c.Control.Name != data.Name:
+		return fmt.Errorf("node: fleet: the control replica is named %q, the node %q", c.Control.Name, data.Name)
+	}
+	return nil
+}
+
+// prefixed sends each frame with a prefix byte before it.
+type prefixed struct {
+	net    dial.Sender
+	prefix byte
+}
+
+func (s prefixed) Send(to dial.NodeID, frame []byte) error {
+	out := make([]byte, 1+len(frame))
+	out[0] = s.prefix
+	copy(out[1:], frame)
+	return s.net.Send(to, out)
+}
+
+// directoryView is the flow store's view of the fleet (flow.Fleet): the
+// directory the control replica has applied, decoded once per version.
+type directoryView struct {
+	ctl   *consensus.Node
+	group int
+	rev   uint64 // the control KV's revision last looked at
+	ver   uint64 // the directory value's version decoded
+	dir   *fleet.Directory
+	// Undecodable counts directory values that did not decode: the node
+	// then has no directory, and refuses every flow, rather than route by
+	// a value it cannot read.
+	Undecodable uint64
+}
+
+func (v *directoryView) Group() int { return v.group }
+
+func (v *directoryView) Directory() *fleet.Directory {
+	if rev := v.ctl.Revision(); rev != v.rev {
+		v.rev = rev
+		v.refresh()
+	}
+	return v.dir
+}
+
+func (v *directoryView) refresh() {
+	e, ok := v.ctl.LocalGet(DirectoryKey)
+	switch {
+	case !ok:
+		v.dir, v.ver = nil, 0
+	case e.Version != v.ver:
+		v.ver = e.Version
+		d, err := fleet.Decode(e.Value)
+		if err != nil {
+			v.Undecodable++
+			d = nil
+		}
+		v.dir = d
+	}
+}
+
+// publisher is the node's publishing turn.
+type publisher struct {
+	n        *Node
+	cfg      FleetConfig
+	bugs     bugs.Set
+	view     *directoryView
+	timer    interface{ Stop() bool }
+	inFlight bool // a proposal or membership change of ours is not answered yet
+	stopped  bool
+}
+
+func (p *publisher) arm() {
+	if !p.stopped {
+		p.timer = p.n.clk.AfterFunc(p.cfg.PublishEvery, p.turn)
+	}
+}
+
+func (p *publisher) stop() {
+	p.stopped = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// turn does at most one thing. On the control group's leader: found the
+// directory (once), or add a voter the directory names that is not yet a
+// member of the control group, as a learner. On any node that follows the
+// control group: publish its data group's membership, if it has applied
+// a newer one than the directory names.
+func (p *publisher) turn() {
+	defer p.arm()
+	if p.inFlight {
+		return
+	}
+	ctl := p.n.Control
+	e, found := ctl.LocalGet(DirectoryKey)
+	if ctl.IsLeader() {
+		if !found {
+			d, err := fleet.New(1, p.cfg.Founding)
+			if err != nil {
+				panic(err) // validated at Open
+			}
+			p.propose(kv.Txn([]kv.Guard{kv.Absent(DirectoryKey)}, []kv.Op{kv.Put(DirectoryKey, d.Encode())}, nil))
+			return
+		}
+		if d := p.view.Directory(); d != nil {
+			if m, ok := notFollowing(d, ctl.Membership()); ok {
+				p.inFlight = true
+				ctl.AddLearner(consensus.Member{ID: m.ID, Name: m.Name, Addr: m.Peer, HTTP: m.HTTP}, func(error) { p.inFlight = false })
+				return
+			}
+		}
+	}
+	if !found || p.bugs.UnpublishedMembership {
+		return
+	}
+	ms := p.n.Consensus.Membership()
+	d := p.view.Directory()
+	if d == nil || d.Group(p.cfg.Group).MIdx >= ms.Index {
+		return
+	}
+	voters := make([]fleet.Member, len(ms.Voters))
+	for i, m := range ms.Voters {
+		voters[i] = fleet.Member{ID: m.ID, Name: m.Name, Peer: m.Addr, HTTP: m.HTTP}
+	}
+	next, err := d.WithGroup(p.cfg.Group, fleet.Group{MIdx: ms.Index, Voters: voters})
+	if err != nil {
+		return // a membership the directory cannot name (no voters): nothing to publish
+	}
+	p.propose(kv.Txn([]kv.Guard{kv.VersionIs(DirectoryKey, e.Version)}, []kv.Op{kv.Put(DirectoryKey, next.Encode())}, nil))
+}
+
+// propose sends one compare-and-set of the directory through the control
+// replica; a failed guard or an error is tried again at a later turn,
+// from what the replica has applied by then.
+func (p *publisher) propose(op kv.Op) {
+	p.inFlight = true
+	p.n.Control.Propose(op, func(kv.Result, error) { p.inFlight = false })
+}
+
+// notFollowing returns a voter the directory names, of any group, that
+// is not a member of the control group, if there is one: the first, by
+// group and by id, so every run chooses alike.
+func notFollowing(d *fleet.Directory, ctl consensus.Membership) (fleet.Member, bool) {
+	in := map[dial.NodeID]bool{}
+	for _, m := range ctl.Voters {
+		in[m.ID] = true
+	}
+	for _, m := range ctl.Learners {
+		in[m.ID] = true
+	}
+	for g := range d.Groups() {
+		for _, m := range d.Group(g).Voters {
+			if !in[m.ID] {
+				return m, true
+			}
+		}
+	}
+	return fleet.Member{}, false
+}
+
+// Directory is the group directory this node's control replica has
+// applied, as its flow store routes by it: nil outside a fleet, and until
+// the replica holds one that decodes.
+func (n *Node) Directory() *fleet.Directory {
+	if n.view == nil {
+		return nil
+	}
+	return n.view.Directory()
+}
+
+// FleetUndecodable counts the directory values this node could not read.
+func (n *Node) FleetUndecodable() uint64 {
+	if n.view == nil {
+		return 0
+	}
+	return n.view.Undecodable
+}

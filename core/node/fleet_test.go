@@ -1,0 +1,81 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/fleet"
+	"github.com/fenceline/fenceline/core/kv"
+	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/dial"
+	"github.com/fenceline/fenceline/netsim"
+	"github.com/fenceline/fenceline/sim"
+)
+
+// oneNodeFleet is a fleet of one group of one node, which is also the
+// control group's one voter.
+func oneNodeFleet(name string) node.Config {
+	boot := []consensus.Member{consensus.NewMember(name, name+":7000")}
+	data := consensus.Config{Name: name, Addr: name + ":7000", Bootstrap: boot}
+	return node.Config{
+		Consensus: data,
+		Fleet: &node.FleetConfig{
+			Founding: []fleet.Group{{MIdx: 1, Voters: []fleet.Member{{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000"}}}},
+			Control:  consensus.Config{Name: name, Addr: name + ":7000", Bootstrap: boot},
+		},
+	}
+}
+
+// The control group's leader founds the directory, the node reads it
+// from its replica, and a value that does not decode leaves it with no
+// directory (every flow refused) rather than one it cannot read.
+func TestTheDirectoryComesFromTheControlGroup(t *testing.T) {
+	k := sim.New(1)
+	t.Cleanup(k.InstallCryptoRand())
+	nw := netsim.New(k, netsim.DefaultConfig)
+	var nd *node.Node
+	m := k.AddMachine("a", func(env *sim.Env) dial.Handler {
+		var err error
+		nd, err = node.Open(oneNodeFleet("a"), node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
+		require.NoError(t, err)
+		return nd
+	}, nw, sim.DefaultDiskConfig)
+	m.Start()
+	require.NoError(t, k.RunUntil(2*time.Second))
+
+	e, ok := nd.Control.LocalGet(node.DirectoryKey)
+	require.True(t, ok, "the control group's leader founded the directory")
+	d, err := fleet.Decode(e.Value)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), d.Epoch())
+	require.True(t, d.Holds(0, "any flow"), "one group holds every partition")
+	require.Equal(t, d, nd.Directory(), "the flow store's view is the replica's")
+
+	m.Exec(func() {
+		nd.Control.Propose(kv.Put(node.DirectoryKey, []byte("not a directory")), func(kv.Result, error) {})
+	})
+	require.NoError(t, k.RunUntil(3*time.Second))
+	require.Nil(t, nd.Directory(), "a directory that does not decode is no directory")
+	require.Equal(t, uint64(1), nd.FleetUndecodable())
+}
+
+func TestFleetConfigRefusals(t *testing.T) {
+	for name, edit := range map[string]func(*node.Config){
+		"group 1 of 1":                 func(c *node.Config) { c.Fleet.Group = 1 },
+		"founding groups":              func(c *node.Config) { c.Fleet.Founding = nil },
+		"would share a file":           func(c *node.Config) { c.Fleet.Control.JournalName = "raft.journal" },
+		"the control replica is named": func(c *node.Config) { c.Fleet.Control.Name = "b" },
+		"PublishEvery must be positive": func(c *node.Config) {
+			c.Fleet.PublishEvery = -time.Second
+		},
+	} {
+		cfg := oneNodeFleet("a")
+		cfg.Consensus.JournalName = "raft.journal"
+		edit(&cfg)
+		_, err := node.Open(cfg, node.Env{})
+		require.ErrorContains(t, err, name)
+	}
+}
