@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -31,9 +32,12 @@ func init() {
 			// Judged in the half of the runs whose frames are plain: 11 of
 			// seeds 1..30.
 			{Name: "silent-refusal", Window: 30, MinCaught: 6},
+			// Judged in the half of the runs with small bounds, where a
+			// call is refused at one: 13 of seeds 1..60.
+			{Name: "silent-busy", Window: 60, MinCaught: 7},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
-		Checkers: plus(clusterCheckers, "proxyonce", "request-answered"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, false) },
 	})
@@ -49,7 +53,7 @@ func init() {
 			// outlives its owner long enough to lapse (2 of 30 seeds).
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
-		Checkers: plus(clusterCheckers, "proxyonce", "request-answered"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, true) },
 	})
@@ -67,6 +71,7 @@ type proxyRun struct {
 	// upstream's knobs
 	failP, slowP int // percent of calls that fail, that are slow
 	n503         int
+	busy         int // answers refused at a bound on calls or waiters (ErrBusyCalls)
 	// giveUp, when set, is how long a client waits before it goes (a
 	// winner whose client went releases its claim); gaveUp counts them.
 	giveUp time.Duration
@@ -194,8 +199,9 @@ func (p *proxyRun) aimAt(key string, r interface{ IntN(int) int }, calm time.Dur
 // The scenario's claim timings: a lapse short enough that slow upstream
 // calls outlive their claims inside a run.
 const (
-	proxyLapse = 2 * time.Second
-	proxyWait  = 6 * time.Second
+	proxyLapse    = 2 * time.Second
+	proxyWait     = 6 * time.Second
+	proxyDeadline = 2 * time.Second // a call to the owner (the default)
 )
 
 // runProxyOnce is both scenarios: proxyonce-race's clients and faults, and
@@ -213,7 +219,16 @@ func runProxyOnce(run *Run, crash bool) error {
 	netCfg, disk, _ := clusterKnobs(run, voters, calm)
 	run.Knob("calm_at", calm)
 	c := newRaftCluster(run, names(voters+extra), voters, netCfg, disk)
-	c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait}
+	c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait, Deadline: proxyDeadline}
+	// Half the runs bound the calls in flight at a node and the losers
+	// waiting on one signature small, so that a call refused at either
+	// bound happens and is judged (at the defaults, 4,096 and 1,024, no
+	// workload reaches them): a refusal must be known not applied, and
+	// the service's invariants hold its counts to the bounds.
+	if kb := k.Stream("knobs/proxy-bounds"); kb.IntN(2) == 0 {
+		c.proxyCfg.MaxCalls, c.proxyCfg.MaxWaiters = 1+kb.IntN(4), 1+kb.IntN(2)
+	}
+	run.Knob("proxy_bounds", fmt.Sprintf("calls=%d waiters=%d", c.proxyCfg.MaxCalls, c.proxyCfg.MaxWaiters))
 	h := startFlowCluster(c, flow.Config{Bugs: run.Bugs()})
 	drawEnvelope(run, c)
 	kr := k.Stream("knobs/proxy")
@@ -300,6 +315,9 @@ func runProxyOnce(run *Run, crash bool) error {
 	p.checkAnswered()
 	run.Did("proxy-served", len(p.served))
 	run.Did("upstream-calls", len(p.calls))
+	if p.h.proxyCfg.MaxCalls > 0 {
+		run.Did("proxy-busy", p.busy) // refused at a small bound
+	}
 	if crash {
 		run.Did("owner-faults", p.ownerFaults)
 		run.Did("gave-up", p.gaveUp)
@@ -405,10 +423,15 @@ func (p *proxyRun) hit(n *sim.Machine, key string, then func()) {
 		return
 	}
 	ok := n.Exec(func() {
+		acquired := p.answered(n, inc, "an Acquire of "+key, proxyWait+proxyDeadline)
 		svc.Acquire(key, func(ans proxyonce.Answer, err error) {
+			acquired()
 			switch {
 			case err != nil:
 				p.n503++
+				if errors.Is(err, proxyonce.ErrBusyCalls) {
+					p.busy++
+				}
 				finish()
 			case !ans.Won:
 				p.serve(key, n, string(ans.Recorded))
@@ -432,7 +455,9 @@ func (p *proxyRun) hit(n *sim.Machine, key string, then func()) {
 							finish()
 							return
 						}
+						recorded := p.answered(n, n.Incarnation(), "a Record of "+key, proxyDeadline)
 						svc.Record(key, ans.Token, []byte(answer), func(err error) {
+							recorded()
 							if err != nil {
 								p.n503++
 							} else {
@@ -448,6 +473,22 @@ func (p *proxyRun) hit(n *sim.Machine, key string, then func()) {
 	if !ok {
 		finish()
 	}
+}
+
+// answered holds a call made now through n's claim service (incarnation
+// inc) to its promise: it is answered, a refusal included, within bound
+// (the service's own deadline and wait), plus a second for the node's
+// clock drift and busy time, unless the node went down meanwhile
+// (checker proxyonce-answered). The returned func marks it answered.
+func (p *proxyRun) answered(n *sim.Machine, inc uint64, what string, bound time.Duration) func() {
+	k := p.h.k
+	done, at := false, k.Now()
+	k.After(bound+time.Second, sim.EvCheck, xxhash.Sum64String(what), func() {
+		if !done && n.Up() && n.Incarnation() == inc {
+			p.h.run.Fail("proxyonce-answered", "%s through %s at %v was not answered within %v", what, n.Name(), at, bound+time.Second)
+		}
+	})
+	return func() { done = true }
 }
 
 func (p *proxyRun) serve(key string, n *sim.Machine, answer string) {

@@ -140,6 +140,10 @@ type Set struct {
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
 	UnpublishedMembership bool
+	// SilentBusy: a proxyOnce call refused at a bound (calls in flight,
+	// losers waiting on one signature) gets no answer: its caller waits
+	// until it gives up instead of a 503 at once.
+	SilentBusy bool
 	// ModuloOwner: a flow's owner is the voter its hash picks modulo the
 	// voters' count, not the top of its rendezvous placement: every node
 	// agrees on it, but a membership change moves flows between voters
@@ -308,6 +312,7 @@ var Table = []Bug{
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
+	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"modulo-owner", "a flow's owner is its hash modulo the voter count, not the top of its rendezvous placement: membership changes move flows between voters that stay", func(s *Set) *bool { return &s.ModuloOwner }},
 	{"silent-refusal", "an owner that refuses a request sends no answer: its caller times out instead of getting a 503 at once", func(s *Set) *bool { return &s.SilentRefusal }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},

@@ -2,11 +2,7 @@
 
 package journal
 
-import (
-	"math"
-
-	"github.com/fenceline/fenceline/core/recfile"
-)
+import "github.com/fenceline/fenceline/core/recfile"
 
 // trustTorn is the planted JournalTrustTail bug: it decodes a record
 // whose body was cut short, reading the missing bytes as zeros and
@@ -40,19 +36,9 @@ func trustTorn(sc *recfile.Scanner) *record {
 func decodeTornEntries(d *decoder, real int) []Entry {
 	startLen := len(d.b)
 	realLeft := func(b []byte) int { return real - (startLen - len(b)) }
-	first := d.uvarint("first index")
-	count := d.uvarint("count")
-	switch {
-	case d.err != nil:
-		return nil
-	case realLeft(d.b) < 0:
+	first, count := decodeBatchHeader(d)
+	if d.err == nil && realLeft(d.b) < 0 {
 		d.fail("batch header torn")
-	case first == 0:
-		d.fail("entries from index 0")
-	case count == 0:
-		d.fail("empty batch")
-	case first > math.MaxUint64-count:
-		d.fail("indexes overflow: %d entries from %d", count, first)
 	}
 	if d.err != nil {
 		return nil

@@ -252,18 +252,8 @@ func decodeRecord(body []byte) (record, error) {
 
 // decodeEntries reads an entries payload strictly: any malformation fails.
 func decodeEntries(d *decoder) []Entry {
-	first := d.uvarint("first index")
-	count := d.uvarint("count")
-	switch {
-	case d.err != nil:
-		return nil
-	case first == 0:
-		d.fail("entries from index 0")
-	case count == 0:
-		d.fail("empty batch")
-	case first > math.MaxUint64-count:
-		d.fail("indexes overflow: %d entries from %d", count, first)
-	case count > uint64(len(d.b)/minEntryBytes):
+	first, count := decodeBatchHeader(d)
+	if d.err == nil && count > uint64(len(d.b)/minEntryBytes) {
 		d.fail("%d entries declared in %d bytes", count, len(d.b))
 	}
 	if d.err != nil {
@@ -278,6 +268,24 @@ func decodeEntries(d *decoder) []Entry {
 		ents = append(ents, e)
 	}
 	return ents
+}
+
+// decodeBatchHeader reads an entries payload's first index and count,
+// failing d unless they name a batch: not empty, from index 1 up, within
+// the index space.
+func decodeBatchHeader(d *decoder) (first, count uint64) {
+	first = d.uvarint("first index")
+	count = d.uvarint("count")
+	switch {
+	case d.err != nil:
+	case first == 0:
+		d.fail("entries from index 0")
+	case count == 0:
+		d.fail("empty batch")
+	case first > math.MaxUint64-count:
+		d.fail("indexes overflow: %d entries from %d", count, first)
+	}
+	return first, count
 }
 
 // decodeEntry reads one entry of a batch, at index; ok is false once d

@@ -145,7 +145,9 @@ func (v *directoryView) refresh() {
 	e, ok := v.ctl.LocalGet(DirectoryKey)
 	switch {
 	case !ok:
-		v.dir, v.ver = nil, 0
+		// Versions are the KV's revisions, which only grow: a value
+		// written again later has a version no earlier one had.
+		v.dir = nil
 	case e.Version != v.ver:
 		v.ver = e.Version
 		d, err := fleet.Decode(e.Value)

@@ -6,8 +6,9 @@ import (
 	"slices"
 )
 
-// CheckInvariants checks the service's bookkeeping: every call in flight
-// and every loser waiting for a recording counts against MaxCalls, and a
+// CheckInvariants checks the service's bookkeeping: every call in flight,
+// every loser waiting for a recording and every claim won and not yet
+// recorded or released counts against MaxCalls, and a
 // signature nobody waits on is forgotten. It reads the state only; the
 // simulator calls it after every 16th step a node takes (sim.Checked).
 func (s *Service) CheckInvariants() error {
@@ -22,8 +23,8 @@ func (s *Service) CheckInvariants() error {
 	if broken {
 		return fmt.Errorf("proxyonce: %d waiting on %q (bound %d)", s.waiting[bad], bad, s.cfg.MaxWaiters)
 	}
-	if s.active != len(s.calls)+waits || s.active > s.cfg.MaxCalls {
-		return fmt.Errorf("proxyonce: %d active, %d calls and %d waits in flight (bound %d)", s.active, len(s.calls), waits, s.cfg.MaxCalls)
+	if s.active != len(s.calls)+waits+len(s.held) || s.active > s.cfg.MaxCalls {
+		return fmt.Errorf("proxyonce: %d active, %d calls, %d waits and %d held claims in flight (bound %d)", s.active, len(s.calls), waits, len(s.held), s.cfg.MaxCalls)
 	}
 	return s.claims.checkInvariants()
 }

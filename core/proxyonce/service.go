@@ -139,7 +139,8 @@ type ServiceConfig struct {
 	Wait time.Duration
 	// Poll is how often a waiting loser reads its KV. Default 20ms.
 	Poll time.Duration
-	// MaxCalls bounds the calls in flight (claims, records and waits);
+	// MaxCalls bounds the calls in flight (claims, records and waits)
+	// and the claims this node won and has not yet recorded or released;
 	// past it a call is refused at once. Default 4096.
 	MaxCalls int
 	// MaxWaiters bounds the losers waiting on one signature's recording;
@@ -189,7 +190,15 @@ type Service struct {
 	ringM  uint64 // the m_idx the ring and the claims were built at; 0: none yet
 	nextID uint64
 	calls  map[uint64]*call
-	active int // calls in flight, including waits
+	active int // calls in flight, waits and held claims
+	// held are the claims this node's callers won and have not yet
+	// recorded or released: each keeps the call slot its claim took, so
+	// that the recording that finishes the work is never refused at the
+	// bound by new claims (proxyonce-race seed 228: at MaxCalls 1, three
+	// clients' claims took the slot each time a winner's recording asked
+	// for it, and nothing was ever recorded). A hold lapses with the
+	// claim, so a caller that never comes back does not keep it.
+	held map[Token]clock.Timer
 	// waiting counts, per signature, the losers waiting on its recording.
 	waiting map[string]int
 	// swept is when lapsed claims were last let go: serving a request
@@ -214,7 +223,7 @@ type response struct {
 // NewService returns a node's claim service.
 func NewService(cfg ServiceConfig, env Env) *Service {
 	cfg = cfg.withDefaults()
-	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}, waiting: map[string]int{}}
+	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}, waiting: map[string]int{}, held: map[Token]clock.Timer{}}
 }
 
 // refresh rebuilds the ring at a new membership and forgets the claims
@@ -248,6 +257,11 @@ func (s *Service) Stop() {
 		return
 	}
 	s.stopped = true
+	for t, timer := range s.held { //fenceline:unordered timers stopped; nothing is answered
+		timer.Stop()
+		delete(s.held, t)
+		s.active--
+	}
 	for _, id := range slices.Sorted(maps.Keys(s.calls)) {
 		if c := s.calls[id]; c != nil {
 			c.done(response{err: unavailable(ErrStopped)})
@@ -274,6 +288,7 @@ func (s *Service) Acquire(key string, done func(Answer, error)) {
 		case r.err != nil:
 			done(Answer{}, r.err)
 		case r.out == outWon:
+			s.hold(r.token)
 			done(Answer{Won: true, Token: r.token}, nil)
 		case r.out == outRecorded:
 			done(Answer{Recorded: r.value}, nil)
@@ -294,6 +309,7 @@ func (s *Service) Record(key string, t Token, answer []byte, done func(error)) {
 		done(unavailable(ErrStopped))
 		return
 	}
+	s.unhold(t) // its slot is this call's
 	s.toOwner(key, frameRecord, t, answer, func(r response) {
 		switch {
 		case r.err != nil:
@@ -313,6 +329,7 @@ func (s *Service) Record(key string, t Token, answer []byte, done func(error)) {
 // Release gives a won claim up, so the signature is claimable again.
 // Nothing answers it: a lost release lapses.
 func (s *Service) Release(key string, t Token) {
+	s.unhold(t)
 	m, ok := s.refresh()
 	if !ok {
 		return
@@ -329,6 +346,28 @@ func (s *Service) Release(key string, t Token) {
 	_ = s.env.Net.Send(owner, f.encode())
 }
 
+// hold keeps the call slot of a claim won for t until the claim is
+// recorded, released or lapses. The claim's call has just given its slot
+// back, on this same turn, so the count does not pass the bound.
+func (s *Service) hold(t Token) {
+	if _, dup := s.held[t]; dup {
+		return
+	}
+	s.active++
+	s.held[t] = s.env.Clock.AfterFunc(s.claims.cfg.Lapse, func() { s.unhold(t) })
+}
+
+// unhold gives a held claim's slot back; nothing if t holds none.
+func (s *Service) unhold(t Token) {
+	timer, ok := s.held[t]
+	if !ok {
+		return
+	}
+	timer.Stop()
+	delete(s.held, t)
+	s.active--
+}
+
 // toOwner sends one request to key's owner (or serves it here) and hands
 // the answer to done, bounded by the deadline and MaxCalls.
 func (s *Service) toOwner(key string, kind uint8, t Token, value []byte, done func(response)) {
@@ -343,7 +382,9 @@ func (s *Service) toOwner(key string, kind uint8, t Token, value []byte, done fu
 		return
 	}
 	if s.active >= s.cfg.MaxCalls {
-		done(response{err: unavailable(ErrBusyCalls)})
+		if !s.cfg.Bugs.SilentBusy {
+			done(response{err: unavailable(ErrBusyCalls)})
+		}
 		return
 	}
 	s.active++
@@ -372,10 +413,14 @@ func (s *Service) toOwner(key string, kind uint8, t Token, value []byte, done fu
 	}
 }
 
-// wait reads the KV until the winner's recording is there.
+// wait reads the KV until the winner's recording is there. It takes the
+// call slot its claim's call gave back on this same turn, so only the
+// bound on one signature's waiters can refuse it.
 func (s *Service) wait(key string, done func(Answer, error)) {
-	if s.active >= s.cfg.MaxCalls || s.waiting[key] >= s.cfg.MaxWaiters {
-		done(Answer{}, unavailable(ErrBusyCalls))
+	if s.waiting[key] >= s.cfg.MaxWaiters {
+		if !s.cfg.Bugs.SilentBusy {
+			done(Answer{}, unavailable(ErrBusyCalls))
+		}
 		return
 	}
 	s.active++

@@ -299,6 +299,47 @@ func TestWaitsAndCallsAreBounded(t *testing.T) {
 	require.ErrorIs(t, third.err, ErrBusyCalls, "past MaxCalls: refused at once")
 }
 
+// A claim won keeps its call slot until it is recorded, released or
+// lapses: at a bound of one call, the winner's recording is never refused
+// for want of a slot, new claims are refused meanwhile, and a winner that
+// never comes back frees the slot when its claim lapses.
+func TestAWonClaimKeepsItsSlot(t *testing.T) {
+	w := newWorld(t, ServiceConfig{MaxCalls: 1, Claims: Config{Lapse: 5 * time.Second}})
+	a := w.ids[0]
+	svc := w.nodes[a]
+	win := w.acquire(a, key)
+	w.deliver()
+	require.True(t, win.a.Won)
+	other := KeyOf(1, []byte("other"))
+	busy := w.acquire(a, other)
+	require.ErrorIs(t, busy.err, ErrBusyCalls, "the won claim holds the one slot")
+	require.NoError(t, svc.CheckInvariants())
+
+	var rerr error
+	recorded := false
+	svc.Record(key, win.a.Token, []byte("answer"), func(err error) { rerr, recorded = err, true })
+	w.deliver()
+	w.commit()
+	require.True(t, recorded)
+	require.NoError(t, rerr, "the recording takes the held slot")
+	next := w.acquire(a, other)
+	w.deliver()
+	require.True(t, next.a.Won, "the slot is free once recorded")
+
+	// Released: free at once. Never recorded nor released: free at the lapse.
+	svc.Release(other, next.a.Token)
+	third := w.acquire(a, KeyOf(1, []byte("third")))
+	w.deliver()
+	require.True(t, third.a.Won)
+	require.ErrorIs(t, w.acquire(a, KeyOf(1, []byte("fourth"))).err, ErrBusyCalls)
+	w.clk.Advance(5 * time.Second)
+	fourth := w.acquire(a, KeyOf(1, []byte("fourth")))
+	w.deliver()
+	require.True(t, fourth.a.Won, "the lapsed claim's slot came back")
+	require.NoError(t, svc.CheckInvariants())
+	svc.Stop()
+}
+
 // A recording that finds another in place changes nothing and says so:
 // the answer to serve is the one in the KV.
 func TestRecordingLosesToAnother(t *testing.T) {
