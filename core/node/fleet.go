@@ -124,11 +124,10 @@ type directoryView struct {
 	group int
 	rev   uint64 // the control KV's revision last looked at
 	ver   uint64 // the directory value's version decoded
-	dir   *fleet.Directory
-	// Undecodable counts directory values that did not decode: the node
-	// then has no directory, and refuses every flow, rather than route by
-	// a value it cannot read.
-	Undecodable uint64
+	// dir is nil when the value did not decode: the node then has no
+	// directory, and refuses every flow, rather than route by a value it
+	// cannot read.
+	dir *fleet.Directory
 }
 
 func (v *directoryView) Group() int { return v.group }
@@ -152,7 +151,6 @@ func (v *directoryView) refresh() {
 		v.ver = e.Version
 		d, err := fleet.Decode(e.Value)
 		if err != nil {
-			v.Undecodable++
 			d = nil
 		}
 		v.dir = d
@@ -161,12 +159,14 @@ func (v *directoryView) refresh() {
 
 // publisher is the node's publishing turn.
 type publisher struct {
-	n        *Node
-	cfg      FleetConfig
-	bugs     bugs.Set
-	view     *directoryView
-	timer    interface{ Stop() bool }
-	inFlight bool // a proposal or membership change of ours is not answered yet
+	n     *Node
+	cfg   FleetConfig
+	bugs  bugs.Set
+	view  *directoryView
+	timer interface{ Stop() bool }
+	// inFlight counts the proposals and membership changes of ours not
+	// answered yet: at most one (CheckInvariants holds it).
+	inFlight int
 	stopped  bool
 }
 
@@ -189,8 +189,11 @@ func (p *publisher) stop() {
 // control group: publish its data group's membership, if it has applied
 // a newer one than the directory names.
 func (p *publisher) turn() {
+	if p.stopped {
+		return
+	}
 	defer p.arm()
-	if p.inFlight {
+	if p.inFlight > 0 {
 		return
 	}
 	ctl := p.n.Control
@@ -206,17 +209,17 @@ func (p *publisher) turn() {
 		}
 		if d := p.view.Directory(); d != nil {
 			if m, ok := notFollowing(d, ctl.Membership()); ok {
-				p.inFlight = true
-				ctl.AddLearner(consensus.Member{ID: m.ID, Name: m.Name, Addr: m.Peer, HTTP: m.HTTP}, func(error) { p.inFlight = false })
+				p.inFlight++
+				ctl.AddLearner(consensus.Member{ID: m.ID, Name: m.Name, Addr: m.Peer, HTTP: m.HTTP}, func(error) { p.inFlight-- })
 				return
 			}
 		}
 	}
-	if !found || p.bugs.UnpublishedMembership {
+	if p.bugs.UnpublishedMembership {
 		return
 	}
 	ms := p.n.Consensus.Membership()
-	d := p.view.Directory()
+	d := p.view.Directory() // nil while the value is absent: then !found
 	if d == nil || d.Group(p.cfg.Group).MIdx >= ms.Index {
 		return
 	}
@@ -235,8 +238,8 @@ func (p *publisher) turn() {
 // replica; a failed guard or an error is tried again at a later turn,
 // from what the replica has applied by then.
 func (p *publisher) propose(op kv.Op) {
-	p.inFlight = true
-	p.n.Control.Propose(op, func(kv.Result, error) { p.inFlight = false })
+	p.inFlight++
+	p.n.Control.Propose(op, func(kv.Result, error) { p.inFlight-- })
 }
 
 // notFollowing returns a voter the directory names, of any group, that
@@ -270,10 +273,11 @@ func (n *Node) Directory() *fleet.Directory {
 	return n.view.Directory()
 }
 
-// FleetUndecodable counts the directory values this node could not read.
-func (n *Node) FleetUndecodable() uint64 {
-	if n.view == nil {
-		return 0
+// checkInvariants checks the publisher's bound: at most one proposal or
+// membership change of its own in flight.
+func (p *publisher) checkInvariants() error {
+	if p.inFlight < 0 || p.inFlight > 1 {
+		return fmt.Errorf("node: the fleet's publisher has %d calls in flight (at most 1)", p.inFlight)
 	}
-	return n.view.Undecodable
+	return nil
 }

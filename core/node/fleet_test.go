@@ -59,7 +59,7 @@ func TestTheDirectoryComesFromTheControlGroup(t *testing.T) {
 	})
 	require.NoError(t, k.RunUntil(3*time.Second))
 	require.Nil(t, nd.Directory(), "a directory that does not decode is no directory")
-	require.Equal(t, uint64(1), nd.FleetUndecodable())
+	require.NoError(t, nd.CheckInvariants())
 }
 
 func TestFleetConfigRefusals(t *testing.T) {

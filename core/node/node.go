@@ -439,6 +439,9 @@ func (n *Node) CheckInvariants() error {
 		if err := n.Control.CheckInvariants(); err != nil {
 			return fmt.Errorf("control group: %w", err)
 		}
+		if err := n.publisher.checkInvariants(); err != nil {
+			return err
+		}
 	}
 	return n.ProxyOnce.CheckInvariants()
 }
