@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"github.com/fenceline/fenceline/dial"
 	"maps"
 	"slices"
 	"sort"
@@ -22,6 +23,8 @@ type UpstreamCall struct {
 	// winner gave the claim up instead of recording.
 	Released bool
 	Answer   string
+	// Owner is the node that granted the claim (its token's owner).
+	Owner dial.NodeID
 }
 
 // Served is an answer a client got for a signature.
@@ -43,8 +46,26 @@ type OwnerLoss struct {
 	// membership at different times, so the old owner may grant under the
 	// old one after the new owner granted under the new: a move allows an
 	// epoch whenever it came before the last grant, not only between the
-	// first grant and the last, as a crash does.
-	Moved bool
+	// first grant and the last, as a crash does; but before the first
+	// grant only if the old owner (From) granted within Window after the
+	// move. Past that window the old owner has either applied the move or
+	// been cut off from its leader for D-17's isolation window, and must
+	// grant nothing more: a late grant of its is an epoch no fault allows.
+	Moved  bool
+	From   dial.NodeID
+	Window time.Duration
+}
+
+// lateGrantAllowed reports whether the old owner of a move l granted one
+// of cs within l's window after it: the grant a move allows before the
+// new owner's.
+func lateGrantAllowed(cs []UpstreamCall, l OwnerLoss) bool {
+	for _, c := range cs {
+		if c.Owner == l.From && c.Granted >= l.At && c.Granted <= l.At+l.Window {
+			return true
+		}
+	}
+	return false
 }
 
 // ProxyOnce judges proxyOnce's promises (checker "proxyonce") from the
@@ -77,7 +98,7 @@ func ProxyOnce(rep Reporter, calls []UpstreamCall, served []Served, losses []Own
 			}
 		}
 		for _, l := range losses {
-			if l.Key == key && l.At <= last && (l.Moved || l.At >= first) {
+			if l.Key == key && l.At <= last && (l.At >= first || l.Moved && lateGrantAllowed(cs, l)) {
 				lost++
 			}
 		}
@@ -88,7 +109,7 @@ func ProxyOnce(rep Reporter, calls []UpstreamCall, served []Served, losses []Own
 		if allowed := 1 + failed + lost + lapses; len(cs) > allowed {
 			var at []string
 			for _, c := range cs {
-				at = append(at, fmt.Sprintf("%v(granted %v)@%s", c.Start, c.Granted, c.Node))
+				at = append(at, fmt.Sprintf("%v(granted %v by %v)@%s", c.Start, c.Granted, c.Owner, c.Node))
 			}
 			rep.Fail("proxyonce", "signature %s: %d upstream calls, at most %d allowed (1 + %d failed or released + %d owner losses + %d lapses): %s",
 				key, len(cs), allowed, failed, lost, lapses, strings.Join(at, " "))

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/dial"
 )
 
 func TestProxyOnce(t *testing.T) {
@@ -12,6 +14,7 @@ func TestProxyOnce(t *testing.T) {
 	call := func(key string, granted time.Duration, failed bool, answer string) UpstreamCall {
 		return UpstreamCall{Key: key, Node: "n1", Granted: granted, Start: granted + time.Millisecond, End: granted + 100*time.Millisecond, Failed: failed, Answer: answer}
 	}
+	owned := func(c UpstreamCall, owner dial.NodeID) UpstreamCall { c.Owner = owner; return c }
 	served := func(key, answer string) Served { return Served{Key: key, Node: "n2", At: 10 * s, Answer: answer} }
 	final := func(v map[string]string) map[string]map[string]string {
 		return map[string]map[string]string{"n1": v, "n2": v}
@@ -40,8 +43,14 @@ func TestProxyOnce(t *testing.T) {
 			calls:  []UpstreamCall{call("k", s, false, "a"), call("k", 2*s, false, "b")},
 			losses: []OwnerLoss{{Key: "k", At: 500 * time.Millisecond}}, final: final(nil), fails: "at most 1 allowed"},
 		{name: "a move before the first grant allows an epoch (an old owner may lag)",
-			calls:  []UpstreamCall{call("k", s, false, "a"), call("k", 1100*time.Millisecond, false, "b")},
-			losses: []OwnerLoss{{Key: "k", At: 500 * time.Millisecond, Moved: true}}, final: final(nil)},
+			calls:  []UpstreamCall{owned(call("k", s, false, "a"), 7), call("k", 1100*time.Millisecond, false, "b")},
+			losses: []OwnerLoss{{Key: "k", At: 500 * time.Millisecond, Moved: true, From: 7, Window: s}}, final: final(nil)},
+		{name: "but only for the old owner's grant within its window",
+			calls:  []UpstreamCall{call("k", s, false, "a"), owned(call("k", 1600*time.Millisecond, false, "b"), 7)},
+			losses: []OwnerLoss{{Key: "k", At: 500 * time.Millisecond, Moved: true, From: 7, Window: s}}, final: final(nil), fails: "at most 1 allowed"},
+		{name: "not for the new owner's grants",
+			calls:  []UpstreamCall{owned(call("k", s, false, "a"), 8), owned(call("k", 1100*time.Millisecond, false, "b"), 8)},
+			losses: []OwnerLoss{{Key: "k", At: 500 * time.Millisecond, Moved: true, From: 7, Window: s}}, final: final(nil), fails: "at most 1 allowed"},
 		{name: "a lapse between the grants",
 			calls: []UpstreamCall{call("k", s, false, "a"), call("k", 4*s, false, "b")}, final: final(nil)},
 		{name: "two answers served",

@@ -205,6 +205,7 @@ func TestTheMutatorSkipsBugBranchesCapacitiesAndMarkedFiles(t *testing.T) {
 		"not-if if cfg.Bugs.Early && len(xs) > 3",
 		"flip-logic cfg.Bugs.Early && len(xs) > 3",
 		"not-if if !seen[x]",
+		"not-if if s.bugs.Early",
 	}, whats)
 
 	dir := t.TempDir()

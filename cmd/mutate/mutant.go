@@ -196,17 +196,18 @@ func skipped(f *ast.File) func(token.Pos) bool {
 }
 
 // bugFlag reports whether e reads a planted bug's switch, as
-// cfg.Bugs.Name does: true only while that bug is planted.
+// cfg.Bugs.Name (or a bug set kept as bugs.Name) does: true only while
+// that bug is planted.
 func bugFlag(e ast.Expr) bool {
 	for {
 		switch x := e.(type) {
 		case *ast.ParenExpr:
 			e = x.X
 		case *ast.SelectorExpr:
-			if id, ok := x.X.(*ast.SelectorExpr); ok && id.Sel.Name == "Bugs" {
+			if id, ok := x.X.(*ast.SelectorExpr); ok && (id.Sel.Name == "Bugs" || id.Sel.Name == "bugs") {
 				return true
 			}
-			if id, ok := x.X.(*ast.Ident); ok && id.Name == "Bugs" {
+			if id, ok := x.X.(*ast.Ident); ok && (id.Name == "Bugs" || id.Name == "bugs") {
 				return true
 			}
 			return false

@@ -144,6 +144,10 @@ type Set struct {
 	// losers waiting on one signature) gets no answer: its caller waits
 	// until it gives up instead of a 503 at once.
 	SilentBusy bool
+	// UnconfirmedClaim: a proxyOnce owner grants claims without first
+	// confirming with a quorum that its membership is current, and while
+	// isolated (D-17).
+	UnconfirmedClaim bool
 	// ModuloOwner: a flow's owner is the voter its hash picks modulo the
 	// voters' count, not the top of its rendezvous placement: every node
 	// agrees on it, but a membership change moves flows between voters
@@ -313,6 +317,7 @@ var Table = []Bug{
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
+	{"unconfirmed-claim", "a proxyOnce owner grants claims without confirming its membership is current, and while isolated", func(s *Set) *bool { return &s.UnconfirmedClaim }},
 	{"modulo-owner", "a flow's owner is its hash modulo the voter count, not the top of its rendezvous placement: membership changes move flows between voters that stay", func(s *Set) *bool { return &s.ModuloOwner }},
 	{"silent-refusal", "an owner that refuses a request sends no answer: its caller times out instead of getting a 503 at once", func(s *Set) *bool { return &s.SilentRefusal }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},

@@ -383,6 +383,8 @@ func (c *claimControl) Recorded(key string) ([]byte, bool) {
 
 // Record puts the answer unless the key exists: a recording that lost a
 // race to another (a lapse, an ownership move) changes nothing.
+func (c *claimControl) Confirm(done func(error)) { c.cn.Barrier(done) }
+
 func (c *claimControl) Record(key string, answer []byte, overwrite bool, done func(error)) {
 	op := kv.Txn([]kv.Guard{kv.Absent(key)}, []kv.Op{kv.Put(key, answer)}, nil)
 	if overwrite {

@@ -118,6 +118,10 @@ type Control interface {
 	// applied here: nil, or ErrAlreadyRecorded if the key existed; or
 	// with the proposal's failure.
 	Record(kvKey string, answer []byte, overwrite bool, done func(error))
+	// Confirm answers once this node has applied everything committed
+	// when it was called, as a quorum confirms (a ReadIndex barrier);
+	// an error means no confirmation.
+	Confirm(done func(error))
 }
 
 // Env is the service's world.
@@ -208,6 +212,8 @@ type Service struct {
 }
 
 type call struct {
+	key   string
+	kind  uint8
 	done  func(resp response)
 	timer clock.Timer
 }
@@ -223,7 +229,15 @@ type response struct {
 // NewService returns a node's claim service.
 func NewService(cfg ServiceConfig, env Env) *Service {
 	cfg = cfg.withDefaults()
-	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}, waiting: map[string]int{}, held: map[Token]clock.Timer{}}
+	// Call ids start above every id an earlier incarnation used (its
+	// session, the boot epoch, is lower): an answer to a call the node
+	// made before it restarted, delayed past the restart, must not be
+	// taken for the answer to a new call that drew the same id
+	// (proxyonce-crash seed 136: a grant for another signature, sent to
+	// the node's last incarnation, made a new call's client call
+	// upstream for its own signature under the wrong token).
+	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}, waiting: map[string]int{},
+		held: map[Token]clock.Timer{}, nextID: env.Session << 32}
 }
 
 // refresh rebuilds the ring at a new membership and forgets the claims
@@ -390,7 +404,7 @@ func (s *Service) toOwner(key string, kind uint8, t Token, value []byte, done fu
 	s.active++
 	s.nextID++
 	id := s.nextID
-	c := &call{}
+	c := &call{key: key, kind: kind}
 	finish := func(r response) {
 		if s.calls[id] != c {
 			return
@@ -465,14 +479,41 @@ func (s *Service) HandleFrame(from dial.NodeID, b []byte) {
 	case frameClaim, frameRecord, frameRelease:
 		s.serveOwner(from, f)
 	case frameClaimResp, frameRecordResp:
-		if c := s.calls[f.id]; c != nil {
+		// An answer is its call's only if it names the call's key and
+		// kind too: ids are unique to this incarnation (NewService), so
+		// this refuses nothing but a forged or garbled frame.
+		if c := s.calls[f.id]; c != nil && c.key == f.key && c.kind+1 == f.kind {
 			c.done(response{out: f.out, token: f.token, value: f.value})
 		}
 	}
 }
 
-// serveOwner answers a request as key's owner.
+// serveOwner answers a request as key's owner. A claim is served only
+// once this node has confirmed, with a quorum, that its membership is
+// current (Control.Confirm): a node that is behind — restarted, or back
+// from a partition, before it has applied what was committed meanwhile —
+// still believes in the membership under which it owned the signature,
+// and D-17 does not stop it once it hears its leader again. Without the
+// barrier such a node granted a claim 2.75 s after the signature had
+// moved, 25 ms after its restart, beside the new owner's pending claim
+// (proxyonce-crash seed 128, once the checker judged a move's grants by
+// when the old owner made them).
 func (s *Service) serveOwner(from dial.NodeID, f frame) {
+	if f.kind != frameClaim || s.cfg.Bugs.UnconfirmedClaim {
+		s.serveCurrent(from, f, true)
+		return
+	}
+	s.env.Ctl.Confirm(func(err error) {
+		if !s.stopped {
+			s.serveCurrent(from, f, err == nil)
+		}
+	})
+}
+
+// serveCurrent is serveOwner once the membership is confirmed (a claim)
+// or needs no confirmation (a record, a release); a claim whose
+// confirmation failed is refused.
+func (s *Service) serveCurrent(from dial.NodeID, f frame, confirmed bool) {
 	reply := func(out uint8, t Token, v []byte) {
 		if f.kind == frameRelease {
 			return // a release is never answered
@@ -480,7 +521,7 @@ func (s *Service) serveOwner(from dial.NodeID, f frame) {
 		if s.cfg.Bugs.SilentRefusal && out == outRefused {
 			return // the planted bug: the caller waits out its deadline
 		}
-		r := frame{kind: f.kind + 1, id: f.id, out: out, token: t, value: v}
+		r := frame{kind: f.kind + 1, id: f.id, key: f.key, out: out, token: t, value: v}
 		if from == s.env.ID {
 			if c := s.calls[f.id]; c != nil {
 				c.done(response{out: out, token: t, value: v})
@@ -496,7 +537,7 @@ func (s *Service) serveOwner(from dial.NodeID, f frame) {
 		owner, owned = s.ring.Owner(ring.ClassProxy, f.key)
 	}
 	// D-17, fencing by m_idx, and ownership: refuse, never guess.
-	if !ok || s.env.Ctl.IsIsolated() || f.m != m || !owned || owner != s.env.ID {
+	if !confirmed || !ok || (s.env.Ctl.IsIsolated() && !s.cfg.Bugs.UnconfirmedClaim) || f.m != m || !owned || owner != s.env.ID {
 		reply(outRefused, Token{}, nil)
 		return
 	}

@@ -52,6 +52,13 @@ type wctl struct {
 func (c wctl) Membership() (uint64, []dial.NodeID) { return c.w.m, c.w.ids }
 func (c wctl) IsIsolated() bool                    { return c.w.isolated[c.id] }
 func (c wctl) Recorded(k string) ([]byte, bool)    { v, ok := c.w.kv[k]; return v, ok }
+func (c wctl) Confirm(done func(error)) {
+	if c.w.isolated[c.id] {
+		done(errors.New("isolated: no quorum confirms"))
+		return
+	}
+	done(nil)
+}
 func (c wctl) Record(k string, v []byte, overwrite bool, done func(error)) {
 	c.w.hold = append(c.w.hold, func() {
 		if _, ok := c.w.kv[k]; ok && !overwrite { // put if absent

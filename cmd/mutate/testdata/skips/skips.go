@@ -29,3 +29,13 @@ func f(cfg config, xs []int) []int {
 	}
 	return out
 }
+
+type svc struct{ bugs bugs }
+
+// A bug set kept under the name bugs reads the same.
+func (s svc) g(xs []int) int {
+	if s.bugs.Early { /* bug: and no drop-guard */
+		return 0
+	}
+	return len(xs)
+}
