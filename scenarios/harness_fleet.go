@@ -162,13 +162,8 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 // sawDirectory records the directory epoch nd's control replica holds,
 // the first time any node holds it.
 func (f *fleetHarness) sawDirectory(nd *node.Node) {
-	e, ok := nd.Control.LocalGet(node.DirectoryKey)
-	if !ok {
-		return
-	}
-	d, err := fleet.Decode(e.Value)
-	if err != nil {
-		f.run.Fail("directory", "a control replica holds a directory that does not decode: %v", err)
+	d := nd.Directory() // what the node routes by; nil if none decodes
+	if d == nil {
 		return
 	}
 	if n := len(f.published); n == 0 || d.Epoch() > f.published[n-1].epoch {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/fleet"
@@ -163,7 +164,7 @@ type publisher struct {
 	cfg   FleetConfig
 	bugs  bugs.Set
 	view  *directoryView
-	timer interface{ Stop() bool }
+	timer clock.Timer
 	// inFlight counts the proposals and membership changes of ours not
 	// answered yet: at most one (CheckInvariants holds it).
 	inFlight int
