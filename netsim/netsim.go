@@ -119,7 +119,7 @@ type Network struct {
 	inFlight map[link]int
 	shape    string // the partition in force, for traces
 	drop     func(from, to dial.NodeID, frame []byte) bool
-	rewrite  func(from, to dial.NodeID, frame []byte) []byte
+	rewrite  []func(from, to dial.NodeID, frame []byte) []byte
 	slow     map[dial.NodeID]time.Duration // extra one-way delay for every frame to or from a node
 	watchers []func(Sending)
 	// cuts is the record of every link's blocking and unblocking, in time
@@ -172,12 +172,14 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	if err := dial.CheckFrame(frame); err != nil {
 		return err
 	}
-	if nw.rewrite != nil {
-		if b := nw.rewrite(from, to, frame); b != nil {
+	var meant []byte
+	for _, rw := range nw.rewrite {
+		if b := rw(from, to, frame); b != nil {
 			if err := dial.CheckFrame(b); err != nil {
 				return err
 			}
-			frame = b
+			meant, frame = frame, b
+			break
 		}
 	}
 	dst := nw.k.Machine(to)
@@ -189,7 +191,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 		// peer's kernel answers with a reset; a partition, below, is
 		// silent instead.
 		nw.Refused++
-		nw.watched(Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Refused})
+		nw.watched(Sending{From: from, To: to, Frame: frame, Meant: meant, At: nw.k.Now(), Fate: Refused})
 		err, ok := nw.downErrs[to]
 		if !ok {
 			if nw.downErrs == nil {
@@ -203,7 +205,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	l := link{from, to}
 	if nw.inFlight[l] >= nw.cfg.MaxInFlight {
 		nw.Refused++
-		nw.watched(Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Fate: Refused})
+		nw.watched(Sending{From: from, To: to, Frame: frame, Meant: meant, At: nw.k.Now(), Fate: Refused})
 		return fmt.Errorf("%w: %d frames in flight to %v", dial.ErrUnreachable, nw.inFlight[l], to)
 	}
 	nw.Sent++
@@ -211,7 +213,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 	// that was dropped on the wire from one that is still on its way.
 	if nw.blocked[l] || sim.Chance(nw.rng, nw.cfg.Loss) || (nw.drop != nil && nw.drop(from, to, frame)) {
 		nw.Dropped++
-		sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), Copies: 1, Fate: Sent}
+		sent := Sending{From: from, To: to, Frame: frame, Meant: meant, At: nw.k.Now(), Copies: 1, Fate: Sent}
 		nw.watched(sent)
 		sent.Copies, sent.Fate = 0, Lost
 		nw.watched(sent)
@@ -238,7 +240,7 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 		delays[i] = delay
 		arriveBy = max(arriveBy, nw.k.Now()+delay)
 	}
-	sent := Sending{From: from, To: to, Frame: frame, At: nw.k.Now(), ArriveBy: arriveBy, Copies: copies, Fate: Sent}
+	sent := Sending{From: from, To: to, Frame: frame, Meant: meant, At: nw.k.Now(), ArriveBy: arriveBy, Copies: copies, Fate: Sent}
 	for i := 0; i < copies; i++ {
 		nw.inFlight[l]++
 		d := nw.newDelivery()
@@ -329,7 +331,13 @@ const (
 // DropIf); then, for each copy, whether it was delivered or lost.
 type Sending struct {
 	From, To dial.NodeID
-	Frame    []byte // the caller's bytes; read, never keep or change
+	Frame    []byte // the bytes on the wire; read, never keep or change
+	// Meant is what the sender handed the network when a rewrite
+	// (RewriteIf) put other bytes on the wire; nil when the wire carries
+	// the sender's own. A watcher that records what a node did (it
+	// answered) reads Meant; one that records what a node can have taken
+	// reads Frame.
+	Meant    []byte
 	At       time.Duration
 	ArriveBy time.Duration
 	Copies   int // how many copies will be Delivered or Lost (Sent only)
@@ -354,12 +362,16 @@ func (nw *Network) watched(s Sending) {
 // runs after the partition and loss checks; nil removes it.
 func (nw *Network) DropIf(f func(from, to dial.NodeID, frame []byte) bool) { nw.drop = f }
 
-// RewriteIf installs a function that may replace a frame as it is sent:
+// RewriteIf adds a function that may replace a frame as it is sent:
 // what a sender whose memory or code garbled the bytes before they left
 // would put on the wire. It returns a new frame (never the one it was
-// given, changed: a sent frame may be shared) or nil to leave it be. The
-// network's record (Watch) holds what went on the wire. nil removes it.
-func (nw *Network) RewriteIf(f func(from, to dial.NodeID, frame []byte) []byte) { nw.rewrite = f }
+// given, changed: a sent frame may be shared) or nil to leave it be.
+// Functions run in the order added, and the first new frame is the one
+// sent. The network's record (Watch) holds what went on the wire, and
+// what the sender meant.
+func (nw *Network) RewriteIf(f func(from, to dial.NodeID, frame []byte) []byte) {
+	nw.rewrite = append(nw.rewrite, f)
+}
 
 // Slow adds d to the delay of every frame to or from node id: a node
 // behind a congested link, or one too busy to read its socket.

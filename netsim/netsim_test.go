@@ -1,6 +1,7 @@
 package netsim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -92,6 +93,25 @@ func TestDropIf(t *testing.T) {
 	require.NoError(t, send(t, nw, n[0], n[1], "keep"))
 	require.NoError(t, k.RunUntil(time.Second))
 	require.Equal(t, []string{"a:keep"}, box["b"].got)
+}
+
+func TestRewriteIfFirstWinsAndTheRecordKeepsWhatWasMeant(t *testing.T) {
+	k, nw, n, box := cluster(t, DefaultConfig, "a", "b")
+	nw.RewriteIf(func(_, _ dial.NodeID, frame []byte) []byte {
+		if string(frame) == "keep" {
+			return nil
+		}
+		return []byte("first:" + string(frame))
+	})
+	nw.RewriteIf(func(_, _ dial.NodeID, frame []byte) []byte { return []byte("second:" + string(frame)) })
+	var seen []string
+	nw.Watch(func(s Sending) { seen = append(seen, fmt.Sprintf("%v %q meant %q", s.Fate, s.Frame, s.Meant)) })
+	require.NoError(t, send(t, nw, n[0], n[1], "x"))
+	require.NoError(t, send(t, nw, n[0], n[1], "keep"))
+	require.NoError(t, k.RunUntil(time.Second))
+	require.ElementsMatch(t, []string{"a:first:x", "a:second:keep"}, box["b"].got, "the first rewrite that answers wins; the next sees the frame it declined")
+	require.Contains(t, seen, fmt.Sprintf("%v %q meant %q", Sent, "first:x", "x"))
+	require.Contains(t, seen, fmt.Sprintf("%v %q meant %q", Delivered, "first:x", "x"))
 }
 
 func TestCrashDropsFramesInFlightToIt(t *testing.T) {

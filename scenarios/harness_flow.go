@@ -15,6 +15,7 @@ import (
 	"github.com/fenceline/fenceline/checker"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
 	"github.com/fenceline/fenceline/netsim"
@@ -119,7 +120,52 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 		h.aeEvery = 5 * time.Second
 	}
 	c.nw.Watch(h.watch)
+	c.garbleFrames()
 	return h
+}
+
+// garbleFrames makes, in a third of the runs until the faults stop, one
+// in forty plain flow and claim frames this group's nodes send leave cut
+// short or with bytes after their end: garbleProposals' fault, for the
+// frames nodes send each other directly. Neither format has an optional
+// tail (core/flow's frame.go, core/proxyonce's decodeFrame), so every
+// such frame must be refused whole, as if the network had lost it; a
+// decoder that took what it could read of one would serve a request no
+// client made, keep a copy no owner wrote, or grant a claim no one
+// asked for, which the flow and proxyOnce checkers see. The network's
+// record keeps what the sender meant beside what went on the wire
+// (netsim.Sending.Meant): a node that answered is held to having
+// answered, and a request that did not arrive whole is held to having
+// no effect. Sealed frames are left alone (the envelope's tag refuses
+// any garbled byte, which transport-adversary judges), and so is a
+// cluster whose scenario promises a network that loses nothing
+// (raftCluster.lossless). Its own stream.
+func (c *raftCluster) garbleFrames() {
+	r := c.k.Stream("faults/garble-frames")
+	on := r.IntN(3) == 0 && !c.lossless
+	c.run.Knob("garbled_frames", on)
+	if !on {
+		return
+	}
+	c.nw.RewriteIf(func(from, to dial.NodeID, frame []byte) []byte {
+		if c.k.Now() >= c.faultsUntil || len(frame) < 2 || frame[0] != flow.FramePrefix && frame[0] != proxyonce.FramePrefix || c.byID[from] == nil || r.IntN(40) != 0 {
+			return nil
+		}
+		var b []byte
+		what := "cut short"
+		if r.IntN(2) == 0 {
+			b = append([]byte(nil), frame[:1+r.IntN(len(frame)-1)]...)
+		} else {
+			b = append([]byte(nil), frame...)
+			for range 1 + r.IntN(3) {
+				b = append(b, byte(r.IntN(256)))
+			}
+			what = "with bytes after its end"
+		}
+		c.run.Did("garbled-frames", 1)
+		c.k.Logf("garble a frame %s sends %s: %s", c.k.Machine(from).Name(), c.k.Machine(to).Name(), what)
+		return b
+	})
 }
 
 // watch reads the network's record for the flow checkers.
@@ -143,16 +189,25 @@ func (h *flowHarness) watch(s netsim.Sending) {
 	if len(frame) == 0 || frame[0] != flow.FramePrefix {
 		return
 	}
-	// Decoded at most once, and only if a case below reads it.
+	// Decoded at most once, and only if a case below reads it. lazy is
+	// what went on the wire, which is what a node can take; meant is what
+	// the sender sent, which is what it did (they differ only where
+	// garbleFrames garbled a plain frame).
 	lazy := lazyFrame{frame: frame}
-	h.recordAnswers(s, &lazy, taken)
+	meant := &lazy
+	if s.Meant != nil {
+		// Garbled on the wire: by the simulator's record no node can take
+		// it, whatever a node's decoder makes of it.
+		meant, lazy = &lazyFrame{frame: s.Meant}, lazyFrame{}
+	}
+	h.recordAnswers(s, &lazy, meant, taken)
 	switch s.Fate {
 	case netsim.Sent:
-		if info, ok := lazy.info(flow.FramePush); ok && h.byID[s.From] != nil {
+		if info, ok := meant.info(flow.FramePush); ok && h.byID[s.From] != nil {
 			h.pushes = append(h.pushes, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At})
 			return
 		}
-		if info, ok := lazy.info(flow.FrameAdopt); ok {
+		if info, ok := meant.info(flow.FrameAdopt); ok {
 			if key := (adoptionKey{s.From, h.byID[s.From].Incarnation(), info.Flow, info.ID}); h.firstAsk[key] == 0 {
 				h.firstAsk[key] = s.At
 			}
@@ -161,9 +216,11 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			return
 		}
 		h.arriveBy = max(h.arriveBy, s.ArriveBy)
-		if _, ok := lazy.info(flow.FrameOp, flow.FrameGroupOp); ok {
+		if _, ok := meant.info(flow.FrameOp, flow.FrameGroupOp); ok {
 			h.forwarded = true
-			if h.callOp >= 0 {
+			// A request that went on the wire garbled can take effect
+			// nowhere: only a whole one is followed to its owner.
+			if _, whole := lazy.info(flow.FrameOp, flow.FrameGroupOp); whole && h.callOp >= 0 {
 				h.opFrames[&s.Frame[0]] = opFrame{op: h.callOp, copies: s.Copies}
 			}
 		}
@@ -187,24 +244,33 @@ func (h *flowHarness) watch(s netsim.Sending) {
 				asked = s.At // an answer to no ask the network carried
 			}
 			h.handovers = append(h.handovers, handover{flow: info.Flow, from: s.From, to: s.To, sent: s.At, delivered: taken, asked: asked})
+			return
+		}
+		if s.Meant == nil {
+			return
+		}
+		// A garbled adoption frame arrives as good as lost.
+		if info, ok := meant.info(flow.FrameAdopt, flow.FrameAdoptResp); ok {
+			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	case netsim.Lost:
 		if _, ok := h.opFrames[&s.Frame[0]]; ok {
 			h.frameFate(s)
 			return
 		}
-		if info, ok := lazy.info(flow.FrameAdopt, flow.FrameAdoptResp); ok {
+		if info, ok := meant.info(flow.FrameAdopt, flow.FrameAdoptResp); ok {
 			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	}
 }
 
 // recordAnswers keeps the record request-answered judges: every request
-// for an owner (op, group-op) one of the group's nodes took, and every
-// answer (op-resp) one of them sent or tried to send. Only in runs whose
-// frames are plain: the envelope may drop a frame the network delivered
-// (a replay, a peer's old incarnation), and its request was never taken.
-func (h *flowHarness) recordAnswers(s netsim.Sending, lazy *lazyFrame, taken time.Duration) {
+// for an owner (op, group-op) one of the group's nodes took whole, and
+// every answer (op-resp) one of them sent or tried to send, garbled on
+// the wire or not. Only in runs whose frames are plain: the envelope may
+// drop a frame the network delivered (a replay, a peer's old
+// incarnation), and its request was never taken.
+func (h *flowHarness) recordAnswers(s netsim.Sending, lazy, meant *lazyFrame, taken time.Duration) {
 	if h.keys != nil {
 		return
 	}
@@ -220,7 +286,7 @@ func (h *flowHarness) recordAnswers(s netsim.Sending, lazy *lazyFrame, taken tim
 		if h.byID[s.From] == nil {
 			return
 		}
-		if info, ok := lazy.info(flow.FrameOpResp); ok {
+		if info, ok := meant.info(flow.FrameOpResp); ok {
 			h.replies = append(h.replies, checker.Reply{From: s.From, To: s.To, Session: info.Session, ID: info.ID, At: s.At})
 		}
 	}

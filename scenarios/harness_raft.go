@@ -47,6 +47,14 @@ type raftCluster struct {
 	// (harness_fleet.go), given the node's name and its data group's
 	// configuration; nil: the cluster is the whole fleet.
 	place func(name string, data consensus.Config) *node.FleetConfig
+	// faultsUntil is when the disk's faults stop, and with them the
+	// frames a sender garbles (garbleProposals, garbleFrames).
+	faultsUntil time.Duration
+	// lossless is a cluster whose scenario's checkers count on no frame
+	// between nodes being lost (durability-restart: a lost push would
+	// leave an async write fewer copies than its crash schedule says):
+	// garbleFrames, whose garbled frames are lost ones, leaves it be.
+	lossless bool
 	// With flowCfg set, every node also runs a flow store (core/node).
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
@@ -281,7 +289,8 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 	if disk.SyncFailProb > 0 && !run.noAimedIO && place == nil {
 		aimIOErrors(run, c.nodes, disk.FaultsUntil) // a fleet aims at all its nodes at once (fleetSetup)
 	}
-	c.garbleProposals(disk.FaultsUntil)
+	c.faultsUntil = disk.FaultsUntil
+	c.garbleProposals()
 	return c
 }
 
@@ -298,8 +307,8 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 // entry, and the readers of a command's bytes were judged by the unit
 // tests alone. Only the forwarded proposal is garbled: what the leader
 // appends reaches every replica the same. Its own stream: the draws
-// above are the same.
-func (c *raftCluster) garbleProposals(until time.Duration) {
+// above are the same. In a fleet each group garbles its own nodes'.
+func (c *raftCluster) garbleProposals() {
 	r := c.k.Stream("faults/garble")
 	on := r.IntN(3) == 0
 	c.run.Knob("garbled_proposals", on)
@@ -307,7 +316,7 @@ func (c *raftCluster) garbleProposals(until time.Duration) {
 		return
 	}
 	c.nw.RewriteIf(func(from, to dial.NodeID, frame []byte) []byte {
-		if c.k.Now() >= until || len(frame) < 2 || frame[0] != consensus.FramePrefix {
+		if c.k.Now() >= c.faultsUntil || len(frame) < 2 || frame[0] != consensus.FramePrefix || c.byID[from] == nil {
 			return nil
 		}
 		var m raftpb.Message

@@ -69,6 +69,7 @@ func runDurabilityRestart(run *Run) error {
 	cfg.Bugs = run.Bugs()
 	cfg.Shard.Bugs = run.Bugs()
 	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
+	c.lossless = true
 	h := startFlowCluster(c, cfg)
 	h.calm = calm
 	DrawClocks(run, h.nodes, 200*time.Millisecond, 100)

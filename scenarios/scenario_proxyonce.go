@@ -39,9 +39,11 @@ func init() {
 			// Judged in the half of the runs with small bounds, where a
 			// call is refused at one: 12 of seeds 1..60.
 			{Name: "silent-busy", Window: 60, MinCaught: 7},
+			// 28 of seeds 1..30: the live probe after the faults heal.
+			{Name: "loser-refused", Window: 30, MinCaught: 14},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
-		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, false) },
 	})
@@ -62,7 +64,7 @@ func init() {
 			{Name: "silent-refusal", Window: 60, MinCaught: 16},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
-		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, true) },
 	})
@@ -97,6 +99,10 @@ type proxyRun struct {
 	// answers they sent (request-answered).
 	asks    []checker.Ask
 	replies []checker.Reply
+	// probeKey is the signature of the live probe (probe), and probeLost
+	// the nodes one of whose frames for it the network lost.
+	probeKey  string
+	probeLost map[dial.NodeID]bool
 }
 
 // recordAnswers keeps request-answered's record of claim frames, in runs
@@ -291,11 +297,23 @@ func runProxyOnce(run *Run, crash bool) error {
 		if len(frame) == 0 || frame[0] != proxyonce.FramePrefix {
 			return
 		}
+		if s.Meant != nil {
+			// Garbled on the wire (garbleFrames): by the simulator's
+			// record no node can take it, whatever a node's decoder makes
+			// of it; a node that answered is held to having answered.
+			if meant, err := proxyonce.DecodeFrame(s.Meant); err == nil && s.Fate != netsim.Delivered {
+				p.recordAnswers(s, meant)
+			}
+			return
+		}
 		info, err := proxyonce.DecodeFrame(frame)
 		if err != nil {
 			return
 		}
 		p.recordAnswers(s, info)
+		if s.Fate == netsim.Lost && info.Key == p.probeKey && p.probeKey != "" {
+			p.probeLost[s.From], p.probeLost[s.To] = true, true
+		}
 		if s.Fate == netsim.Sent && info.Grant {
 			if _, seen := p.granted[info.Token]; !seen {
 				p.granted[info.Token] = s.At
@@ -348,6 +366,7 @@ func runProxyOnce(run *Run, crash bool) error {
 			}
 		}
 	})
+	k.At(calm+probeAfter, sim.EvCheck, xxhash.Sum64String("proxyonce-live"), p.probe)
 	if err := k.RunUntil(run.Duration); err != nil {
 		return err
 	}
@@ -359,7 +378,7 @@ func runProxyOnce(run *Run, crash bool) error {
 			continue
 		}
 		final[n.Name()] = map[string]string{}
-		for _, key := range p.keys {
+		for _, key := range p.allKeys() {
 			if e, ok := cn.LocalGet(proxyonce.KVKey(key)); ok {
 				final[n.Name()][key] = string(e.Value)
 			}
@@ -412,6 +431,94 @@ func runProxyOnce(run *Run, crash bool) error {
 	run.Logf("proxyonce: signatures=%d upstream-calls=%d served=%d 503=%d most-calls-per-signature=%d (%s) first-call-to-recorded-median=%v",
 		len(p.keys), len(p.calls), len(p.served), p.n503, most, at, median)
 	return nil
+}
+
+// probeAfter is how long after the faults stop the live probe runs:
+// time for restarted members to catch up and a leader to settle; a probe
+// refused at a bound is made again for probeBusy.
+const (
+	probeAfter = 8 * time.Second
+	probeBusy  = 4 * time.Second
+)
+
+// probe holds a healed cluster to proxyOnce's promise to every caller
+// (checker proxyonce-live): a fresh signature, asked for through every
+// member at one instant, is served at each of them, one call upstream
+// and every other caller handed its recording. A call refused at a
+// bound (the clients are still running) is made again until probeBusy
+// has passed; a failure is forgiven where the network's record shows a
+// frame of the probe lost (loss goes on after the faults stop): one of
+// the node's own, or, for a loser that waited in vain, anyone's. Every
+// other check forgave a caller that got a 503: a claim answered
+// "unavailable" is safe, and answered. So an owner that could decode no
+// claim from another node, or a loser refused instead of left to wait
+// for the winner's recording (planted bug loser-refused), passed every
+// run.
+func (p *proxyRun) probe() {
+	h, k := p.h, p.h.k
+	p.probeKey = proxyonce.KeyOf(4545, []byte("live-probe"))
+	p.probeLost = map[dial.NodeID]bool{}
+	answer := p.probeKey + "#probe"
+	until := k.Now() + probeBusy
+	for _, n := range h.nodes {
+		svc := h.proxies[n.Name()]
+		if !n.Up() || svc == nil || !h.isMember(n.ID()) {
+			continue
+		}
+		inc := n.Incarnation()
+		alive := func() bool { return n.Up() && n.Incarnation() == inc }
+		fail := func(err error) {
+			lost := p.probeLost[n.ID()] || errors.Is(err, proxyonce.ErrWaited) && len(p.probeLost) > 0
+			if alive() && !lost {
+				h.run.Fail("proxyonce-live", "a call for a fresh signature through %s, %v after the faults healed, got %v", n.Name(), probeAfter, err)
+			}
+		}
+		var try func()
+		try = func() {
+			if !alive() {
+				return
+			}
+			n.Exec(func() {
+				acquired := false
+				defer p.mustAnswer(n, inc, "the live probe's Acquire", proxyWait+proxyDeadline, &acquired)
+				svc.Acquire(p.probeKey, func(ans proxyonce.Answer, err error) {
+					acquired = true
+					if errors.Is(err, proxyonce.ErrBusyCalls) || errors.Is(err, proxyonce.ErrBusy) {
+						if k.Now() < until {
+							k.After(50*time.Millisecond, sim.EvCheck, xxhash.Sum64String("live probe "+n.Name()), try)
+						}
+						return
+					}
+					k.Logf("live probe through %s: won=%v err=%v", n.Name(), ans.Won, err)
+					switch {
+					case err != nil:
+						fail(err)
+					case !ans.Won:
+						p.serve(p.probeKey, n, string(ans.Recorded))
+					default:
+						// The probe's upstream answers at once and never fails.
+						granted, ok := p.granted[ans.Token]
+						if !ok {
+							granted = k.Now()
+						}
+						p.calls = append(p.calls, checker.UpstreamCall{Key: p.probeKey, Node: n.Name(), Granted: granted, Start: k.Now(), End: k.Now(), Answer: answer, Owner: ans.Token.Owner})
+						recorded := false
+						defer p.mustAnswer(n, inc, "the live probe's Record", proxyDeadline, &recorded)
+						svc.Record(p.probeKey, ans.Token, []byte(answer), func(err error) {
+							recorded = true
+							k.Logf("live probe recorded through %s: err=%v", n.Name(), err)
+							if err != nil {
+								fail(err)
+								return
+							}
+							p.serve(p.probeKey, n, answer)
+						})
+					}
+				})
+			})
+		}
+		try()
+	}
 }
 
 // client hits signatures from n until stop: mostly the newest (all
@@ -579,11 +686,20 @@ func (p *proxyRun) upstream(n *sim.Machine, key string, t proxyonce.Token, done 
 	k.After(lat, sim.EvClient, xxhash.Sum64String(answer), func() { done(i, answer, failed) })
 }
 
+// allKeys is every signature the run asked for: the clients' and the
+// live probe's.
+func (p *proxyRun) allKeys() []string {
+	if p.probeKey == "" {
+		return p.keys
+	}
+	return slices.Concat(p.keys, []string{p.probeKey})
+}
+
 // losses are, from the simulator's record, the instants each signature's
 // owner lost its claims: it crashed, or a membership moved the signature.
 func (p *proxyRun) losses() []checker.OwnerLoss {
 	var out []checker.OwnerLoss
-	for _, key := range p.keys {
+	for _, key := range p.allKeys() {
 		for i, m := range p.h.memberships {
 			// Placed by the checkers' own hashing, never by package ring
 			// (checker/placement.go).

@@ -144,6 +144,11 @@ type Set struct {
 	// losers waiting on one signature) gets no answer: its caller waits
 	// until it gives up instead of a 503 at once.
 	SilentBusy bool
+	// LoserRefused: a proxyOnce call that loses its claim is answered
+	// "unavailable" at once instead of waiting for the winner's
+	// recording: safe, and answered, but no caller but the winner is
+	// ever served a new signature.
+	LoserRefused bool
 	// UnconfirmedClaim: a proxyOnce owner grants claims without first
 	// confirming with a quorum that its membership is current, and while
 	// isolated (D-17).
@@ -162,6 +167,10 @@ type Set struct {
 	SilentRefusal bool
 	// NoAdoption: a new owner serves before adopting.
 	NoAdoption bool
+	// LenientFrames: a flow frame that fails to decode (cut short, or
+	// with bytes after its end) is taken as far as it was read instead
+	// of refused whole: a request, a copy or an answer nobody sent.
+	LenientFrames bool
 	// NoAntiEntropy: replicas never pull.
 	NoAntiEntropy bool
 	// NoAdoptWait: a new owner that cannot reach the previous owner adopts
@@ -317,9 +326,11 @@ var Table = []Bug{
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
+	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},
 	{"unconfirmed-claim", "a proxyOnce owner grants claims without confirming its membership is current, and while isolated", func(s *Set) *bool { return &s.UnconfirmedClaim }},
 	{"modulo-owner", "a flow's owner is its hash modulo the voter count, not the top of its rendezvous placement: membership changes move flows between voters that stay", func(s *Set) *bool { return &s.ModuloOwner }},
 	{"silent-refusal", "an owner that refuses a request sends no answer: its caller times out instead of getting a 503 at once", func(s *Set) *bool { return &s.SilentRefusal }},
+	{"lenient-frames", "a flow frame that does not decode is taken as far as it was read, not refused whole", func(s *Set) *bool { return &s.LenientFrames }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},

@@ -251,6 +251,16 @@ func decodeFrame(frame []byte) (msg, error) { return parseFrame(frame, false) }
 func scanFrame(frame []byte) (msg, error) { return parseFrame(frame, true) }
 
 func parseFrame(frame []byte, headOnly bool) (msg, error) {
+	m, err := readFrame(frame, headOnly)
+	if err != nil {
+		return msg{}, fmt.Errorf("%w: %v", errFrame, err)
+	}
+	return m, nil
+}
+
+// readFrame reads frame as far as it can: the fields it read, and the
+// first failure (parseFrame keeps the fields only without one).
+func readFrame(frame []byte, headOnly bool) (msg, error) {
 	d := frameDecoder{Decoder: binenc.Decoder{B: frame}, skip: headOnly}
 	if p := d.Byte(); d.Err == nil && p != FramePrefix {
 		d.Fail("prefix %d, not a flow frame", p)
@@ -333,10 +343,7 @@ func parseFrame(frame []byte, headOnly bool) (msg, error) {
 		m.Epoch = d.Uvarint()
 	}
 	d.End()
-	if d.Err != nil {
-		return msg{}, fmt.Errorf("%w: %v", errFrame, d.Err)
-	}
-	return m, nil
+	return m, d.Err
 }
 
 // request, response, entries and blobs return nil (having checked what

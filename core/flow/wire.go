@@ -169,8 +169,11 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 	}
 	m, err := decodeFrame(frame)
 	if err != nil {
-		s.BadFrames++
-		return
+		if !s.cfg.Bugs.LenientFrames {
+			s.BadFrames++
+			return
+		}
+		m = lenientFrame(frame)
 	}
 	s.refresh()
 	switch m.Kind {

@@ -306,6 +306,8 @@ func (s *Service) Acquire(key string, done func(Answer, error)) {
 			done(Answer{Won: true, Token: r.token}, nil)
 		case r.out == outRecorded:
 			done(Answer{Recorded: r.value}, nil)
+		case r.out == outLost && s.cfg.Bugs.LoserRefused:
+			done(Answer{}, unavailable(ErrRefused)) // the planted bug
 		case r.out == outLost:
 			s.wait(key, done)
 		case r.out == outBusy:
