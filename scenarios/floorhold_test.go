@@ -17,7 +17,7 @@ func TestHoldMeetsTheFloorsOfHarshSeeds(t *testing.T) {
 	for _, c := range []struct {
 		scenario string
 		seed     uint64
-	}{{"replica-repair", 565}, {"transport-adversary", 363}, {"imposter-scenarios", 424}} {
+	}{{"replica-repair", 565}, {"transport-adversary", 363}, {"imposter-scenarios", 424}, {"isolated-owner", 324}} {
 		res, err := Execute(c.scenario, Options{Seed: c.seed})
 		require.NoError(t, err)
 		require.True(t, res.OK(), "%s seed %d: %v", c.scenario, c.seed, res.Findings)

@@ -25,7 +25,7 @@ import (
 // flowCheckers are what finishFlows judges a flow cluster by, besides its
 // consensus checkers: every flow's history (flow-linearizability), the
 // isolated-owner rule (d17), the bridge's promises, replica convergence.
-var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "bridge", "replica-convergence", "request-answered")
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "bridge", "replica-convergence", "request-answered", "disk-answer")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -208,6 +208,11 @@ func (h *flowHarness) watch(s netsim.Sending) {
 		meant, lazy = &lazyFrame{frame: s.Meant}, lazyFrame{}
 	}
 	h.recordAnswers(s, &lazy, meant, taken)
+	if s.Fate == netsim.Sent || s.Fate == netsim.Refused {
+		if info, ok := meant.info(flow.FrameOpResp); ok && info.Refusal == "disk" && h.byID[s.From] != nil {
+			h.checkDiskAnswer(h.byID[s.From], fmt.Sprintf("request %d of session %d", info.ID, info.Session))
+		}
+	}
 	switch s.Fate {
 	case netsim.Sent:
 		if info, ok := meant.info(flow.FramePush); ok && h.byID[s.From] != nil {
@@ -297,6 +302,21 @@ func (h *flowHarness) recordAnswers(s netsim.Sending, lazy, meant *lazyFrame, ta
 			h.replies = append(h.replies, checker.Reply{From: s.From, To: s.To, Session: info.Session, ID: info.ID, At: s.At})
 		}
 	}
+}
+
+// checkDiskAnswer holds a node that answers that its disk failed to
+// stopping (checker disk-answer): a failed write or fsync halts a node in
+// the step that sees it (fail-stop, core/halt), and an orderly shutdown
+// closes the shard and stops the node in one step, so by the next event at
+// the same instant the node is down. One that lives on refused a request
+// no fault explains, on a disk that is well.
+func (h *flowHarness) checkDiskAnswer(n *sim.Machine, what string) {
+	inc, at := n.Incarnation(), h.k.Now()
+	h.k.At(at, sim.EvCheck, xxhash.Sum64String("disk-answer "+n.Name()), func() {
+		if n.Up() && n.Incarnation() == inc {
+			h.run.Fail("disk-answer", "%s answered %s at %v that its disk failed, and lived on: a node whose write or fsync fails stops in that step", n.Name(), what, at)
+		}
+	})
 }
 
 // checkAnswered holds every owner to answering each request it took
@@ -426,12 +446,19 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 	a := &answer{}
 	inc := n.Incarnation()
 	store := h.flows[n.Name()]
+	sentOn := false // the node sent the request on: set when its Exec returns
 	settle := func(resp flow.Response, err error) {
 		if !a.once() {
 			// The store promises one answer per call; a second one, or
 			// one after the client gave up on a live node, is a bug.
 			h.run.Fail("bridge", "client %d's call on %s was answered twice", client, req.Flow)
 			return
+		}
+		// Answered inside the call, or after it by a node that sent
+		// nothing on: the node itself refused. (An owner elsewhere that
+		// refused is judged by the frame it sent.)
+		if errors.Is(err, flow.ErrDisk) && !(h.calling == n.ID() && h.forwarded) && !sentOn {
+			h.checkDiskAnswer(n, fmt.Sprintf("client %d's call on %s", client, req.Flow))
 		}
 		done(resp, err)
 	}
@@ -452,6 +479,7 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 	})
 	tookAt := h.takenAt
 	h.calling, h.callOp, until, forwarded = 0, -1, max(h.arriveBy, h.takenAt), h.forwarded
+	sentOn = forwarded
 	if a.done {
 		return until, forwarded
 	}

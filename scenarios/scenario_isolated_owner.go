@@ -38,6 +38,7 @@ func runIsolatedOwner(run *Run) error {
 		n.Start()
 	}
 	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
+	h.holdForFlowOps(calm)
 	h.startChecks(100 * time.Millisecond)
 	r := k.Stream("faults")
 	shapes := []string{"leader", "owner", "leader+owner", "minority"}

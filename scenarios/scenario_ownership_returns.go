@@ -17,17 +17,20 @@ import (
 // added once more, with its old disk; a founder is removed and comes back,
 // also with its old disk; and a founder is cut off while two membership
 // changes commit, so it catches up on both at once (often from a
-// snapshot) while it owns flows. Every flow op is checked as in flow-ops;
+// snapshot) while it owns flows; and cut off again while the spare goes in
+// and out, so it owns its flows again across two memberships it never
+// saw. Every flow op is checked as in flow-ops;
 // the record-based loss checker forgives only where a handover could not
 // happen.
 
 func init() {
 	Register(Scenario{
 		Name:     "ownership-returns",
-		Summary:  "a node added, removed and added again; a founder removed and re-added with its old disk; a founder cut off across two membership changes",
-		Duration: 60 * time.Second,
+		Summary:  "a node added, removed and added again; a founder removed and re-added with its old disk; a founder cut off across two membership changes, twice",
+		Duration: 80 * time.Second,
 		Bugs: []Bug{
 			{Name: "stale-adoption", Window: 60, MinCaught: 3},
+			{Name: "unconfirmed-owner", Window: 60, MinCaught: 4},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
 		Checkers: flowCheckers,
@@ -130,9 +133,39 @@ func runOwnershipReturns(run *Run) error {
 		// with it, a copy the new owners' adoptions never saw.
 		h.startOwnedClients(n, 6, calm)
 	}
-	done := func() {}
+	// behind: the lagger cut off again, this time while the spare goes in
+	// and out, so the flows the spare took from it come back to it across
+	// two memberships it never saw, the spare having served them between.
+	// Hearing its leader again ends D-17's stop at once, before it has
+	// applied either change: it must not serve at the membership it was
+	// cut off in (planted bug unconfirmed-owner). Its own clients start
+	// at the heal: writes it took while cut off would be a loss the spare's
+	// adoption accepts, which this episode is not about.
+	behind := func() {
+		// Three changes take 9 s at most without retries; none may be
+		// left in flight at calm (a removal then would take a member
+		// the liveness probe reads through).
+		if k.Now()+12*time.Second > calm {
+			return
+		}
+		run.Did("behind", 1)
+		remove(spare, func() {
+			h.isolate(lagger, "cut "+lagger.Name()+" off again")
+			add(spare, func() {
+				// The spare writes the flows it took, the lagger's among
+				// them, so that a lagger serving its old copy shows it.
+				h.startOwnedClients(spare, 4, calm)
+				remove(spare, func() {
+					h.nw.Heal()
+					k.Logf("fault heal: %s catches up on two membership changes, owning again what it owned", lagger.Name())
+					h.startOwnedClients(lagger, 6, calm)
+				})
+			})
+		})
+	}
 	// The script: spare in, out, in again; the lagger cut off while the
-	// spare goes out and in once more; a founder out and back.
+	// spare goes out and in once more; a founder out and back; the lagger
+	// behind.
 	k.At(sim.Between(r, 2*time.Second, 4*time.Second), sim.EvClient, xxhash.Sum64String("script"), func() {
 		add(spare, func() {
 			remove(spare, func() {
@@ -142,7 +175,7 @@ func runOwnershipReturns(run *Run) error {
 						add(spare, func() {
 							h.nw.Heal()
 							k.Logf("fault heal: %s catches up on two membership changes", lagger.Name())
-							remove(founder, func() { add(founder, done) })
+							remove(founder, func() { add(founder, behind) })
 						})
 					})
 				})

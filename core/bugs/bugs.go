@@ -128,6 +128,12 @@ type Set struct {
 	NoFence bool
 	// NoD17: the owner serves while isolated.
 	NoD17 bool
+	// UnconfirmedOwner: an owner back in contact with a leader (from a
+	// partition, a restart, a leader change) serves at once, before it
+	// has confirmed that the membership it holds is current: a node that
+	// missed two membership changes serves a flow at the membership under
+	// which it owned it, after a newer owner served it meanwhile.
+	UnconfirmedOwner bool
 	// LocalFallback: a request the owner cannot be sent is served from
 	// the local copy instead of failing.
 	LocalFallback bool
@@ -214,6 +220,11 @@ type Set struct {
 	// the disk rather than when the disk says its fsync completed, so a
 	// sync write is acknowledged while its fsync is still in flight.
 	AckAtSubmit bool
+	// WaitRefused: a wait the writer cannot answer at once (a sync
+	// write's fsync, a clock floor not yet on disk) is answered with
+	// ErrClosed, as if the writer had stopped: the caller answers that the
+	// disk failed while the disk is well, and the node lives on.
+	WaitRefused bool
 	// EvictKeys: over the cap, the writer evicts one key of the least
 	// recently used flow instead of the whole flow.
 	EvictKeys bool
@@ -322,6 +333,7 @@ var Table = []Bug{
 	{"remove-leader-of-two", "the leader of two voters appends its own removal instead of handing leadership over first: the survivor may never elect", func(s *Set) *bool { return &s.RemoveLeaderOfTwo }},
 	{"no-fence", "the owner skips its membership-index checks", func(s *Set) *bool { return &s.NoFence }},
 	{"no-d17", "an owner serves while isolated", func(s *Set) *bool { return &s.NoD17 }},
+	{"unconfirmed-owner", "an owner back in contact with a leader serves before confirming its membership is current", func(s *Set) *bool { return &s.UnconfirmedOwner }},
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
@@ -342,6 +354,7 @@ var Table = []Bug{
 	{"no-readopt", "a restarted owner serves its own disk without pulling from its successors", func(s *Set) *bool { return &s.NoReadopt }},
 	{"ack-before-sync", "sync mode acknowledges a write before its fsync", func(s *Set) *bool { return &s.AckBeforeSync }},
 	{"ack-at-submit", "the shard's writer counts a batch durable when it hands it to the disk, before its fsync completes", func(s *Set) *bool { return &s.AckAtSubmit }},
+	{"wait-refused", "the shard's writer answers a wait it cannot answer at once as if it had stopped: a read or sync write is refused as a disk failure on a healthy disk", func(s *Set) *bool { return &s.WaitRefused }},
 	{"disk-count-drift", "dropping a flow the disk holds leaves the shard's count of such flows as it was", func(s *Set) *bool { return &s.DiskCountDrift }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
 	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},

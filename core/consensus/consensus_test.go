@@ -178,6 +178,40 @@ func TestDeposedLeaderBelievesButIsNotConfirmed(t *testing.T) {
 	require.False(t, c.node(l).IsIsolated(), "back in touch with the leader after the heal")
 }
 
+// ContactSince holds while a follower hears its leader and starts again
+// when it hears one after a gap past the isolation window: a node back
+// from a partition may not have applied what was committed meanwhile.
+// A leader's holds from when it was first seen leading in its term.
+func TestContactSinceStartsAgainAfterIsolation(t *testing.T) {
+	c := newCluster(t, 3, 3, 0)
+	c.start(c.nodes...)
+	c.run(2 * time.Second)
+	l := c.leader()
+	require.GreaterOrEqual(t, l, 0)
+	f := (l + 1) % 3
+	led, since := c.node(l).ContactSince(), c.node(f).ContactSince()
+	c.run(time.Second)
+	require.Equal(t, led, c.node(l).ContactSince(), "a leader's contact holds through its term")
+	require.Equal(t, since, c.node(f).ContactSince(), "heartbeats within the window keep contact unbroken")
+
+	var others []dial.NodeID
+	for i, n := range c.nodes {
+		if i != f {
+			others = append(others, n.ID())
+		}
+	}
+	c.nw.Split(c.k.Nodes(), []dial.NodeID{c.nodes[f].ID()}, others)
+	c.run(time.Second)
+	require.True(t, c.node(f).IsIsolated())
+	c.nw.Heal()
+	c.run(time.Second)
+	require.False(t, c.node(f).IsIsolated())
+	back := c.node(f).ContactSince()
+	require.Greater(t, back, since+time.Second, "contact after the gap starts at the heal, not before the cut")
+	c.run(time.Second)
+	require.Equal(t, back, c.node(f).ContactSince())
+}
+
 func TestRestartRecoversFromTheJournal(t *testing.T) {
 	c := newCluster(t, 3, 3, 0)
 	c.start(c.nodes...)

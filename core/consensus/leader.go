@@ -55,6 +55,31 @@ func (n *Node) IsIsolated() bool {
 	}
 }
 
+// ContactSince is the monotonic instant from which this node has been in
+// unbroken contact with the leader it follows (leader traffic from it with
+// no gap past the isolation window), or has led in its present term. A
+// node that was cut off, restarted, or followed another leader before it
+// may not have applied what was committed meanwhile, a membership change
+// included: D-17 lets it serve as soon as it hears a leader, so an owner
+// confirms with a barrier asked for after this instant that it is current
+// (core/flow). A node that follows a leader it has not heard since it
+// learned of it gets now: it cannot have confirmed anything yet.
+func (n *Node) ContactSince() time.Duration {
+	st := n.rn.BasicStatus()
+	if st.RaftState == raft.StateLeader {
+		// Found lazily: a barrier asked for before it was first seen
+		// leading does not count, which only costs one more.
+		if n.ledTerm != st.Term {
+			n.ledTerm, n.ledSince = st.Term, n.env.Clock.Mono()
+		}
+		return n.ledSince
+	}
+	if st.Lead == raft.None || st.Lead != n.streakLead {
+		return n.env.Clock.Mono()
+	}
+	return n.streakStart
+}
+
 // heardWithin reports whether a contact from peer arrived within window.
 func (n *Node) heardWithin(peer uint64, window time.Duration) bool {
 	if n.cfg.Bugs.TickWindow {

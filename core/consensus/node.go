@@ -147,8 +147,16 @@ type Node struct {
 	// (D-17) and the leader's quorum check past their bound in true time.
 	heard     map[uint64]time.Duration
 	heardTick map[uint64]uint64 // the tick of the same contact (Bugs.TickWindow only)
-	lastExp   uint64            // tick of the last expiry proposal
-	promoting map[uint64]uint64 // learner -> tick its promotion was proposed
+	// The unbroken contact this node has with a leader (ContactSince):
+	// the leader it last heard leader traffic from, and since when, with
+	// no gap longer than the isolation window; and the term in which it
+	// last found itself leading, and since when.
+	streakLead  uint64
+	streakStart time.Duration
+	ledTerm     uint64
+	ledSince    time.Duration
+	lastExp     uint64            // tick of the last expiry proposal
+	promoting   map[uint64]uint64 // learner -> tick its promotion was proposed
 	// onMembership, if set, is told of every membership change as it is
 	// applied, and of the membership an installed snapshot brings (see
 	// OnMembership).
@@ -406,7 +414,15 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 		return
 	}
 	if contact(m.Type) {
-		n.heard[m.From] = n.env.Clock.Mono()
+		now := n.env.Clock.Mono()
+		if fromLeader(m.Type) {
+			// Contact with a leader is unbroken while it comes from the
+			// same leader with no gap past the isolation window.
+			if last, ok := n.heard[m.From]; !ok || m.From != n.streakLead || now-last > n.IsolationWindow() {
+				n.streakLead, n.streakStart = m.From, now
+			}
+		}
+		n.heard[m.From] = now
 		n.heardTick[m.From] = n.ticks
 	}
 	if m.Type == pb.MsgProp && len(n.conf.Voters) == 2 && n.handOffFor(m) {
@@ -461,6 +477,11 @@ func contact(t pb.MessageType) bool {
 		return true
 	}
 	return false
+}
+
+// fromLeader reports a message only a leader sends.
+func fromLeader(t pb.MessageType) bool {
+	return t == pb.MsgApp || t == pb.MsgHeartbeat || t == pb.MsgSnap
 }
 
 // pump carries out every Ready raft has. With asynchronous storage

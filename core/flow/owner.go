@@ -22,6 +22,15 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		return
 	}
 	err := s.mayServe(req.Flow)
+	if err == errUnconfirmed && s.await(func(ok bool) {
+		if !ok {
+			reply(Response{}, unavailable(errUnconfirmed))
+			return
+		}
+		s.serve(callerM, req, reply)
+	}) {
+		return
+	}
 	if errors.Is(err, ErrNotAdopted) {
 		// Refused, known not applied; the caller may ask again once the
 		// adoption is done. A flow nobody holds, in a cluster whose
@@ -101,10 +110,115 @@ func (s *Store) mayServe(flow string) error {
 		return fmt.Errorf("%w: a newer owner adopted it at %d", ErrFenced, s.fencedAt[flow])
 	case !s.cfg.Bugs.NoD17 && s.env.Ctl.IsIsolated():
 		return ErrIsolated
+	case !s.cfg.Bugs.UnconfirmedOwner && !s.current():
+		return errUnconfirmed
 	case !s.cfg.Bugs.NoAdoption && s.adopted[flow] != s.mIdx && !(s.cfg.Bugs.StaleAdoption && s.adopted[flow] != 0):
 		return ErrNotAdopted
 	}
 	return nil
+}
+
+// current reports that this node has confirmed, since its contact with its
+// leader last began, that the membership it serves under is current, and
+// asks for that confirmation when it has not. D-17 stops an owner that is
+// cut off; it does not stop one that hears its leader again before it has
+// applied what was committed meanwhile. Such a node (back from a
+// partition, restarted, or following a new leader) may hold the
+// membership under which it owned a flow while two changes moved the flow
+// to another owner, who served it, and back: it would serve its old copy
+// at its old membership, to its own clients, and the writes the other
+// owner took would win over what it answered (ownership-returns, whose
+// lagger is cut off while the spare goes in and out). Once a barrier
+// asked for after contact began has answered, this node has applied every
+// membership committed before it asked, and from then on it hears each
+// new one within its isolation window, as D-17 assumes. So does a node
+// whose contact has lasted AdoptWait, by the assumption the adoption wait
+// already makes. Until then it refuses as an isolated owner does (serve
+// first holds the request for the barrier's answer: await).
+func (s *Store) current() bool {
+	since := s.env.Ctl.ContactSince()
+	if s.confirmed && s.confirmedAt >= since {
+		return true
+	}
+	if s.env.Clock.Mono()-since >= s.cfg.AdoptWait {
+		// Contact unbroken for AdoptWait: the leader has had that long
+		// to bring this node every entry committed before it began,
+		// which the adoption wait already assumes of a reachable node.
+		// A node too far for a barrier to come back within the proposal
+		// timeout still serves (bridge-saturation's owner, 0.2 to 0.9 s
+		// away each way, never had one answered).
+		return true
+	}
+	// One barrier at a time, unless the one in flight was asked for
+	// before this contact began: it cannot count, and waiting for it to
+	// time out would keep the owner refusing for a proposal timeout. So
+	// at most one is asked for per contact, and contacts begin an
+	// isolation window apart at the closest.
+	if !s.confirming || s.confirmingAt < since {
+		at := s.env.Clock.Mono()
+		s.confirming, s.confirmingAt = true, at
+		s.env.Ctl.Confirm(func(err error) {
+			if err == nil && (!s.confirmed || at > s.confirmedAt) {
+				s.confirmed, s.confirmedAt = true, at
+			}
+			// Only the latest confirmation releases what it holds: an
+			// older one cannot count for the contact now.
+			if s.confirmingAt == at {
+				s.confirming = false
+				if !s.stopped {
+					s.releaseAwaiting(err == nil)
+				}
+			}
+		})
+	}
+	// A confirmation answered at once (a leader's own barrier may be)
+	// counts for this call.
+	return s.confirmed && s.confirmedAt >= since
+}
+
+// errUnconfirmed is mayServe's refusal while the owner confirms that its
+// membership is current: D-17's, since the owner cannot yet tell that it
+// is not cut off from the membership in force.
+var errUnconfirmed = fmt.Errorf("%w: confirming that its membership is current", ErrIsolated)
+
+// maxAwaiting bounds the requests an owner holds while it confirms that
+// its membership is current; past it a request is refused at once.
+const maxAwaiting = 1024
+
+// await holds a request until the confirmation in flight answers (fn(true):
+// serve it again, from the top) or fails (fn(false): refuse it), and at
+// most a quarter of the call deadline (fn(false)), so the caller hears
+// within its own. A confirmation takes a round trip to the leader; holding
+// the request for it costs the caller that, where a refusal would cost it
+// the call. It reports false, holding nothing, at the bound.
+func (s *Store) await(fn func(ok bool)) bool {
+	if s.stopped || len(s.awaiting) >= maxAwaiting {
+		return false
+	}
+	s.awaiting = append(s.awaiting, fn)
+	if s.awaitT == nil {
+		s.awaitT = s.env.Clock.AfterFunc(s.cfg.Deadline/4, func() {
+			s.awaitT = nil
+			if !s.stopped {
+				s.releaseAwaiting(false)
+			}
+		})
+	}
+	return true
+}
+
+// releaseAwaiting answers every held request: served again if ok, else
+// refused.
+func (s *Store) releaseAwaiting(ok bool) {
+	if s.awaitT != nil {
+		s.awaitT.Stop()
+		s.awaitT = nil
+	}
+	held := s.awaiting
+	s.awaiting = nil
+	for _, fn := range held {
+		fn(ok)
+	}
 }
 
 // apply runs req against this node's copy. It returns the answer, the

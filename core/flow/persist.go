@@ -56,20 +56,27 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	}
 	f := s.sh.Peek(flow)
 	// A flow this node serves took every copy it will ever take when it
-	// adopted it; a copy from an older membership arriving later (a late
-	// answer, a deposed owner's push in flight) would bring back what a
-	// lossy adoption dropped, so it is refused.
-	floor := uint64(0)
+	// adopted it; a copy stamped before the adoption arriving later (a
+	// late answer, a deposed owner's push in flight, a replica's copy of
+	// what this node wrote at this same m_idx before a restart) would bring
+	// back what a lossy adoption dropped, so it is refused. Only the owner
+	// at an m_idx stamps tuples of it, and each incarnation from its own
+	// floor up (nextTuple): every tuple this incarnation did not stamp
+	// since it adopted is below (m_idx, its floor). (With the m_idx alone
+	// as the floor, a restarted owner that adopted without the replica
+	// holding its earlier write served the flow without it, then took the
+	// replica's late copy and served it with: imposter-scenarios seed 312.)
+	var floor Tuple
 	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
-		floor = at
+		floor = Tuple{MIdx: at, V: s.env.Epoch << 32}
 	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
-		floor = a.m // adopted, waiting only for its fsync
+		floor = Tuple{MIdx: a.m, V: s.env.Epoch << 32} // adopted, waiting only for its fsync
 	}
 	// The copy is written whole when every key of it is newer (a push,
 	// mostly): the shard only reads the map it is handed, so in serves.
 	taken := 0
 	for k, v := range in { //fenceline:unordered counting
-		if cur, ok := f[k]; v.Tuple.MIdx >= floor && (!ok || cur.Tuple.Less(v.Tuple)) {
+		if cur, ok := f[k]; !v.Tuple.Less(floor) && (!ok || cur.Tuple.Less(v.Tuple)) {
 			taken++
 		}
 	}
@@ -77,7 +84,7 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	if taken < len(in) {
 		changed = make(map[string]Value, taken)
 		for k, v := range in { //fenceline:unordered fills changed, key by key
-			if v.Tuple.MIdx < floor {
+			if v.Tuple.Less(floor) {
 				continue
 			}
 			if cur, ok := f[k]; !ok || cur.Tuple.Less(v.Tuple) {

@@ -17,8 +17,10 @@ import (
 // before it.
 type prevCtl struct{ ms Membership }
 
-func (c *prevCtl) Membership() Membership { return c.ms }
-func (c *prevCtl) IsIsolated() bool       { return false }
+func (c *prevCtl) Membership() Membership      { return c.ms }
+func (c *prevCtl) IsIsolated() bool            { return false }
+func (c *prevCtl) ContactSince() time.Duration { return 0 }
+func (c *prevCtl) Confirm(done func(error))    { done(nil) }
 
 // movedTo finds a flow owned by from under before and by to under after.
 func movedTo(t *testing.T, before, after []dial.NodeID, from, to dial.NodeID) string {

@@ -25,6 +25,16 @@ type Control interface {
 	// IsIsolated reports that this node knows no current leader, or
 	// leads without a quorum's recent acknowledgement.
 	IsIsolated() bool
+	// ContactSince is the monotonic instant from which this node has been
+	// in unbroken contact with the leader it follows, or has led in its
+	// term. Before it, the node may have been cut off, stopped, or
+	// following another leader, and may hold a membership two changes
+	// old: D-17 lets it serve again as soon as it hears a leader.
+	ContactSince() time.Duration
+	// Confirm answers once this node has applied everything committed
+	// when it was called, as a quorum confirms (a ReadIndex barrier).
+	// Errors mean only "no answer".
+	Confirm(done func(error))
 }
 
 // Membership is what the store needs of a committed membership.
@@ -117,9 +127,18 @@ type Store struct {
 	// monotonic clock): an adoption's wait counts from there.
 	mIdxSince time.Duration
 	fencedAt  map[string]uint64 // flow -> m_idx a newer owner announced while adopting it
-	aeTimer   clock.Timer
-	aeCursor  int // where the next anti-entropy answer starts in its list
-	stopped   bool
+	// confirmedAt is when the last confirmation that this node's
+	// membership is current was asked for (its monotonic clock; valid
+	// only with confirmed): it holds while contact lasts from before it.
+	confirmedAt  time.Duration
+	confirmed    bool
+	confirming   bool            // a confirmation is in flight,
+	confirmingAt time.Duration   // asked for then
+	awaiting     []func(ok bool) // requests held until it answers (await)
+	awaitT       clock.Timer     // refuses them if it has not, by then
+	aeTimer      clock.Timer
+	aeCursor     int // where the next anti-entropy answer starts in its list
+	stopped      bool
 
 	// Counters, for scenarios and benchmarks.
 	Shed, Served, Pushed, Merged, Pruned, Adoptions, AERounds, BadFrames, Evicted uint64

@@ -44,10 +44,25 @@ type ctl struct {
 	m        uint64
 	voters   []dial.NodeID
 	isolated bool
+	// since is ContactSince's answer; a Confirm is answered at once with
+	// nil unless hold is set, when it waits in confirms.
+	since    time.Duration
+	hold     bool
+	confirms []func(error)
+	asked    int
 }
 
-func (c *ctl) Membership() Membership { return Membership{Index: c.m, Voters: c.voters} }
-func (c *ctl) IsIsolated() bool       { return c.isolated }
+func (c *ctl) Membership() Membership      { return Membership{Index: c.m, Voters: c.voters} }
+func (c *ctl) IsIsolated() bool            { return c.isolated }
+func (c *ctl) ContactSince() time.Duration { return c.since }
+func (c *ctl) Confirm(done func(error)) {
+	c.asked++
+	if c.hold {
+		c.confirms = append(c.confirms, done)
+		return
+	}
+	done(nil)
+}
 
 var (
 	idA, idB, idC = dial.IDFromName("a"), dial.IDFromName("b"), dial.IDFromName("c")
@@ -195,6 +210,92 @@ func TestOwnerChecksInOrder(t *testing.T) {
 	require.ErrorIs(t, got, ErrNotAdopted)
 }
 
+// An owner back in contact with its leader (ContactSince moved) serves
+// again only once a barrier asked for after that instant has answered. It
+// holds the requests that come meanwhile and serves them when it does;
+// refuses them if it fails, or after a quarter of the call deadline; asks
+// for one barrier at a time, and never counts one asked for before the
+// contact now.
+func TestAnOwnerBackInContactConfirmsBeforeServing(t *testing.T) {
+	s, clk, net, c := newTestStore(t, idA, Config{})
+	f := ownedBy(t, idA)
+	get := func() *error {
+		var got error = errors.New("not answered")
+		s.serve(1, Request{Flow: f, Op: OpGet, Key: "k"}, func(_ Response, err error) { got = err })
+		return &got
+	}
+	get() // confirmed at once, and starts the adoption
+	require.Equal(t, 1, c.asked)
+	for _, fr := range net.frames {
+		if fr.m.Kind == FrameAdopt {
+			s.HandleFrame(fr.to, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f}))
+		}
+	}
+	clk.Advance(time.Second) // AdoptWait
+	require.NoError(t, *get())
+	require.Equal(t, 1, c.asked, "a confirmation holds while contact lasts")
+
+	c.hold, c.since = true, clk.Mono()+1 // contact broke and began again
+	clk.Advance(time.Millisecond)
+	held := []*error{get(), get(), get()}
+	require.Equal(t, 2, c.asked, "one confirmation in flight at a time")
+	for _, got := range held {
+		require.EqualError(t, *got, "not answered", "held until the confirmation answers")
+	}
+	c.confirms[0](nil)
+	for _, got := range held {
+		require.NoError(t, *got, "served once it did")
+	}
+	require.NoError(t, *get())
+
+	// A failed confirmation refuses what it held; the next request asks
+	// again.
+	c.since = clk.Mono() + 1
+	clk.Advance(time.Millisecond)
+	got := get()
+	c.confirms[1](errors.New("no answer"))
+	require.ErrorIs(t, *got, ErrIsolated)
+	got = get()
+	require.Equal(t, 4, c.asked)
+	// Unanswered, it refuses what it holds after a quarter of the
+	// deadline, so the caller hears within its own.
+	clk.Advance(499 * time.Millisecond)
+	require.EqualError(t, *got, "not answered")
+	clk.Advance(time.Millisecond)
+	require.ErrorIs(t, *got, ErrIsolated)
+
+	// Contact breaks again while a confirmation is in flight: that one
+	// cannot count, so a new one is asked for at once, not after it
+	// times out; the old one's answer releases nothing.
+	c.since = clk.Mono() + 1
+	clk.Advance(time.Millisecond)
+	got = get()
+	require.Equal(t, 5, c.asked)
+	c.confirms[2](nil) // asked before this contact began
+	require.EqualError(t, *got, "not answered")
+	c.confirms[3](nil)
+	require.NoError(t, *got)
+
+	// At its bound it holds no more: the next request is refused at once.
+	c.since = clk.Mono() + 1
+	clk.Advance(time.Millisecond)
+	for i := 0; i < maxAwaiting; i++ {
+		require.EqualError(t, *get(), "not answered")
+	}
+	require.ErrorIs(t, *get(), ErrIsolated, "past maxAwaiting")
+	c.confirms[4](nil)
+	require.NoError(t, *get())
+
+	// A contact that has lasted AdoptWait counts, barrier or not (a node
+	// too far for one to come back within the proposal timeout).
+	c.since = clk.Mono() + 1
+	clk.Advance(time.Millisecond)
+	got = get()
+	clk.Advance(time.Second)
+	require.ErrorIs(t, *got, ErrIsolated, "held past a quarter of the deadline")
+	require.NoError(t, *get(), "in contact for AdoptWait")
+}
+
 func TestBridgeShedsAtOnceAndBoundsEveryCall(t *testing.T) {
 	s, clk, _, _ := newTestStore(t, idA, Config{Permits: 2})
 	f := ownedBy(t, idB) // remote: calls wait on the owner
@@ -251,12 +352,17 @@ func TestMergeRefusesWhatPredatesTheAdoption(t *testing.T) {
 	s.refresh()
 	s.adopted[f] = 2
 	stale := Value{Data: []byte("old"), Tuple: Tuple{MIdx: 1, V: 7, Origin: idB}}
-	fresh := Value{Data: []byte("new"), Tuple: Tuple{MIdx: 2, V: 1, Origin: idA}}
+	fresh := Value{Data: []byte("new"), Tuple: Tuple{MIdx: 2, V: 1<<32 + 1, Origin: idA}}
 	s.merge(f, map[string]Value{"gone": stale}, shard.Async)
 	require.NotContains(t, s.Copy(f), "gone", "a whole copy from before the adoption")
 	s.merge(f, map[string]Value{"gone": stale, "kept": fresh}, shard.Async)
 	require.NotContains(t, s.Copy(f), "gone", "a stale key beside a fresh one")
 	require.Equal(t, "new", string(s.Copy(f)["kept"].Data))
+	// What this owner stamped at this m_idx in an earlier incarnation
+	// (a lower boot epoch) is from before the adoption too.
+	earlier := Value{Data: []byte("before the restart"), Tuple: Tuple{MIdx: 2, V: 0<<32 + 9, Origin: idA}}
+	s.merge(f, map[string]Value{"earlier": earlier}, shard.Async)
+	require.NotContains(t, s.Copy(f), "earlier", "a copy this owner stamped before it restarted and adopted")
 	// A replica, which adopted nothing, takes every newer copy.
 	r, _, _, _ := newTestStore(t, idB, Config{})
 	r.merge(f, map[string]Value{"gone": stale}, shard.Async)

@@ -40,6 +40,9 @@ type FrameInfo struct {
 	Session, ID uint64
 	// Epoch is the directory epoch a group-op was routed with.
 	Epoch uint64
+	// Refusal is an op-resp's refusal code ("disk", "busy", ...: errCodes),
+	// empty for an answer that served the request.
+	Refusal string
 }
 
 // DecodeFrame decodes a flow frame as the store does, for the simulator's
@@ -54,7 +57,7 @@ func DecodeFrame(frame []byte) (FrameInfo, error) {
 	if err != nil {
 		return FrameInfo{}, err
 	}
-	return FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch}, nil
+	return FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch, Refusal: m.Err}, nil
 }
 
 // msg is every flow frame. It travels in the binary format of frame.go:

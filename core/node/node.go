@@ -5,6 +5,8 @@
 package node
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 
@@ -352,6 +354,10 @@ func (c *control) Membership() flow.Membership {
 }
 
 func (c *control) IsIsolated() bool { return c.cn.IsIsolated() }
+
+func (c *control) ContactSince() time.Duration { return c.cn.ContactSince() }
+
+func (c *control) Confirm(done func(error)) { c.cn.Barrier(done) }
 
 // claimControl answers the claim service's questions from the consensus
 // part: the ring's membership, D-17, and the KV where recordings live.

@@ -387,6 +387,10 @@ func (s *Shard[V]) WhenFloorDurable(atMs int64, fn func(error)) {
 		fn(ErrClosed)
 		return
 	}
+	if s.cfg.Bugs.WaitRefused {
+		fn(ErrClosed) // the planted bug: a floor behind taken for a writer stopped
+		return
+	}
 	s.waiters = append(s.waiters, waiter{floor: atMs, fn: fn})
 	s.pendingSync = true
 	s.armFlush()
