@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenceline/fenceline/clock"
 	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
@@ -37,7 +38,10 @@ type NodeConfig struct {
 	// cluster of itself. Without it, an empty node waits to be added.
 	Bootstrap bool
 	Core      node.Config // timings and bounds; names, addresses and keys are filled in
-	TCP       TCPConfig   // bounds; Self, Listen and Keys are filled in
+	// Fleet, when set, places the node's raft group in a fleet of
+	// several (core/node's FleetConfig, built from it here).
+	Fleet *FleetSpec
+	TCP   TCPConfig // bounds; Self, Listen and Keys are filled in
 	// MailboxLen bounds the node loop's mailbox; frames that find it
 	// full are dropped (the protocols retry), client calls get ErrBusy.
 	// Default 4096.
@@ -46,6 +50,39 @@ type NodeConfig struct {
 	// lock): another process holding it fails the open. Default 1s.
 	LockTimeout time.Duration
 	Log         *slog.Logger
+}
+
+// FleetSpec places a real node in a fleet. Each group is founded by one
+// node (Bootstrap) and grows as nodes join it; the directory's first
+// epoch names each group's founder as its only voter, at membership
+// index 1, and the group's members publish each membership after that.
+// Group 0's founder also founds the control group; every other node's
+// control replica starts empty and is added by the control group's
+// leader once the directory names it.
+type FleetSpec struct {
+	// Group is the node's data group, an index into Founders.
+	Group int
+	// Founders is each group's founder, in group order. Every node of
+	// the fleet is started with the same list.
+	Founders []Founder
+}
+
+// Founder is one group's founding node, as every node of the fleet is
+// told of it at start.
+type Founder struct {
+	Name string
+	Peer string // its advertised peer address
+	HTTP string // its HTTP address, as its membership entry gives it
+}
+
+// founding is the directory's first epoch: each founder the only voter
+// of its group, at membership index 1 (a founded group's first).
+func (f FleetSpec) founding() []fleet.Group {
+	gs := make([]fleet.Group, len(f.Founders))
+	for g, fd := range f.Founders {
+		gs[g] = fleet.Group{MIdx: 1, Voters: []fleet.Member{{ID: dial.IDFromName(fd.Name), Name: fd.Name, Peer: fd.Peer, HTTP: fd.HTTP}}}
+	}
+	return gs
 }
 
 // ErrBusy is a call that found the node's mailbox full.
@@ -71,6 +108,8 @@ type Node struct {
 	// isolated is how long the node has been isolated (D-17) since it
 	// started, sampled every isolationSample on the loop.
 	isolated time.Duration
+	// dirEpoch is the directory epoch the peers were last set from.
+	dirEpoch uint64
 	log      *slog.Logger
 }
 
@@ -156,14 +195,33 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		founder.HTTP = cfg.HTTP
 		ccfg.Consensus.Bootstrap = []consensus.Member{founder}
 	}
+	if f := cfg.Fleet; f != nil {
+		fc := &node.FleetConfig{Group: f.Group, Founding: f.founding()}
+		fc.Control.Name, fc.Control.Addr = cfg.Name, advertise
+		if cfg.Bootstrap && f.Group == 0 && len(f.Founders) > 0 && f.Founders[0].Name == cfg.Name {
+			founder := consensus.NewMember(cfg.Name, advertise)
+			founder.HTTP = cfg.HTTP
+			fc.Control.Bootstrap = []consensus.Member{founder}
+		}
+		ccfg.Fleet = fc
+	}
 	ccfg.Transport.Keys = cfg.Keys
 	booted := make(chan error, 1)
 	if err := n.loop.Post(func() {
 		core, err := node.Open(ccfg, node.Env{Clock: n.clk, Net: n.tcp, FS: fs, Rand: rnd, Shard: bolt, Worker: n.worker})
 		if err == nil {
 			n.core = core
-			core.Consensus.OnMembership(n.membershipChanged)
-			n.membershipChanged(core.Consensus.Membership())
+			core.Consensus.OnMembership(func(consensus.Membership) { n.peersChanged() })
+			if core.Control != nil {
+				core.Control.OnMembership(func(consensus.Membership) { n.peersChanged() })
+				core.OnControlRevision(func(uint64) {
+					if d := core.Directory(); d != nil && d.Epoch() != n.dirEpoch {
+						n.dirEpoch = d.Epoch()
+						n.peersChanged()
+					}
+				})
+			}
+			n.peersChanged()
 			n.sampleIsolation()
 		}
 		booted <- err
@@ -181,18 +239,38 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
-// membershipChanged points the transport at every member's peer address.
-// It runs on the loop.
-func (n *Node) membershipChanged(ms consensus.Membership) {
+// peersChanged points the transport at every peer's address: the
+// members of the node's raft group, and in a fleet every node of the
+// fleet it knows of (another group's owner takes its flows' calls; every
+// node follows the control group). Later sources win: a join's hints, the
+// fleet's founders, the directory, the control group's membership, the
+// data group's. It runs on the loop.
+func (n *Node) peersChanged() {
 	addrs := map[dial.NodeID]string{}
 	for id, a := range n.hints {
 		addrs[id] = a
 	}
-	for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
-		if m.ID != n.core.Consensus.ID() {
+	if f := n.cfg.Fleet; f != nil {
+		for _, fd := range f.Founders {
+			addrs[dial.IDFromName(fd.Name)] = fd.Peer
+		}
+		if d := n.core.Directory(); d != nil {
+			for g := range d.Groups() {
+				for _, m := range d.Group(g).Voters {
+					addrs[m.ID] = m.Peer
+				}
+			}
+		}
+		ms := n.core.Control.Membership()
+		for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
 			addrs[m.ID] = m.Addr
 		}
 	}
+	ms := n.core.Consensus.Membership()
+	for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
+		addrs[m.ID] = m.Addr
+	}
+	delete(addrs, n.core.Consensus.ID())
 	n.tcp.SetPeers(addrs)
 	for _, id := range slices.Sorted(maps.Keys(addrs)) {
 		n.core.Link.Greet(id)
@@ -210,7 +288,7 @@ func (n *Node) Introduce(ctx context.Context, peers map[dial.NodeID]string) erro
 				n.hints[id] = a
 			}
 		}
-		n.membershipChanged(core.Consensus.Membership())
+		n.peersChanged()
 	})
 }
 

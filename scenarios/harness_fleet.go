@@ -137,7 +137,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 		}
 		c.onBoot = func(m *sim.Machine, _ *sim.Env, nd *node.Node) {
 			f.nd[m.Name()] = nd
-			nd.Control.OnRevision(func(uint64) { f.sawDirectory(nd) })
+			nd.OnControlRevision(func(uint64) { f.sawDirectory(nd) })
 		}
 		h := startFlowCluster(c, cfg)
 		h.calm, h.perNode, h.clientBase = calm, perNode, 100*g

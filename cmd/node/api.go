@@ -19,6 +19,7 @@ import (
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/partition"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/imposterhttp"
@@ -204,6 +205,66 @@ type statusJSON struct {
 	Transport      realnet.TCPStats  `json:"transport"`
 	Envelope       map[string]uint64 `json:"envelope_dropped"`
 	Bridge         map[string]int    `json:"bridge"`
+	// Fleet is the node's place in a fleet of groups; absent outside
+	// one.
+	Fleet *fleetJSON `json:"fleet,omitempty"`
+}
+
+// fleetJSON is what a node of a fleet knows of it: its own group, its
+// replica of the control group, and the group directory that replica has
+// applied (absent until it has one).
+type fleetJSON struct {
+	Group     int            `json:"group"`
+	Control   controlJSON    `json:"control"`
+	Directory *directoryJSON `json:"directory,omitempty"`
+}
+
+type controlJSON struct {
+	State    string       `json:"state"`
+	Leader   string       `json:"leader,omitempty"`
+	Voters   []memberJSON `json:"voters"`
+	Learners []memberJSON `json:"learners"`
+}
+
+type directoryJSON struct {
+	Epoch  uint64      `json:"epoch"`
+	Groups []groupJSON `json:"groups"`
+}
+
+type groupJSON struct {
+	MIdx       uint64   `json:"m_idx"`
+	Voters     []string `json:"voters"`
+	Partitions int      `json:"partitions"`
+}
+
+// fleetStatus reads the node's fleet section; nil outside a fleet. It
+// runs on the loop.
+func fleetStatus(c *node.Node) *fleetJSON {
+	g, ok := c.FleetGroup()
+	if !ok {
+		return nil
+	}
+	info, ms := c.Control.Info(), c.Control.Membership()
+	f := &fleetJSON{Group: g, Control: controlJSON{State: info.State, Voters: membersJSON(ms.Voters), Learners: membersJSON(ms.Learners)}}
+	if info.Leader != 0 {
+		f.Control.Leader = info.Leader.String()
+	}
+	if d := c.Directory(); d != nil {
+		dj := &directoryJSON{Epoch: d.Epoch(), Groups: make([]groupJSON, d.Groups())}
+		for i := range d.Groups() {
+			gr := d.Group(i)
+			dj.Groups[i].MIdx = gr.MIdx
+			for _, m := range gr.Voters {
+				dj.Groups[i].Voters = append(dj.Groups[i].Voters, m.Name)
+			}
+		}
+		for p := range partition.Count {
+			held, _ := d.Holder(partition.Partition(p))
+			dj.Groups[held].Partitions++
+		}
+		f.Directory = dj
+	}
+	return f
 }
 
 type shardJSON struct {
@@ -226,6 +287,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 			st.Leader = info.Leader.String()
 		}
 		st.FlowShard.Stats, st.FlowShard.LiveFlows = c.Flow.Shard()
+		st.Fleet = fleetStatus(c)
 		if c.Link != nil {
 			for i, n := range c.Link.Stats().Dropped {
 				st.Envelope[transport.CauseNames[i]] = n

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
@@ -43,7 +44,7 @@ var _ imposterhttp.Config = raftConfig{}
 
 func (c raftConfig) Sync(ctx context.Context) error {
 	_, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(struct{}, error)) {
-		n.Consensus.Barrier(func(err error) { done(struct{}{}, err) })
+		n.Admin.Barrier(func(err error) { done(struct{}{}, err) })
 	})
 	return err
 }
@@ -52,9 +53,9 @@ func (c raftConfig) List(ctx context.Context) ([]imposterhttp.Definition, error)
 	var defs []imposterhttp.Definition
 	recs := map[int][]imposterhttp.Recording{}
 	err := c.nd.Do(ctx, func(n *node.Node) {
-		for _, k := range n.Consensus.LocalKeys(imposterPrefix) {
+		for _, k := range n.Admin.LocalKeys(imposterPrefix) {
 			port, err := strconv.Atoi(strings.TrimPrefix(k, imposterPrefix))
-			e, ok := n.Consensus.LocalGet(k)
+			e, ok := n.Admin.LocalGet(k)
 			if err != nil || !ok {
 				continue // not written by this code
 			}
@@ -64,7 +65,7 @@ func (c raftConfig) List(ctx context.Context) ([]imposterhttp.Definition, error)
 		}
 		for port, keys := range recordingKeys(n) { //fenceline:unordered collected into a map
 			for _, k := range keys {
-				if e, ok := n.Consensus.LocalGet(proxyonce.KVKey(k)); ok {
+				if e, ok := n.Admin.LocalGet(proxyonce.KVKey(k)); ok {
 					recs[port] = append(recs[port], imposterhttp.Recording{Key: k, JSON: slices.Clone(e.Value), Version: e.Version})
 				}
 			}
@@ -85,7 +86,7 @@ func (c raftConfig) List(ctx context.Context) ([]imposterhttp.Definition, error)
 func recordingKeys(n *node.Node) map[int][]string {
 	out := map[int][]string{}
 	prefix := proxyonce.KVKey("")
-	for _, k := range n.Consensus.LocalKeys(prefix) {
+	for _, k := range n.Admin.LocalKeys(prefix) {
 		key := strings.TrimPrefix(k, prefix)
 		p, _, _ := strings.Cut(key, ":")
 		if port, err := strconv.Atoi(p); err == nil {
@@ -119,10 +120,10 @@ func (c raftConfig) Apply(ctx context.Context, ch imposterhttp.Change) (uint64, 
 			}
 		}
 		if len(ops) == 0 {
-			done(kv.Result{Succeeded: true, Revision: n.Consensus.Revision()}, nil)
+			done(kv.Result{Succeeded: true, Revision: n.Admin.Revision()}, nil)
 			return
 		}
-		n.Consensus.Propose(kv.Txn(guards, ops, nil), done)
+		n.Admin.Propose(kv.Txn(guards, ops, nil), done)
 	})
 	if err == nil {
 		err = res.Err
@@ -160,7 +161,7 @@ func (c raftConfig) deleteRecordings(ctx context.Context, keys []string, rev uin
 			ops[i] = kv.Delete(k)
 		}
 		res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) {
-			n.Consensus.Propose(kv.Txn(nil, ops, nil), done)
+			n.Admin.Propose(kv.Txn(nil, ops, nil), done)
 		})
 		if err == nil {
 			err = res.Err
@@ -179,7 +180,7 @@ func (c raftConfig) deleteRecordings(ctx context.Context, keys []string, rev uin
 func (c raftConfig) AddRecording(ctx context.Context, _ int, key string, b []byte) error {
 	k := proxyonce.KVKey(key)
 	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(kv.Result, error)) {
-		n.Consensus.Propose(kv.Txn([]kv.Guard{kv.Absent(k)}, []kv.Op{kv.Put(k, b)}, nil), done)
+		n.Admin.Propose(kv.Txn([]kv.Guard{kv.Absent(k)}, []kv.Op{kv.Put(k, b)}, nil), done)
 	})
 	if err == nil {
 		err = res.Err
@@ -189,7 +190,7 @@ func (c raftConfig) AddRecording(ctx context.Context, _ int, key string, b []byt
 
 func (c raftConfig) Revision(ctx context.Context) (uint64, error) {
 	var rev uint64
-	err := c.nd.Do(ctx, func(n *node.Node) { rev = n.Consensus.Revision() })
+	err := c.nd.Do(ctx, func(n *node.Node) { rev = n.Admin.Revision() })
 	return rev, err
 }
 
@@ -242,6 +243,18 @@ func doFlow(ctx context.Context, nd *realnet.Node, req flow.Request) (flow.Respo
 func (f *clusterFlows) OwnerOf(ctx context.Context, key string) (routing.Owner, error) {
 	var o routing.Owner
 	err := f.nd.Do(ctx, func(c *node.Node) {
+		if g, inFleet := c.FleetGroup(); inFleet {
+			d := c.Directory()
+			if d == nil {
+				return // no directory yet: Unknown, a 503
+			}
+			if !d.Holds(g, key) {
+				o = otherGroupOwner(d, key)
+				return
+			}
+			// A flow of this node's group: its owner by the group's own
+			// committed membership, which the directory may lag.
+		}
 		if shape := c.Consensus.MembershipShape(); f.dir == nil || shape != f.shape {
 			ms := c.Consensus.Membership()
 			voters := make([]routing.Member, len(ms.Voters))
@@ -256,6 +269,24 @@ func (f *clusterFlows) OwnerOf(ctx context.Context, key string) (routing.Owner, 
 		err = fmt.Errorf("%w: %w (%w)", flow.ErrUnavailable, flow.ErrShed, err)
 	}
 	return o, err
+}
+
+// otherGroupOwner names the owner of a flow another group of the fleet
+// holds, by the directory: the owner among that group's voters at the
+// membership index the directory names, where a forward sends the whole
+// request. A directory that lags the group's membership sends it to a
+// node that is no longer the owner, which serves it through its own flow
+// store (each state call then goes to the owner it knows, or is fenced):
+// a slower path, never a second copy.
+func otherGroupOwner(d *fleet.Directory, key string) routing.Owner {
+	r := d.Resolve(key)
+	o := routing.Owner{View: routing.Remote, Node: r.Owner, MIdx: r.MIdx}
+	for _, m := range d.Group(r.Group).Voters {
+		if m.ID == r.Owner {
+			o.Addr = m.HTTP
+		}
+	}
+	return o
 }
 
 // raftClaims is proxyOnce's claim protocol across the cluster
@@ -316,7 +347,7 @@ func (c *nodeCluster) Self() uint64 { return uint64(c.nd.ID()) }
 func (c *nodeCluster) Members(ctx context.Context) ([]imposterhttp.Member, error) {
 	var out []imposterhttp.Member
 	err := c.nd.Do(ctx, func(n *node.Node) {
-		ms := n.Consensus.Membership()
+		ms := n.Admin.Membership()
 		for _, m := range append(slices.Clone(ms.Voters), ms.Learners...) {
 			out = append(out, imposterhttp.Member{ID: uint64(m.ID), Name: m.Name, HTTP: m.HTTP})
 		}
@@ -339,7 +370,7 @@ func (c *nodeCluster) AwaitRollout(ctx context.Context, rev uint64) ([]string, e
 	start := time.Now()
 	var names map[dial.NodeID]string
 	res, err := realnet.Await(ctx, c.nd, func(n *node.Node, done func(rollout.Result, error)) {
-		ms := n.Consensus.Membership()
+		ms := n.Admin.Membership()
 		names = map[dial.NodeID]string{}
 		for _, m := range append(slices.Clone(ms.Voters), ms.Learners...) {
 			names[m.ID] = m.Name

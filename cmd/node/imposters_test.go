@@ -298,8 +298,11 @@ func TestRemovingTheLeader(t *testing.T) {
 // counts its calls. The origin is called exactly once per signature; every
 // caller gets the recorded answer or a 503; afterwards every node replays
 // every recording from the configuration, and the origin hears nothing.
-func TestProxyOnceAcrossTheCluster(t *testing.T) {
-	ps := cluster(t)
+func TestProxyOnceAcrossTheCluster(t *testing.T) { checkProxyOnce(t, cluster(t)) }
+
+// checkProxyOnce is TestProxyOnceAcrossTheCluster's check on the nodes ps
+// (three of one group, or a fleet's).
+func checkProxyOnce(t *testing.T, ps []*proc) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	origin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -328,7 +331,7 @@ func TestProxyOnceAcrossTheCluster(t *testing.T) {
 		body string
 		took time.Duration
 	}
-	results := make(chan result, signatures*perNode*3)
+	results := make(chan result, signatures*perNode*len(ps))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for s := range signatures {
@@ -376,7 +379,7 @@ func TestProxyOnceAcrossTheCluster(t *testing.T) {
 		require.NotZero(t, served[path], "someone got %s's answer", path)
 	}
 	mu.Unlock()
-	t.Logf("first requests: %d signatures × %d callers; answered per signature: %v; slowest %v", signatures, 3*perNode, served, slowest)
+	t.Logf("first requests: %d signatures × %d callers; answered per signature: %v; slowest %v", signatures, len(ps)*perNode, served, slowest)
 
 	// Every node replays every recording; the origin hears nothing more.
 	for _, p := range ps {

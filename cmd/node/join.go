@@ -31,7 +31,11 @@ const joinTimeout = 30 * time.Second
 // asks nothing. A refusal of the attestation ends it at once; anything
 // else is retried with backoff until joinTimeout, each time with a fresh
 // attestation (the member admits each one once).
-func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, name, peer, httpAddr, via string, log *slog.Logger) error {
+//
+// In a fleet, group is the data group the node was started for: a member
+// of another group (or of no fleet) refuses it, since the node would
+// otherwise serve the flows of a group it was not told it is in.
+func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, name, peer, httpAddr, via string, group *int, log *slog.Logger) error {
 	var member bool
 	if err := nd.Do(ctx, func(c *node.Node) { member = c.Consensus.Membership().Index > 0 }); err != nil {
 		return err
@@ -53,7 +57,7 @@ func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, nam
 		if err != nil {
 			return err
 		}
-		body, _ := json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: att.String()})
+		body, _ := json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: att.String(), Group: group})
 		ans, retry, err := askToJoin(ctx, client, url, body)
 		if err == nil {
 			peers := map[dial.NodeID]string{}
@@ -172,6 +176,9 @@ type joinRequest struct {
 	Peer        string `json:"peer"`
 	HTTP        string `json:"http"`
 	Attestation string `json:"attestation"`
+	// Group is the fleet's data group the node joins; nil outside a
+	// fleet.
+	Group *int `json:"fleetGroup,omitempty"`
 }
 
 type joinAnswer struct {
@@ -194,13 +201,27 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	id := dial.IDFromName(req.Name)
 	var member bool
+	var group int
+	var inFleet bool
 	if err := a.nd.Do(ctx, func(c *node.Node) {
+		group, inFleet = c.FleetGroup()
 		ms := c.Consensus.Membership()
 		for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
 			member = member || m.ID == id
 		}
 	}); err != nil {
 		failErr(w, err)
+		return
+	}
+	switch {
+	case inFleet && req.Group == nil:
+		fail(w, http.StatusBadRequest, "bad_request", "this node is of group %d of a fleet; the joiner was started outside a fleet (give it -fleet-founders and -fleet-group)", group)
+		return
+	case !inFleet && req.Group != nil:
+		fail(w, http.StatusBadRequest, "bad_request", "this node is in no fleet; the joiner was started for group %d of one", *req.Group)
+		return
+	case inFleet && *req.Group != group:
+		fail(w, http.StatusBadRequest, "bad_request", "this node is of group %d; the joiner was started for group %d: join through a member of that group", group, *req.Group)
 		return
 	}
 	if !member {

@@ -44,7 +44,7 @@ func leaseOf(l kv.Lease) leaseJSON {
 func (a *api) propose(r *http.Request, op kv.Op) (kv.Result, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	res, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(kv.Result, error)) { c.Consensus.Propose(op, done) })
+	res, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(kv.Result, error)) { c.Admin.Propose(op, done) })
 	if err == nil && res.Err != nil {
 		err = res.Err
 	}
@@ -104,8 +104,8 @@ func (a *api) leaseGet(w http.ResponseWriter, r *http.Request) {
 		ok bool
 	}
 	ans, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(answer, error)) {
-		c.Consensus.Barrier(func(err error) {
-			l, ok := c.Consensus.LocalLease(name)
+		c.Admin.Barrier(func(err error) {
+			l, ok := c.Admin.LocalLease(name)
 			done(answer{l, ok}, err)
 		})
 	})
@@ -168,7 +168,7 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cursor = v
-	} else if err := a.nd.Do(r.Context(), func(c *node.Node) { cursor = c.Consensus.Revision() }); err != nil {
+	} else if err := a.nd.Do(r.Context(), func(c *node.Node) { cursor = c.Admin.Revision() }); err != nil {
 		failErr(w, err)
 		return
 	}
@@ -201,8 +201,8 @@ func (a *api) watch(w http.ResponseWriter, r *http.Request) {
 		var err error
 		var rev uint64
 		if derr := a.nd.Do(r.Context(), func(c *node.Node) {
-			evs, err = c.Consensus.Events(cursor, watchBatch)
-			rev = c.Consensus.Revision()
+			evs, err = c.Admin.Events(cursor, watchBatch)
+			rev = c.Admin.Revision()
 		}); derr != nil {
 			return // the client went away, or the node is stopping
 		}
@@ -299,7 +299,7 @@ func (a *api) kvGet(w http.ResponseWriter, r *http.Request) {
 	}
 	key := r.PathValue("key")
 	ans, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(answer, error)) {
-		c.Consensus.Read(key, func(e kv.Entry, ok bool, err error) { done(answer{e, ok}, err) })
+		c.Admin.Read(key, func(e kv.Entry, ok bool, err error) { done(answer{e, ok}, err) })
 	})
 	if err != nil {
 		failErr(w, err)
@@ -336,10 +336,10 @@ const maxKVKeys = 100000
 func (a *api) kvRoom(ctx context.Context, key string) bool {
 	room := true
 	_ = a.nd.Do(ctx, func(c *node.Node) {
-		if _, ok := c.Consensus.LocalGet(key); ok {
+		if _, ok := c.Admin.LocalGet(key); ok {
 			return
 		}
-		room = c.Consensus.LocalLen() < maxKVKeys
+		room = c.Admin.LocalLen() < maxKVKeys
 	})
 	return room
 }

@@ -79,6 +79,8 @@ type config struct {
 	// Imposters from a file at start (configfile.go).
 	configFile string
 	noParse    bool
+	// A fleet of raft groups (fleet.go, README "A fleet of groups").
+	fleet *realnet.FleetSpec
 }
 
 // errUsage marks a mistake in how the node was started: exit code 2.
@@ -136,6 +138,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	fs.Func("egress-allow", "comma-separated upstreams proxies may reach (CIDR networks, addresses, host names, *.domain); none: any not denied", list(&c.egressAllow))
 	fs.Func("egress-deny", "comma-separated upstreams proxies may not reach; added to loopback, link-local and the node's own addresses when -http is beyond loopback", list(&c.egressDeny))
+	var founders string
+	group := -1
+	fs.StringVar(&founders, "fleet-founders", "", "run in a fleet of raft groups: each group's founder, in group order, as NAME=PEER=HTTP, comma-separated; every node of the fleet gets the same list (README, \"A fleet of groups\")")
+	fs.IntVar(&group, "fleet-group", -1, "the node's group in the fleet (with -fleet-founders): a founder founds it, any other node joins it (-join a member of it)")
 	c.imposterPorts = imposterhttp.PortRange{Lo: 1024, Hi: 65535}
 	fs.Func("imposter-ports", "ports imposters may listen on, LO-HI; ports below 1024 only when the range names them (default 1024-65535)", func(v string) (err error) {
 		c.imposterPorts, err = imposterhttp.ParsePortRange(v)
@@ -205,6 +211,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.injectionBudget <= 0 {
 		return c, fmt.Errorf("%w: -injection-budget must be positive", errUsage)
 	}
+	if c.fleet, err = parseFleet(founders, group, c); err != nil {
+		return c, fmt.Errorf("%w: %v", errUsage, err)
+	}
 	return c, nil
 }
 
@@ -271,7 +280,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_, statErr := os.Stat(filepath.Join(c.dataDir, "raft"))
 	restarted := statErr == nil
 	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise,
-		HTTP: httpAddr, Keys: keys, Bootstrap: c.join == "", Log: log})
+		HTTP: httpAddr, Keys: keys, Bootstrap: c.join == "", Fleet: c.fleet, Log: log})
 	if err != nil {
 		_ = ln.Close()
 		fmt.Fprintln(stderr, "node:", err)
@@ -352,7 +361,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("serving", "http", ln.Addr().String(), "peer", nd.PeerAddr())
 
 	if c.join != "" {
-		if err := joinCluster(context.Background(), nd, keys, c.name, nd.Advertised(), httpAddr, c.join, log); err != nil {
+		var group *int
+		if c.fleet != nil {
+			group = &c.fleet.Group
+		}
+		if err := joinCluster(context.Background(), nd, keys, c.name, nd.Advertised(), httpAddr, c.join, group, log); err != nil {
 			log.Error("join failed", "via", c.join, "err", err)
 			_ = srv.Close()
 			_ = nd.Close()

@@ -352,8 +352,16 @@ func (s *Store) Shard() (shard.Stats, int) { return s.sh.Stats(), s.sh.Live() }
 func (s *Store) MIdx() uint64 { return s.env.Ctl.Membership().Index }
 
 // Owner returns the owner of flow under the membership in force at this
-// node.
+// node; in a fleet, for a flow another group holds, its owner by the
+// directory (none while the node has no directory).
 func (s *Store) Owner(flow string) (dial.NodeID, bool) {
+	if d, away := s.elsewhere(flow); away {
+		if d == nil {
+			return 0, false
+		}
+		id := d.Resolve(flow).Owner
+		return id, id != 0
+	}
 	id := s.ownerOf(s.ringNow(), flow)
 	return id, id != 0
 }

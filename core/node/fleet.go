@@ -19,7 +19,10 @@ import (
 // the fleet runs a replica of the control group beside its data group's:
 // a voter if it is one of the control group's founders, otherwise a
 // learner, which the control group's leader adds once the directory names
-// it as a voter of its data group. The directory is one value
+// it as a voter of its data group, and promotes once it has caught up (as
+// any group promotes its learners). The control group also holds what
+// the fleet shares (Node.Admin): imposters, recordings, the KV API, the
+// rollout. The directory is one value
 // in the control group's KV (DirectoryKey), so a node reads the directory
 // its replica has applied, in log order, and a node whose replica has not
 // yet caught up has none and refuses every flow (core/flow).
@@ -273,6 +276,22 @@ func (n *Node) Directory() *fleet.Directory {
 	}
 	return n.view.Directory()
 }
+
+// FleetGroup is the node's data group in its fleet; false outside a
+// fleet.
+func (n *Node) FleetGroup() (int, bool) {
+	if n.view == nil {
+		return 0, false
+	}
+	return n.view.group, true
+}
+
+// OnControlRevision registers f to be told of each revision the control
+// replica applies (after the rollout's own cue), for a caller that follows
+// the directory: the simulator's record of which directory each node held,
+// the real node's peer addresses. Outside a fleet f is never called. f
+// must not call back into the node.
+func (n *Node) OnControlRevision(f func(rev uint64)) { n.onControlRevision = f }
 
 // checkInvariants checks the publisher's bound: at most one proposal or
 // membership change of its own in flight.

@@ -87,11 +87,22 @@ type Node struct {
 	Link *transport.Link
 	// Control is the node's replica of the fleet's control group, nil
 	// outside a fleet.
-	Control   *consensus.Node
-	view      *directoryView
-	publisher *publisher
-	clk       clock.Clock
-	BadFrames uint64
+	Control *consensus.Node
+	// Admin is the raft group that holds what the whole fleet shares:
+	// imposter definitions, proxyOnce's claims and recordings, the KV
+	// API, the rollout of every admin change. In a fleet that is the
+	// control group, which every node follows, so every node of every
+	// group serves the same imposters and a proxy records once
+	// fleet-wide; outside a fleet it is the data group. Only flows live
+	// in a data group of a fleet.
+	Admin *consensus.Node
+	// onControlRevision is the caller's hook on the control replica's
+	// revisions (OnControlRevision).
+	onControlRevision func(rev uint64)
+	view              *directoryView
+	publisher         *publisher
+	clk               clock.Clock
+	BadFrames         uint64
 	// behind is the shell's nudge (OnBehind).
 	behind func(rev uint64)
 	// Quarantined, when set, says the flow shard's log was found damaged
@@ -174,21 +185,31 @@ func Open(cfg Config, env Env) (*Node, error) {
 		_ = backend.Close() // the store's error is the one worth reporting
 		return nil, fmt.Errorf("node: flow store: %w", err)
 	}
+	admin := cn
+	if n.Control != nil {
+		admin = n.Control
+	}
 	// The claim service's tokens name the boot epoch, which no restart
 	// repeats (and drawing it from Rand would shift every later draw).
 	pcfg := cfg.ProxyOnce
 	pcfg.Bugs = cfg.Consensus.Bugs
-	po := proxyonce.NewService(pcfg, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: cn}})
+	po := proxyonce.NewService(pcfg, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: admin}})
 	rcfg := cfg.Rollout
 	rcfg.Bugs = cfg.Consensus.Bugs
-	ro := rollout.New(rcfg, rollout.Env{ID: cn.ID(), Clock: env.Clock, Net: net, Ctl: rolloutControl{cn},
+	ro := rollout.New(rcfg, rollout.Env{ID: cn.ID(), Clock: env.Clock, Net: net, Ctl: rolloutControl{admin},
 		Behind: func(rev uint64) {
 			if n.behind != nil {
 				n.behind(rev)
 			}
 		}})
-	cn.OnRevision(ro.Applied) // a change an asker waits for is nudged as soon as it applies
-	n.Consensus, n.Flow, n.ProxyOnce, n.Rollout, n.Quarantined = cn, fs, po, ro, quarantined
+	// A change an asker waits for is nudged as soon as it applies.
+	admin.OnRevision(func(rev uint64) {
+		ro.Applied(rev)
+		if n.onControlRevision != nil && admin == n.Control {
+			n.onControlRevision(rev)
+		}
+	})
+	n.Consensus, n.Admin, n.Flow, n.ProxyOnce, n.Rollout, n.Quarantined = cn, admin, fs, po, ro, quarantined
 	if view != nil {
 		n.view = view
 		n.publisher = &publisher{n: n, cfg: fc, view: view, bugs: cfg.Consensus.Bugs}

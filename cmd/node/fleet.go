@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/fenceline/fenceline/core/partition"
+	"github.com/fenceline/fenceline/realnet"
+)
+
+// A fleet of raft groups (README, "A fleet of groups"):
+//
+//	node -name a1 -peer 127.0.0.1:7001 -http 127.0.0.1:8001 \
+//	     -fleet-founders a1=127.0.0.1:7001=127.0.0.1:8001,b1=127.0.0.1:7004=127.0.0.1:8004 -fleet-group 0
+//	node -name a2 ... -fleet-founders <the same> -fleet-group 0 -join 127.0.0.1:8001
+//
+// Each group has one founder, named in -fleet-founders in group order;
+// every other node joins its group through a member of it. Group 0's
+// founder also founds the control group, which holds the group directory
+// and everything the fleet shares (imposters, recordings, the KV API);
+// every node follows it.
+
+// parseFleet reads -fleet-founders and -fleet-group against the node's
+// other flags: nil without them.
+func parseFleet(founders string, group int, c config) (*realnet.FleetSpec, error) {
+	if founders == "" {
+		if group != -1 {
+			return nil, errors.New("-fleet-group needs -fleet-founders")
+		}
+		return nil, nil
+	}
+	var spec realnet.FleetSpec
+	seen := map[string]bool{}
+	for _, entry := range strings.Split(founders, ",") {
+		parts := strings.Split(strings.TrimSpace(entry), "=")
+		if len(parts) != 3 || parts[0] == "" {
+			return nil, fmt.Errorf("-fleet-founders: %q: want NAME=PEER=HTTP", entry)
+		}
+		f := realnet.Founder{Name: parts[0], Peer: parts[1], HTTP: parts[2]}
+		if seen[f.Name] {
+			return nil, fmt.Errorf("-fleet-founders: %s founds two groups (a node belongs to one)", f.Name)
+		}
+		seen[f.Name] = true
+		if _, _, err := net.SplitHostPort(f.Peer); err != nil {
+			return nil, fmt.Errorf("-fleet-founders: %s's peer address %q: %v", f.Name, f.Peer, err)
+		}
+		if _, _, err := net.SplitHostPort(strings.TrimPrefix(f.HTTP, "https://")); err != nil {
+			return nil, fmt.Errorf("-fleet-founders: %s's HTTP address %q: %v", f.Name, f.HTTP, err)
+		}
+		spec.Founders = append(spec.Founders, f)
+	}
+	if err := partition.Compatible(len(spec.Founders)); err != nil {
+		return nil, fmt.Errorf("-fleet-founders names %d groups: %v", len(spec.Founders), err)
+	}
+	if group < 0 || group >= len(spec.Founders) {
+		return nil, fmt.Errorf("-fleet-group %d: want 0..%d, the node's group among -fleet-founders'", group, len(spec.Founders)-1)
+	}
+	spec.Group = group
+	advertised := c.peer
+	if c.advertise != "" {
+		advertised = c.advertise
+	}
+	for g, f := range spec.Founders {
+		if f.Name != c.name {
+			continue
+		}
+		switch {
+		case g != group:
+			return nil, fmt.Errorf("-fleet-founders names %s group %d's founder; -fleet-group is %d", c.name, g, group)
+		case c.join != "":
+			return nil, fmt.Errorf("%s founds group %d (-fleet-founders): a founder does not -join", c.name, g)
+		case f.Peer != advertised:
+			return nil, fmt.Errorf("-fleet-founders gives %s's peer address as %s; it listens on (or advertises) %s", c.name, f.Peer, advertised)
+		case strings.TrimPrefix(f.HTTP, "https://") != c.http:
+			return nil, fmt.Errorf("-fleet-founders gives %s's HTTP address as %s; -http is %s", c.name, f.HTTP, c.http)
+		}
+		return &spec, nil
+	}
+	if c.join == "" {
+		return nil, fmt.Errorf("%s is no founder in -fleet-founders: it joins its group through a member of it (-join)", c.name)
+	}
+	return &spec, nil
+}

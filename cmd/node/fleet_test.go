@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenceline/fenceline/core/partition"
+	"github.com/fenceline/fenceline/realnet"
+)
+
+// fleetView is the fleet section of a node's status.
+type fleetView struct {
+	Fleet *struct {
+		Group   int `json:"group"`
+		Control struct {
+			Voters []struct {
+				Name string `json:"name"`
+			} `json:"voters"`
+		} `json:"control"`
+		Directory *struct {
+			Epoch  uint64 `json:"epoch"`
+			Groups []struct {
+				MIdx       uint64   `json:"m_idx"`
+				Voters     []string `json:"voters"`
+				Partitions int      `json:"partitions"`
+			} `json:"groups"`
+		} `json:"directory"`
+	} `json:"fleet"`
+}
+
+func (p *proc) fleetView() *fleetView {
+	resp, err := httpClient.Get("http://" + p.http + "/_cluster/status")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var st fleetView
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return nil
+	}
+	return &st
+}
+
+// fleetOfTwo starts a fleet of two groups of three: n1 founds group 0
+// (and the control group), n4 group 1; n2 and n3 join n1's group, n5 and
+// n6 n4's. Node i listens on 127.0.0.i. It returns once every node's
+// directory names both groups' three voters and every node is a voter of
+// the control group.
+func fleetOfTwo(t *testing.T, extra ...string) []*proc {
+	nodeBinary(t)
+	root := t.TempDir()
+	keyFile := func(name string) string {
+		path := filepath.Join(root, name)
+		require.NoError(t, os.WriteFile(path, []byte(hex.EncodeToString(realnet.GenerateKey())+"\n"), 0o600))
+		return path
+	}
+	ck, dk := keyFile("control.key"), keyFile("data.key")
+	founders := "n1=127.0.0.1:25525=127.0.0.1:2525,n4=127.0.0.4:25525=127.0.0.4:2525"
+	var ps []*proc
+	for i := 1; i <= 6; i++ {
+		name, ip := fmt.Sprintf("n%d", i), fmt.Sprintf("127.0.0.%d", i)
+		group, founder := (i-1)/3, []string{"127.0.0.1:2525", "127.0.0.4:2525"}[(i-1)/3]
+		args := []string{"-name", name, "-data-dir", filepath.Join(root, name), "-peer", ip + ":25525", "-http", ip + ":2525",
+			"-control-key-file", ck, "-data-key-file", dk, "-fleet-founders", founders, "-fleet-group", fmt.Sprint(group)}
+		if i != 1 && i != 4 {
+			args = append(args, "-join", founder)
+		}
+		args = append(args, extra...)
+		p := &proc{t: t, name: name, args: args, dir: root, http: ip + ":2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{}}
+		p.start()
+		ps = append(ps, p)
+		t.Cleanup(p.kill)
+	}
+	for _, p := range ps {
+		require.Eventually(t, func() bool {
+			st := p.fleetView()
+			if st == nil || st.Fleet == nil || st.Fleet.Directory == nil || len(st.Fleet.Control.Voters) != 6 {
+				return false
+			}
+			for _, g := range st.Fleet.Directory.Groups {
+				if len(g.Voters) != 3 || g.Partitions != partition.Count/2 {
+					return false
+				}
+			}
+			return true
+		}, 30*time.Second, 50*time.Millisecond, "%s's directory names both groups of three, and it votes in the control group:\n%s", p.name, p.log())
+	}
+	return ps
+}
+
+// Two groups of three real processes: an imposter created through one
+// node is served by every node of both groups; flow operations through
+// every node, on flows of both groups, while group 1's leader is killed
+// and restarted, are linearizable flow by flow; a proxyOnce stub's origin
+// hears each signature once, whichever nodes of either group the first
+// requests reach; a node started for one
+// group that asks a member of the other to let it in is refused.
+func TestTwoGroupsOfThreeProcesses(t *testing.T) {
+	ps := fleetOfTwo(t)
+	// The load's flows fall in both groups.
+	per := [2]int{}
+	for i := range 6 {
+		per[partition.Of(fmt.Sprintf("i4545:f%d", i)).Group(2)]++
+	}
+	require.NotZero(t, per[0], "a load flow in group 0")
+	require.NotZero(t, per[1], "a load flow in group 1")
+
+	// An imposter is the fleet's: created at n1, answered at n6.
+	code, body := call("POST", "http://"+ps[0].http+"/imposters", `{"protocol": "http", "port": 4545, "stubs": [{"responses": [{"is": {"body": "one server"}}]}]}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, p := range ps {
+		require.Eventually(t, func() bool {
+			resp, err := httpClient.Get("http://" + strings.Replace(p.http, ":2525", ":4545", 1) + "/")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b := new(bytes.Buffer)
+			_, _ = b.ReadFrom(resp.Body)
+			return b.String() == "one server"
+		}, 10*time.Second, 20*time.Millisecond, "%s serves the imposter created at n1", p.name)
+	}
+	// A proxy records once fleet-wide: its claims and recordings are the
+	// control group's, whichever group's node a first request reaches.
+	checkProxyOnce(t, ps)
+
+	ld := startLoad(t, ps, false)
+	ld.resumed("the start")
+	leader := -1
+	for i, p := range ps[3:] {
+		if st := p.status(); st != nil && st.IsLeader {
+			leader = 3 + i
+		}
+	}
+	require.GreaterOrEqual(t, leader, 3, "group 1 has a leader")
+	victim := ps[leader]
+	victim.kill()
+	t.Logf("killed %s, group 1's leader; operations went on after %v", victim.name, ld.resumed("killing "+victim.name))
+	time.Sleep(time.Second)
+	victim.start()
+	ld.resumed("restarting " + victim.name)
+	// Enough answered to judge, however slow the machine.
+	require.Eventually(t, func() bool { return ld.count() > 300 }, 60*time.Second, 20*time.Millisecond, "300 operations answered")
+	ld.finish(200)
+
+	// A node started for group 0 that asks group 1 to let it in.
+	out, err := exec.Command(binPath, "-name", "n7", "-data-dir", filepath.Join(ps[0].dir, "n7"), "-peer", "127.0.0.7:25525", "-http", "127.0.0.7:2525",
+		"-control-key-file", filepath.Join(ps[0].dir, "control.key"), "-data-key-file", filepath.Join(ps[0].dir, "data.key"),
+		"-fleet-founders", "n1=127.0.0.1:25525=127.0.0.1:2525,n4=127.0.0.4:25525=127.0.0.4:2525", "-fleet-group", "0", "-join", ps[3].http).CombinedOutput()
+	require.Error(t, err, "a join through the wrong group fails:\n%s", out)
+	require.Contains(t, string(out), "this node is of group 1; the joiner was started for group 0")
+}
+
+// A stateful imposter's scenarios across a fleet, each request sent to
+// its flow's owner whole (-route forward), to the owner in the flow's own
+// group or in the other: each order's steps go through a different node
+// each time, and every node serves the one state of each order.
+func TestAFleetForwardsStatefulRequests(t *testing.T) {
+	ps := fleetOfTwo(t, "-route", "forward")
+	code, body := call("POST", "http://"+ps[0].http+"/imposters", scenarioImposter)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, p := range ps {
+		getImposter(t, p.http, 4545)
+	}
+	per := [2]int{}
+	for i, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		per[partition.Of("i4545:"+id).Group(2)]++
+		at := func(k int) *proc { return ps[(i+k)%len(ps)] }
+		steps := []struct{ path, want string }{
+			{"/status", "new"}, {"/ship", ""}, {"/pay", "paid"}, {"/pay", ""},
+			{"/status", "paid, not shipped"}, {"/ship", "shipped"}, {"/status", "shipped"},
+		}
+		for k, st := range steps {
+			code, body, why := order(at(k), id, st.path)
+			require.Equal(t, http.StatusOK, code, "order %s step %d %s through %s: %s %s", id, k, st.path, at(k).name, body, why)
+			require.Equal(t, st.want, body, "order %s step %d %s through %s", id, k, st.path, at(k).name)
+		}
+	}
+	require.NotZero(t, per[0], "an order in group 0")
+	require.NotZero(t, per[1], "an order in group 1")
+}
+
+// Every mistake in the fleet flags is a clear line at start, before any
+// file is touched.
+func TestFleetFlagsRefuseMistakes(t *testing.T) {
+	two := "a1=127.0.0.1:7001=127.0.0.1:8001,b1=127.0.0.1:7004=127.0.0.1:8004"
+	base := []string{"-name", "a1", "-peer", "127.0.0.1:7001", "-http", "127.0.0.1:8001"}
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"group without founders": {[]string{"-fleet-group", "0"}, "-fleet-group needs -fleet-founders"},
+		"malformed founder":      {[]string{"-fleet-founders", "a1=127.0.0.1:7001", "-fleet-group", "0"}, "want NAME=PEER=HTTP"},
+		"bad founder address":    {[]string{"-fleet-founders", "a1=nowhere=127.0.0.1:8001", "-fleet-group", "0"}, "a1's peer address"},
+		"a founder twice":        {[]string{"-fleet-founders", "a1=127.0.0.1:7001=127.0.0.1:8001,a1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "a1 founds two groups"},
+		"three groups":           {[]string{"-fleet-founders", two + ",c1=127.0.0.1:7007=127.0.0.1:8007", "-fleet-group", "0"}, "names 3 groups"},
+		"no such group":          {[]string{"-fleet-founders", two, "-fleet-group", "2"}, "-fleet-group 2: want 0..1"},
+		"no group":               {[]string{"-fleet-founders", two}, "-fleet-group -1"},
+		"founder of another":     {[]string{"-fleet-founders", two, "-fleet-group", "1"}, "names a1 group 0's founder; -fleet-group is 1"},
+		"founder joins":          {[]string{"-fleet-founders", two, "-fleet-group", "0", "-join", "127.0.0.1:8004"}, "a founder does not -join"},
+		"founder elsewhere":      {[]string{"-fleet-founders", "a1=127.0.0.1:7009=127.0.0.1:8001,b1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "peer address as 127.0.0.1:7009"},
+		"founder's HTTP":         {[]string{"-fleet-founders", "a1=127.0.0.1:7001=127.0.0.1:8009,b1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "HTTP address as 127.0.0.1:8009"},
+	} {
+		_, err := parseFlags(append(append([]string(nil), base...), tc.args...), io.Discard)
+		require.ErrorIs(t, err, errUsage, name)
+		require.Contains(t, err.Error(), tc.want, name)
+	}
+	// A node that founds nothing joins.
+	_, err := parseFlags([]string{"-name", "a2", "-peer", "127.0.0.1:7002", "-http", "127.0.0.1:8002", "-fleet-founders", two, "-fleet-group", "0"}, io.Discard)
+	require.ErrorContains(t, err, "a2 is no founder in -fleet-founders: it joins its group")
+	c, err := parseFlags([]string{"-name", "a2", "-peer", "127.0.0.1:7002", "-http", "127.0.0.1:8002", "-fleet-founders", two, "-fleet-group", "1", "-join", "127.0.0.1:8004"}, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 1, c.fleet.Group)
+	require.Len(t, c.fleet.Founders, 2)
+	c, err = parseFlags(append(append([]string(nil), base...), "-fleet-founders", two, "-fleet-group", "0"), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, realnet.Founder{Name: "b1", Peer: "127.0.0.1:7004", HTTP: "127.0.0.1:8004"}, c.fleet.Founders[1])
+}
