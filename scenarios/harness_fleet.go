@@ -14,6 +14,7 @@ import (
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/partition"
+	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
@@ -22,7 +23,7 @@ import (
 
 // fleetCheckers are what a fleet of groups is judged by: each group's
 // flow checkers, and partition-holder across the fleet.
-var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current")
+var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current", "fleet-records-once")
 
 // fleetHarness is a fleet of raft groups on one network (core/fleet):
 // each group a raftCluster with its own flow harness, and every node a
@@ -62,6 +63,8 @@ type fleetHarness struct {
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
 	calm time.Duration
+	// probe is the fleet's proxyOnce probe (fleet-records-once).
+	probe *fleetProbe
 }
 
 // fleetSetup draws a fleet of groups groups of size voters each (knobs
@@ -127,6 +130,10 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 			}
 			return &node.FleetConfig{Group: g, Founding: f.founding, Control: ctl}
 		})
+		// The fleet's proxyOnce probe (fleet_proxyonce.go) on the claim
+		// timings of the proxyOnce scenarios: a grant lost on the way
+		// lapses in 2s, and a caller asking again wins afresh.
+		c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait, Deadline: proxyDeadline}
 		if g == 0 {
 			// The control group runs on group 0's drawn timing.
 			f.control = c.cfg
@@ -138,6 +145,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 		c.onBoot = func(m *sim.Machine, _ *sim.Env, nd *node.Node) {
 			f.nd[m.Name()] = nd
 			nd.OnControlRevision(func(uint64) { f.sawDirectory(nd) })
+			nd.Control.OnMembership(func(ms consensus.Membership) { f.probe.controlApplied(ms.Index) })
 		}
 		h := startFlowCluster(c, cfg)
 		h.calm, h.perNode, h.clientBase = calm, perNode, 100*g
@@ -155,6 +163,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 		// same instants at the same place in every group.
 		aimIOErrors(run, f.nodes, disk.FaultsUntil)
 	}
+	f.probe = newFleetProbe(f)
 	hot, cold2 := fleetFlowIDs(groups, cold)
 	return f, hot, cold2
 }
@@ -209,6 +218,7 @@ func (f *fleetHarness) runUnderChaos(faults FaultConfig, hot, all []string) erro
 		}
 	}
 	chaos := StartChaos(f.run, f.nw, f.nodes, faults, f.calm)
+	f.k.At(f.calm+probeAfter, sim.EvCheck, xxhash.Sum64String("fleet probe"), f.probe.run)
 	for _, h := range f.groups {
 		h.holdForFloors(f.calm, f.short)
 		h.startFlowClients(h.nodes, h.perNode, hot, all, f.calm)
@@ -333,6 +343,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 	})
 	checker.BridgeSeq(f.run, first.flowHist.All(), waited, first.deadline, 1000, "client deadline", flow.ErrShed.Error())
 	f.checkDirectories()
+	f.probe.judge()
 	f.report()
 	f.run.Did("cross-group-ops", cross)
 	newest := uint64(0)

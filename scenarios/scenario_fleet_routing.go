@@ -15,6 +15,9 @@ func init() {
 		Bugs: []Bug{
 			{Name: "group-blind", Window: 20, MinCaught: 15},
 			{Name: "unpublished-membership", Window: 40, MinCaught: 10},
+			// 20 of seeds 1..20 (30 of 1..30), by fleet-records-once: each
+			// group records its own answer to the probe's signature.
+			{Name: "group-claims", Window: 20, MinCaught: 15},
 		},
 		// Seeds 1..1600 serve at least 4 operations across groups (seed
 		// 15: a group down or halted through most of the faulted time).

@@ -177,3 +177,88 @@ func BenchmarkScenarioRoute(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFleetScaling measures stateful throughput of one raft group of
+// three processes against a fleet of two groups of three, side by side on
+// this machine: a scenario stub with a gate and a transition (two flow
+// operations per request) over 256 flows, the requests spread over every
+// node in turn, as a round-robin balancer spreads them, from 16 clients.
+// Each group owns and replicates only its partitions' flows, so a fleet's
+// stateful capacity grows with its groups where each has machines of its
+// own; on one machine the processes share its cores, and the ratio shows
+// what sharing costs. It reports requests per second and latency
+// percentiles.
+//
+//	go test -run XXX -bench FleetScaling -benchtime 20000x ./cmd/node
+func BenchmarkFleetScaling(b *testing.B) {
+	for _, shape := range []string{"one-group", "two-groups"} {
+		b.Run(shape, func(b *testing.B) {
+			var ps []*proc
+			if shape == "one-group" {
+				ps = cluster(b)
+			} else {
+				ps = fleetOfTwo(b)
+			}
+			code, body := call("POST", "http://"+ps[0].http+"/imposters", `{"protocol":"http","port":4545,
+				"_rift":{"flowState":{"flowIdSource":"header:X-Flow"}},
+				"stubs":[{"scenarioName":"s","requiredScenarioState":"Started","newScenarioState":"Started",
+				          "responses":[{"is":{"body":"ok"}}]}]}`)
+			require.Equal(b, http.StatusCreated, code, body)
+			for _, p := range ps {
+				require.Eventually(b, func() bool {
+					code, _ := call("GET", "http://"+p.http+"/imposters/4545", "")
+					return code == http.StatusOK
+				}, 10*time.Second, 20*time.Millisecond, "%s serves the imposter", p.name)
+			}
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			get := func(at *proc, f string) (time.Duration, error) {
+				req, _ := http.NewRequest("GET", "http://"+host(at)+":4545/", nil)
+				req.Header.Set("X-Flow", f)
+				start := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return 0, fmt.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get("X-Fenceline-Unavailable"))
+				}
+				return time.Since(start), nil
+			}
+			flows := make([]string, 256)
+			for i := range flows {
+				flows[i] = fmt.Sprintf("f%d", i)
+				require.Eventually(b, func() bool { _, err := get(ps[i%len(ps)], flows[i]); return err == nil },
+					10*time.Second, 20*time.Millisecond, "first request of %s", flows[i])
+			}
+			var mu sync.Mutex
+			var lat []time.Duration
+			var failed atomic.Int64
+			var next atomic.Int64
+			b.SetParallelism(8) // 16 clients on two cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				for pb.Next() {
+					i := next.Add(1)
+					d, err := get(ps[i%int64(len(ps))], flows[(i*7)%int64(len(flows))])
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					mine = append(mine, d)
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+			b.StopTimer()
+			require.Zero(b, failed.Load(), "every request answered 200")
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
+		})
+	}
+}

@@ -59,7 +59,7 @@ func (p *proc) fleetView() *fleetView {
 // n6 n4's. Node i listens on 127.0.0.i. It returns once every node's
 // directory names both groups' three voters and every node is a voter of
 // the control group.
-func fleetOfTwo(t *testing.T, extra ...string) []*proc {
+func fleetOfTwo(t testing.TB, extra ...string) []*proc {
 	nodeBinary(t)
 	root := t.TempDir()
 	keyFile := func(name string) string {

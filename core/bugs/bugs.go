@@ -142,6 +142,11 @@ type Set struct {
 	// that group (core/fleet) nor refuses one as its owner, and serves it
 	// in its own group, beside the holder's copy.
 	GroupBlind bool
+	// GroupClaims: in a fleet, proxyOnce's claims and recordings live in
+	// each node's data group instead of the control group: each group
+	// grants its own claim for a signature and records its own answer,
+	// so the fleet calls the origin once per group.
+	GroupClaims bool
 	// UnpublishedMembership: no node of a fleet publishes its group's
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
@@ -336,6 +341,7 @@ var Table = []Bug{
 	{"unconfirmed-owner", "an owner back in contact with a leader serves before confirming its membership is current", func(s *Set) *bool { return &s.UnconfirmedOwner }},
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
+	{"group-claims", "in a fleet, proxyOnce's claims and recordings live in each data group, not the control group: a signature is recorded once per group", func(s *Set) *bool { return &s.GroupClaims }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},

@@ -193,7 +193,11 @@ func Open(cfg Config, env Env) (*Node, error) {
 	// repeats (and drawing it from Rand would shift every later draw).
 	pcfg := cfg.ProxyOnce
 	pcfg.Bugs = cfg.Consensus.Bugs
-	po := proxyonce.NewService(pcfg, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: admin}})
+	claims := admin
+	if cfg.Consensus.Bugs.GroupClaims {
+		claims = cn // the planted bug
+	}
+	po := proxyonce.NewService(pcfg, proxyonce.Env{ID: cn.ID(), Session: epoch, Clock: env.Clock, Net: net, Ctl: &claimControl{cn: claims}})
 	rcfg := cfg.Rollout
 	rcfg.Bugs = cfg.Consensus.Bugs
 	ro := rollout.New(rcfg, rollout.Env{ID: cn.ID(), Clock: env.Clock, Net: net, Ctl: rolloutControl{admin},
