@@ -96,3 +96,30 @@ func sameIDs(a, b []dial.NodeID) bool {
 	}
 	return true
 }
+
+// NodeControl is one node's view of the fleet's control group: every
+// member (voter or learner) of the membership its replica applied.
+type NodeControl struct {
+	Name    string
+	Members []dial.NodeID
+}
+
+// ControlMembers fails when, after the run's quiet, a node's control
+// group is not exactly the nodes the groups' latest memberships name
+// (checker control-members): every voter of every group follows the
+// control group, and a node removed from its group leaves it too, or it
+// would count in the control group's quorum for good, a voter nobody
+// runs. latest is each group's newest membership, from the run's record
+// of what the groups committed. It returns how many nodes it judged.
+func ControlMembers(rep Reporter, latest []MembershipChange, nodes []NodeControl) int {
+	var named []dial.NodeID
+	for _, m := range latest {
+		named = append(named, m.Voters...)
+	}
+	for _, n := range nodes {
+		if !sameIDs(n.Members, named) {
+			rep.Fail("control-members", "%s's control group is %v; the groups' latest memberships name %v", n.Name, n.Members, named)
+		}
+	}
+	return len(nodes)
+}

@@ -23,7 +23,7 @@ import (
 
 // fleetCheckers are what a fleet of groups is judged by: each group's
 // flow checkers, and partition-holder across the fleet.
-var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current", "fleet-records-once")
+var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current", "control-members", "fleet-records-once")
 
 // fleetHarness is a fleet of raft groups on one network (core/fleet):
 // each group a raftCluster with its own flow harness, and every node a
@@ -65,6 +65,8 @@ type fleetHarness struct {
 	calm time.Duration
 	// probe is the fleet's proxyOnce probe (fleet-records-once).
 	probe *fleetProbe
+	// removed: the spare's removal was asked for.
+	removed bool
 }
 
 // fleetSetup draws a fleet of groups groups of size voters each (knobs
@@ -226,6 +228,14 @@ func (f *fleetHarness) runUnderChaos(faults FaultConfig, hot, all []string) erro
 	}
 	if f.grow >= 0 {
 		f.join(f.groups[f.grow], sim.Between(f.k.Stream("fleet/grow"), time.Second, f.calm/3))
+		// In half of those runs the spare is removed again once it
+		// votes: its group publishes the removal, and the control
+		// group's leader removes it there too.
+		if ks := f.k.Stream("knobs/fleet/shrink"); ks.IntN(2) == 0 {
+			at := sim.Between(ks, f.calm/2, f.calm*3/4)
+			f.run.Knob("remove_spare_at", at)
+			f.removeSpare(f.groups[f.grow], at)
+		}
 	}
 	f.k.At(f.calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
 		for _, h := range f.groups {
@@ -247,7 +257,7 @@ func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 	spare := h.nodes[len(h.nodes)-1]
 	var ask func()
 	ask = func() {
-		if h.isMember(spare.ID()) || f.k.Now() >= f.calm {
+		if h.isMember(spare.ID()) || f.k.Now() >= f.calm || f.removed {
 			return
 		}
 		if !spare.Up() {
@@ -264,6 +274,35 @@ func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("join "+spare.Name()), ask)
 	}
 	f.k.At(at, sim.EvClient, xxhash.Sum64String("join "+spare.Name()), ask)
+}
+
+// removeSpare removes h's spare node (its last) from its group at at,
+// once it is a voter, asking again each second until it is no member or
+// the faults stop; a spare never promoted by then stays.
+func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
+	spare := h.nodes[len(h.nodes)-1]
+	var ask func()
+	ask = func() {
+		if f.k.Now() >= f.calm {
+			return
+		}
+		ms := h.membership()
+		voter := slices.ContainsFunc(ms.Voters, func(m consensus.Member) bool { return m.ID == spare.ID() })
+		if !voter && f.removed {
+			return // out of its group
+		}
+		if voter {
+			for _, via := range h.nodes[:len(h.nodes)-1] {
+				if via.Up() {
+					f.removed = true
+					h.call(via, func(cn *consensus.Node) { cn.RemoveMember(spare.ID(), func(error) {}) })
+					break
+				}
+			}
+		}
+		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
+	}
+	f.k.At(at, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
 }
 
 // members are h's nodes that are members of its group now.
@@ -368,6 +407,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 func (f *fleetHarness) checkDirectories() {
 	if quiet := f.k.Now() - f.calm; quiet < 5*time.Second {
 		f.run.Undecided("directory-current", "%v of quiet is under 5s", quiet)
+		f.run.Undecided("control-members", "%v of quiet is under 5s", quiet)
 		return
 	}
 	latest := make([]checker.MembershipChange, len(f.groups))
@@ -402,6 +442,27 @@ func (f *fleetHarness) checkDirectories() {
 		nodes = append(nodes, view)
 	}
 	f.run.Did("directories-judged", checker.DirectoryCurrent(f.run, latest, nodes))
+	var controls []checker.NodeControl
+	for _, n := range members {
+		if nd := f.nd[n.Name()]; n.Up() && nd != nil {
+			ms := nd.Control.Membership()
+			var ids []dial.NodeID
+			for _, m := range append(slices.Clone(ms.Voters), ms.Learners...) {
+				ids = append(ids, m.ID)
+			}
+			controls = append(controls, checker.NodeControl{Name: n.Name(), Members: ids})
+		}
+	}
+	checker.ControlMembers(f.run, latest, controls)
+	if f.grow >= 0 && f.removed {
+		// The spare voted in its group once, and its removal committed.
+		h := f.groups[f.grow]
+		spare := h.nodes[len(h.nodes)-1].ID()
+		voted := slices.ContainsFunc(h.memberships, func(m checker.MembershipChange) bool { return slices.Contains(m.Voters, spare) })
+		if voted && !slices.Contains(latest[f.grow].Voters, spare) {
+			f.run.Did("spares-removed", 1)
+		}
+	}
 }
 
 // report is flowHarness.report for the fleet: the one history's counts,

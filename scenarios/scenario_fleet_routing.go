@@ -18,6 +18,9 @@ func init() {
 			// 20 of seeds 1..20 (30 of 1..30), by fleet-records-once: each
 			// group records its own answer to the probe's signature.
 			{Name: "group-claims", Window: 20, MinCaught: 15},
+			// 8 of seeds 1..40, by control-members: every run whose spare
+			// voted and was removed again (a quarter of the runs draw it).
+			{Name: "keep-removed-follower", Window: 40, MinCaught: 4},
 		},
 		// Seeds 1..1600 serve at least 4 operations across groups (seed
 		// 15: a group down or halted through most of the faulted time).

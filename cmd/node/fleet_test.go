@@ -106,7 +106,8 @@ func fleetOfTwo(t testing.TB, extra ...string) []*proc {
 // every node, on flows of both groups, while group 1's leader is killed
 // and restarted, are linearizable flow by flow; a proxyOnce stub's origin
 // hears each signature once, whichever nodes of either group the first
-// requests reach; a node started for one
+// requests reach; a node removed from group 1 leaves the control group
+// too, and a removal through the wrong group is refused; a node started for one
 // group that asks a member of the other to let it in is refused.
 func TestTwoGroupsOfThreeProcesses(t *testing.T) {
 	ps := fleetOfTwo(t)
@@ -155,6 +156,21 @@ func TestTwoGroupsOfThreeProcesses(t *testing.T) {
 	// Enough answered to judge, however slow the machine.
 	require.Eventually(t, func() bool { return ld.count() > 300 }, 60*time.Second, 20*time.Millisecond, "300 operations answered")
 	ld.finish(200)
+
+	// A node of group 1 is removed through a member of its group, and
+	// leaves the control group too; through group 0 it is refused.
+	code, body = removeMember(t, ps[0].http, filepath.Join(ps[0].dir, "control.key"), "n6")
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "n6 is a voter of group 1; this node is of group 0: remove it through a member of its group")
+	code, body = removeMember(t, ps[3].http, filepath.Join(ps[0].dir, "control.key"), "n6")
+	require.Equal(t, http.StatusOK, code, body)
+	for _, p := range ps[:5] {
+		require.Eventually(t, func() bool {
+			st := p.fleetView()
+			return st != nil && st.Fleet != nil && len(st.Fleet.Control.Voters) == 5 && st.Fleet.Directory != nil &&
+				len(st.Fleet.Directory.Groups[1].Voters) == 2
+		}, 15*time.Second, 50*time.Millisecond, "%s: n6 out of group 1, of the directory and of the control group", p.name)
+	}
 
 	// A node started for group 0 that asks group 1 to let it in.
 	out, err := exec.Command(binPath, "-name", "n7", "-data-dir", filepath.Join(ps[0].dir, "n7"), "-peer", "127.0.0.7:25525", "-http", "127.0.0.7:2525",

@@ -267,6 +267,17 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
+	// In a fleet, a node is removed through a member of its own group: a
+	// removal proposed in another group removes nothing there.
+	var elsewhere string
+	if err := a.nd.Do(ctx, func(c *node.Node) { elsewhere = otherGroupOf(c, dial.IDFromName(name)) }); err != nil {
+		failErr(w, err)
+		return
+	}
+	if elsewhere != "" {
+		fail(w, http.StatusBadRequest, "bad_request", "%s %s: remove it through a member of its group", name, elsewhere)
+		return
+	}
 	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
 		c.Consensus.RemoveMember(dial.IDFromName(name), func(err error) { done(struct{}{}, err) })
 	})
@@ -276,4 +287,30 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.Info("removed a member", "name", name)
 	writeJSON(w, http.StatusOK, map[string]string{"removed": name})
+}
+
+// otherGroupOf says, in a fleet, that id is a voter of another group than
+// this node's, by the directory, and which: "" when it is not (outside a
+// fleet, a member of this group, or named by no group). It runs on the
+// loop.
+func otherGroupOf(c *node.Node, id dial.NodeID) string {
+	mine, inFleet := c.FleetGroup()
+	d := c.Directory()
+	if !inFleet || d == nil {
+		return ""
+	}
+	ms := c.Consensus.Membership()
+	for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
+		if m.ID == id {
+			return ""
+		}
+	}
+	for g := range d.Groups() {
+		for _, m := range d.Group(g).Voters {
+			if m.ID == id && g != mine {
+				return fmt.Sprintf("is a voter of group %d; this node is of group %d", g, mine)
+			}
+		}
+	}
+	return ""
 }

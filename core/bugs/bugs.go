@@ -147,6 +147,9 @@ type Set struct {
 	// grants its own claim for a signature and records its own answer,
 	// so the fleet calls the origin once per group.
 	GroupClaims bool
+	// KeepRemovedFollower: a node removed from its data group stays a
+	// member of the fleet's control group, counting in its quorum.
+	KeepRemovedFollower bool
 	// UnpublishedMembership: no node of a fleet publishes its group's
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
@@ -342,6 +345,7 @@ var Table = []Bug{
 	{"local-fallback", "a request the owner cannot be sent is served from the local copy", func(s *Set) *bool { return &s.LocalFallback }},
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
 	{"group-claims", "in a fleet, proxyOnce's claims and recordings live in each data group, not the control group: a signature is recorded once per group", func(s *Set) *bool { return &s.GroupClaims }},
+	{"keep-removed-follower", "a node removed from its data group stays a member (a voter) of the fleet's control group", func(s *Set) *bool { return &s.KeepRemovedFollower }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},

@@ -20,10 +20,11 @@ import (
 // a voter if it is one of the control group's founders, otherwise a
 // learner, which the control group's leader adds once the directory names
 // it as a voter of its data group, and promotes once it has caught up (as
-// any group promotes its learners). The control group also holds what
-// the fleet shares (Node.Admin): imposters, recordings, the KV API, the
-// rollout. The directory is one value
-// in the control group's KV (DirectoryKey), so a node reads the directory
+// any group promotes its learners); the leader removes a member the
+// directory names in no group (a node removed from its data group). The
+// control group also holds what the fleet shares (Node.Admin):
+// imposters, recordings, the KV API, the rollout. The directory is one
+// value in the control group's KV (DirectoryKey), so a node reads the directory
 // its replica has applied, in log order, and a node whose replica has not
 // yet caught up has none and refuses every flow (core/flow).
 //
@@ -188,8 +189,9 @@ func (p *publisher) stop() {
 }
 
 // turn does at most one thing. On the control group's leader: found the
-// directory (once), or add a voter the directory names that is not yet a
-// member of the control group, as a learner. On any node that follows the
+// directory (once), add a voter the directory names that is not yet a
+// member of the control group, as a learner, or remove a member of the
+// control group the directory names in no group. On any node that follows the
 // control group: publish its data group's membership, if it has applied
 // a newer one than the directory names.
 func (p *publisher) turn() {
@@ -215,6 +217,11 @@ func (p *publisher) turn() {
 			if m, ok := notFollowing(d, ctl.Membership()); ok {
 				p.inFlight++
 				ctl.AddLearner(consensus.Member{ID: m.ID, Name: m.Name, Addr: m.Peer, HTTP: m.HTTP}, func(error) { p.inFlight-- })
+				return
+			}
+			if id, ok := unnamed(d, ctl.Membership()); ok && !p.bugs.KeepRemovedFollower {
+				p.inFlight++
+				ctl.RemoveMember(id, func(error) { p.inFlight-- })
 				return
 			}
 		}
@@ -265,6 +272,29 @@ func notFollowing(d *fleet.Directory, ctl consensus.Membership) (fleet.Member, b
 		}
 	}
 	return fleet.Member{}, false
+}
+
+// unnamed returns a member of the control group that the directory names
+// in no group, if there is one (the lowest id): a node removed from its
+// data group, once its group has published the removal. It leaves the
+// control group too, or it would count in the control group's quorum for
+// good, a voter nobody runs. A node the directory has not named yet is
+// no member of the control group either (it is added once named), so
+// nothing is removed before it was added.
+func unnamed(d *fleet.Directory, ctl consensus.Membership) (dial.NodeID, bool) {
+	named := map[dial.NodeID]bool{}
+	for g := range d.Groups() {
+		for _, m := range d.Group(g).Voters {
+			named[m.ID] = true
+		}
+	}
+	var out dial.NodeID
+	for _, m := range append(append([]consensus.Member(nil), ctl.Voters...), ctl.Learners...) {
+		if !named[m.ID] && (out == 0 || m.ID < out) {
+			out = m.ID
+		}
+	}
+	return out, out != 0
 }
 
 // Directory is the group directory this node's control replica has
