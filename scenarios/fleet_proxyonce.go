@@ -71,7 +71,6 @@ func newFleetProbe(f *fleetHarness) *fleetProbe {
 		if err != nil || info.Key != p.key {
 			return
 		}
-		p.f.k.Logf("fleet probe frame %s→%s fate=%v ask=%v answer=%v", p.f.k.Machine(s.From).Name(), p.f.k.Machine(s.To).Name(), s.Fate, info.Ask, info.Answer)
 		if s.Fate == netsim.Lost || s.Meant != nil {
 			p.lost[s.From], p.lost[s.To] = true, true
 		}
@@ -90,7 +89,7 @@ func (p *fleetProbe) controlApplied(index uint64) {
 
 // run asks for the probe's signature through every member of every
 // group that is up, at one instant; a call refused at a bound is made
-// again until probeBusy has passed, and so is one that failed.
+// again until fleetProbeRetry has passed, and so is one that failed.
 func (p *fleetProbe) run() {
 	f, k := p.f, p.f.k
 	p.start = k.Now()
@@ -162,13 +161,21 @@ func (p *fleetProbe) run() {
 	}
 }
 
+// fleetProxyLapse is how long a claim in a fleet-routing run holds
+// unrecorded: three claim deadlines (2s), so that a winner whose Record
+// was lost on its way records again with its token before the claim
+// lapses (at 2s, as in the proxyOnce scenarios, a Record that timed out
+// always came back stale: fleet-routing seed 484), and short enough that
+// a grant lost on its way blocks the signature for a few seconds only.
+const fleetProxyLapse = 6 * time.Second
+
 // fleetProbeRetry is how long a probe's caller asks again after a
 // refusal or a call answered unknown, and its winner records again: a
 // few calls' deadlines (2s), so that a control group electing after the
 // heal, a first frame dropped, or a grant lost on its way is outlasted:
-// the claim lapses in 2s, but a caller told it lost waits up to
-// proxyWait (6s) for a recording that never comes, and asks again only
-// then. The probe runs 8s after the heal of a 40s run whose heal is at
+// the claim lapses in fleetProxyLapse, and a caller told it lost waits up
+// to proxyWait (6s) for a recording that never comes, and asks again
+// only then. The probe runs 8s after the heal of a 40s run whose heal is at
 // 18s.
 const fleetProbeRetry = 10 * time.Second
 
@@ -202,9 +209,9 @@ func (p *fleetProbe) judge() {
 	for i := 1; i < len(p.wins); i++ {
 		prev, w := p.wins[i-1], p.wins[i]
 		moved := slices.ContainsFunc(p.ctlChanges, func(at time.Duration) bool { return at > prev.at-proxyDeadline && at <= w.at })
-		if !moved && w.at-prev.at < proxyLapse*99/100-proxyDeadline {
+		if !moved && w.at-prev.at < fleetProxyLapse*99/100-proxyDeadline {
 			run.Fail("fleet-records-once", "claims for one signature granted to %s at %v and to %s at %v, within one lapse (%v), with no change of the control group's membership between",
-				prev.node, prev.at, w.node, w.at, proxyLapse)
+				prev.node, prev.at, w.node, w.at, fleetProxyLapse)
 		}
 	}
 	for _, fl := range p.failed {

@@ -132,10 +132,10 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 			}
 			return &node.FleetConfig{Group: g, Founding: f.founding, Control: ctl}
 		})
-		// The fleet's proxyOnce probe (fleet_proxyonce.go) on the claim
-		// timings of the proxyOnce scenarios: a grant lost on the way
-		// lapses in 2s, and a caller asking again wins afresh.
-		c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: proxyLapse}, Wait: proxyWait, Deadline: proxyDeadline}
+		// The fleet's proxyOnce probe (fleet_proxyonce.go): a grant lost
+		// on the way lapses in fleetProxyLapse, and a caller asking again
+		// wins afresh.
+		c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: fleetProxyLapse}, Wait: proxyWait, Deadline: proxyDeadline}
 		if g == 0 {
 			// The control group runs on group 0's drawn timing.
 			f.control = c.cfg

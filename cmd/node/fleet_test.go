@@ -29,6 +29,9 @@ type fleetView struct {
 			Voters []struct {
 				Name string `json:"name"`
 			} `json:"voters"`
+			Learners []struct {
+				Name string `json:"name"`
+			} `json:"learners"`
 		} `json:"control"`
 		Directory *struct {
 			Epoch  uint64 `json:"epoch"`
@@ -57,8 +60,8 @@ func (p *proc) fleetView() *fleetView {
 // fleetOfTwo starts a fleet of two groups of three: n1 founds group 0
 // (and the control group), n4 group 1; n2 and n3 join n1's group, n5 and
 // n6 n4's. Node i listens on 127.0.0.i. It returns once every node's
-// directory names both groups' three voters and every node is a voter of
-// the control group.
+// directory names both groups' three voters and every node follows the
+// control group, five as its voters (node.ControlVoters), one a learner.
 func fleetOfTwo(t testing.TB, extra ...string) []*proc {
 	nodeBinary(t)
 	root := t.TempDir()
@@ -87,7 +90,7 @@ func fleetOfTwo(t testing.TB, extra ...string) []*proc {
 	for _, p := range ps {
 		require.Eventually(t, func() bool {
 			st := p.fleetView()
-			if st == nil || st.Fleet == nil || st.Fleet.Directory == nil || len(st.Fleet.Control.Voters) != 6 {
+			if st == nil || st.Fleet == nil || st.Fleet.Directory == nil || len(st.Fleet.Control.Voters) != 5 || len(st.Fleet.Control.Learners) != 1 {
 				return false
 			}
 			for _, g := range st.Fleet.Directory.Groups {
@@ -167,7 +170,7 @@ func TestTwoGroupsOfThreeProcesses(t *testing.T) {
 	for _, p := range ps[:5] {
 		require.Eventually(t, func() bool {
 			st := p.fleetView()
-			return st != nil && st.Fleet != nil && len(st.Fleet.Control.Voters) == 5 && st.Fleet.Directory != nil &&
+			return st != nil && st.Fleet != nil && len(st.Fleet.Control.Voters) == 5 && len(st.Fleet.Control.Learners) == 0 && st.Fleet.Directory != nil &&
 				len(st.Fleet.Directory.Groups[1].Voters) == 2
 		}, 15*time.Second, 50*time.Millisecond, "%s: n6 out of group 1, of the directory and of the control group", p.name)
 	}

@@ -56,6 +56,13 @@ type Config struct {
 	// PromoteLag: a learner is promoted to voter once its match index is
 	// within this many entries of the leader's last index. Default 8.
 	PromoteLag uint64
+	// MaxVoters, when positive, bounds the voters the leader promotes
+	// learners to: at the bound a caught-up learner stays a learner (it
+	// applies every entry, and votes in nothing), and is promoted once a
+	// voter leaves. A fleet's control group, which every node follows,
+	// keeps its quorum small this way. Zero: every caught-up learner is
+	// promoted. Voters added otherwise (a bootstrap) are not bounded.
+	MaxVoters int
 	// MaxReadyRounds bounds the rounds of raft's Ready one turn of the
 	// node handles; past it the node finishes the rest on its next turn
 	// (a zero-delay timer), so its other events get their turn and no
@@ -125,6 +132,8 @@ func (c Config) Validate() error {
 	case c.IsolationTicks < c.ElectionTicks:
 		return fmt.Errorf("%w: an isolation window of %d ticks is under the election timeout (%d ticks): "+
 			"every leader's death would pause its followers' flows", ErrBadConfig, c.IsolationTicks, c.ElectionTicks)
+	case c.MaxVoters < 0:
+		return fmt.Errorf("%w: max voters %d is negative", ErrBadConfig, c.MaxVoters)
 	case c.ProposalTimeout <= 0 || c.MaxPending <= 0 || c.ExpiryTick <= 0 || c.MaxReadyRounds <= 0:
 		return fmt.Errorf("%w: proposal timeout, max pending, expiry tick and max ready rounds must be positive", ErrBadConfig)
 	}

@@ -295,6 +295,61 @@ func TestLearnerJoinsAndIsPromoted(t *testing.T) {
 	}
 }
 
+// At MaxVoters the leader promotes no more learners: they apply every
+// entry and stay learners; when a voter leaves, one of them is promoted
+// in its place, and the voters are at the bound again.
+func TestLearnersWaitAtMaxVoters(t *testing.T) {
+	c := newCluster(t, 7, 1, 3)
+	c.cfg.MaxVoters = 2
+	c.start(c.nodes...)
+	c.run(2 * time.Second)
+	add := func(i int) {
+		done := false
+		c.nodes[0].Exec(func() {
+			c.node(0).AddLearner(consensus.NewMember(c.nodes[i].Name(), ""), func(err error) { require.NoError(t, err); done = true })
+		})
+		for !done {
+			require.True(t, c.k.Step())
+		}
+	}
+	for i := 1; i < 4; i++ {
+		add(i)
+	}
+	c.run(5 * time.Second)
+	l := c.leader()
+	ms := c.node(l).Membership()
+	require.Len(t, ms.Voters, 2, "promoted up to the bound")
+	require.Len(t, ms.Learners, 2, "the rest wait as learners")
+	_, err := c.propose(l, kv.Put("k", []byte("v")))
+	require.NoError(t, err)
+	c.run(time.Second)
+	for _, m := range ms.Learners {
+		e, ok := c.live[m.Name].LocalGet("k")
+		require.True(t, ok && string(e.Value) == "v", "learner %s applies every entry", m.Name)
+	}
+	// A voter leaves (not the leader): a learner takes its place.
+	var gone consensus.Member
+	for _, m := range ms.Voters {
+		if m.ID != c.nodes[l].ID() {
+			gone = m
+		}
+	}
+	done := false
+	c.nodes[l].Exec(func() { c.node(l).RemoveMember(gone.ID, func(err error) { require.NoError(t, err); done = true }) })
+	for !done {
+		require.True(t, c.k.Step())
+	}
+	c.run(5 * time.Second)
+	ms = c.node(c.leader()).Membership()
+	require.Len(t, ms.Voters, 2, "a learner promoted in the leaver's place")
+	require.Len(t, ms.Learners, 1)
+	require.Equal(t, -1, memberIndex(ms.Voters, gone.ID))
+
+	bad := c.cfg
+	bad.Name, bad.MaxVoters = "x", -1
+	require.ErrorIs(t, bad.Validate(), consensus.ErrBadConfig)
+}
+
 func memberIndex(ms []consensus.Member, id dial.NodeID) int {
 	for i, m := range ms {
 		if m.ID == id {

@@ -179,11 +179,14 @@ func (n *Node) leaderDuties() {
 
 // promoteCaughtUpLearners proposes, one at a time, that a learner whose
 // match index is within PromoteLag of the leader's last index become a
-// voter. Raft runs one conf change at a time, and a promotion that times
+// voter, while the voters are under MaxVoters. Raft runs one conf change at a time, and a promotion that times
 // out is retried after an election timeout.
 func (n *Node) promoteCaughtUpLearners() {
 	if len(n.conf.Learners) == 0 || n.rn.BasicStatus().Applied < n.rn.BasicStatus().Commit {
 		return
+	}
+	if n.cfg.MaxVoters > 0 && len(n.conf.Voters) >= n.cfg.MaxVoters {
+		return // at the bound: learners wait for a voter to leave
 	}
 	last := n.j.LastIndex()
 	learners := append([]uint64(nil), n.conf.Learners...)

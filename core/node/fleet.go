@@ -19,8 +19,10 @@ import (
 // the fleet runs a replica of the control group beside its data group's:
 // a voter if it is one of the control group's founders, otherwise a
 // learner, which the control group's leader adds once the directory names
-// it as a voter of its data group, and promotes once it has caught up (as
-// any group promotes its learners); the leader removes a member the
+// it as a voter of its data group, and promotes once it has caught up
+// while the control group has fewer than ControlVoters voters (a learner
+// otherwise, which applies every entry and votes in nothing); the leader
+// removes a member the
 // directory names in no group (a node removed from its data group). The
 // control group also holds what the fleet shares (Node.Admin):
 // imposters, recordings, the KV API, the rollout. The directory is one
@@ -81,9 +83,20 @@ const ControlJournal = "control.journal"
 // replica: the raft frame follows it.
 const ControlFramePrefix = 5
 
+// ControlVoters is the control group's default bound on its voters
+// (consensus.Config.MaxVoters): every node of the fleet follows it, and
+// every node beyond the first five does as a learner, promoted when a
+// voter leaves. Five voters survive two failures, and a fleet of many
+// groups does not make every commit of the control group wait for a
+// majority of all its nodes.
+const ControlVoters = 5
+
 func (c FleetConfig) withDefaults() FleetConfig {
 	if c.Control.JournalName == "" {
 		c.Control.JournalName = ControlJournal
+	}
+	if c.Control.MaxVoters == 0 {
+		c.Control.MaxVoters = ControlVoters
 	}
 	if c.PublishEvery == 0 {
 		c.PublishEvery = 100 * time.Millisecond
