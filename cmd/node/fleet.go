@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/fenceline/fenceline/core/partition"
@@ -82,4 +84,46 @@ func parseFleet(founders string, group int, c config) (*realnet.FleetSpec, error
 		return nil, fmt.Errorf("%s is no founder in -fleet-founders: it joins its group through a member of it (-join)", c.name)
 	}
 	return &spec, nil
+}
+
+// fleetFile, in the data dir, is the fleet the node was first started
+// in: its group and the founders, as the flags gave them.
+const fleetFile = "fleet"
+
+// keepFleet holds a data dir to the fleet it was first started in. A node
+// of a fleet restarted without its fleet flags would take its group for
+// the whole fleet, and serve every flow (another group's too) from its
+// own group's copies; one restarted with another group would serve
+// flows its group does not hold. So the first start writes the fleet's
+// flags to the data dir, and every later start must give the same ones,
+// or none for a node that never was in a fleet.
+func keepFleet(c config, restarted bool) error {
+	path := filepath.Join(c.dataDir, fleetFile)
+	want := ""
+	if c.fleet != nil {
+		var fs []string
+		for _, f := range c.fleet.Founders {
+			fs = append(fs, f.Name+"="+f.Peer+"="+f.HTTP)
+		}
+		want = fmt.Sprintf("group=%d founders=%s\n", c.fleet.Group, strings.Join(fs, ","))
+	}
+	had, err := os.ReadFile(path)
+	switch {
+	case err == nil && string(had) == want:
+		return nil
+	case err == nil && want == "":
+		return fmt.Errorf("%s holds a node of a fleet (%s): start it with the same -fleet-founders and -fleet-group", c.dataDir, strings.TrimSpace(string(had)))
+	case err == nil:
+		return fmt.Errorf("%s holds a node of a fleet as %s, not %s: a node stays in the group it was first started in", c.dataDir, strings.TrimSpace(string(had)), strings.TrimSpace(want))
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	case want == "":
+		return nil
+	case restarted:
+		return fmt.Errorf("%s holds a node that was started outside a fleet: it cannot join one (start a fresh data dir)", c.dataDir)
+	}
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(want), 0o600)
 }

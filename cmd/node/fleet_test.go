@@ -175,6 +175,27 @@ func TestTwoGroupsOfThreeProcesses(t *testing.T) {
 		}, 15*time.Second, 50*time.Millisecond, "%s: n6 out of group 1, of the directory and of the control group", p.name)
 	}
 
+	// n5 restarted without its fleet flags, or for another group, does
+	// not start: it would serve flows its group does not hold.
+	ps[4].kill()
+	for _, drop := range [][]string{{"-fleet-founders", "-fleet-group"}, nil} {
+		var args []string
+		for i := 0; i < len(ps[4].args); i++ {
+			switch a := ps[4].args[i]; {
+			case drop != nil && (a == drop[0] || a == drop[1]):
+				i++
+			case drop == nil && a == "-fleet-group":
+				args = append(args, a, "0")
+				i++
+			default:
+				args = append(args, a)
+			}
+		}
+		out, err := exec.Command(binPath, args...).CombinedOutput()
+		require.Error(t, err, "n5 restarted with %v:\n%s", args, out)
+		require.Contains(t, string(out), "holds a node of a fleet")
+	}
+
 	// A node started for group 0 that asks group 1 to let it in.
 	out, err := exec.Command(binPath, "-name", "n7", "-data-dir", filepath.Join(ps[0].dir, "n7"), "-peer", "127.0.0.7:25525", "-http", "127.0.0.7:2525",
 		"-control-key-file", filepath.Join(ps[0].dir, "control.key"), "-data-key-file", filepath.Join(ps[0].dir, "data.key"),
@@ -247,4 +268,30 @@ func TestFleetFlagsRefuseMistakes(t *testing.T) {
 	c, err = parseFlags(append(append([]string(nil), base...), "-fleet-founders", two, "-fleet-group", "0"), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, realnet.Founder{Name: "b1", Peer: "127.0.0.1:7004", HTTP: "127.0.0.1:8004"}, c.fleet.Founders[1])
+}
+
+// A data dir stays in the fleet, and the group, it was first started in.
+func TestADataDirKeepsItsFleet(t *testing.T) {
+	two := "a1=127.0.0.1:7001=127.0.0.1:8001,b1=127.0.0.1:7004=127.0.0.1:8004"
+	dir := t.TempDir()
+	flags := func(extra ...string) config {
+		c, err := parseFlags(append([]string{"-name", "a2", "-peer", "127.0.0.1:7002", "-http", "127.0.0.1:8002", "-data-dir", dir}, extra...), io.Discard)
+		require.NoError(t, err)
+		return c
+	}
+	g0 := flags("-fleet-founders", two, "-fleet-group", "0", "-join", "127.0.0.1:8001")
+	require.NoError(t, keepFleet(g0, false), "the first start writes the fleet")
+	require.NoError(t, keepFleet(g0, true), "a restart with the same flags")
+	require.ErrorContains(t, keepFleet(flags(), true), "holds a node of a fleet (group=0 founders="+two+"): start it with the same")
+	require.ErrorContains(t, keepFleet(flags("-fleet-founders", two, "-fleet-group", "1", "-join", "127.0.0.1:8004"), true),
+		"holds a node of a fleet as group=0")
+
+	plain := t.TempDir()
+	c := flags()
+	c.dataDir = plain
+	require.NoError(t, keepFleet(c, true), "a node outside a fleet stays outside")
+	g0.dataDir = plain
+	require.ErrorContains(t, keepFleet(g0, true), "was started outside a fleet")
+	_, err := os.Stat(filepath.Join(plain, fleetFile))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing written for a refused start")
 }

@@ -279,6 +279,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// imposters recorded: reads of them say so.
 	_, statErr := os.Stat(filepath.Join(c.dataDir, "raft"))
 	restarted := statErr == nil
+	if err := keepFleet(c, restarted); err != nil {
+		_ = ln.Close()
+		fmt.Fprintln(stderr, "node:", err)
+		return 2
+	}
 	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise,
 		HTTP: httpAddr, Keys: keys, Bootstrap: c.join == "", Fleet: c.fleet, Log: log})
 	if err != nil {
