@@ -107,15 +107,7 @@ func BenchmarkScenarioRoute(b *testing.B) {
 	for _, route := range []string{"per-op", "forward"} {
 		b.Run(route, func(b *testing.B) {
 			ps := clusterWith(b, nil, "-route", route)
-			code, body := call("POST", "http://"+ps[0].http+"/imposters", `{"protocol":"http","port":4545,
-				"_rift":{"flowState":{"flowIdSource":"header:X-Flow"}},
-				"stubs":[{"scenarioName":"s","requiredScenarioState":"Started","newScenarioState":"Started",
-				          "responses":[{"is":{"body":"ok"}}]}]}`)
-			require.Equal(b, http.StatusCreated, code, body)
-			for _, p := range ps {
-				code, _ := call("GET", "http://"+p.http+"/imposters/4545", "")
-				require.Equal(b, http.StatusOK, code)
-			}
+			createGate(b, ps)
 			// Flows owned by n2 or n3, each adopted by a first request.
 			ids := make([]dial.NodeID, 3)
 			for i, p := range ps {
@@ -128,52 +120,15 @@ func BenchmarkScenarioRoute(b *testing.B) {
 					flows = append(flows, f)
 				}
 			}
-			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-			get := func(f string) (time.Duration, error) {
-				req, _ := http.NewRequest("GET", "http://"+host(ps[0])+":4545/", nil)
-				req.Header.Set("X-Flow", f)
-				start := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					return 0, err
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return 0, fmt.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get("X-Fenceline-Unavailable"))
-				}
-				return time.Since(start), nil
-			}
+			client := gateClient()
 			for _, f := range flows {
-				_, err := get(f)
+				_, err := gateGet(client, ps[0], f)
 				require.NoError(b, err, "first request of %s", f)
 			}
-			var mu sync.Mutex
-			var lat []time.Duration
-			var failed atomic.Int64
 			var next atomic.Int64
-			b.SetParallelism(8)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				var mine []time.Duration
-				for pb.Next() {
-					d, err := get(flows[next.Add(1)%int64(len(flows))])
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					mine = append(mine, d)
-				}
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
+			measureGates(b, func() (time.Duration, error) {
+				return gateGet(client, ps[0], flows[next.Add(1)%int64(len(flows))])
 			})
-			b.StopTimer()
-			require.Zero(b, failed.Load(), "every request answered 200")
-			slices.Sort(lat)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
 		})
 	}
 }
@@ -199,66 +154,91 @@ func BenchmarkFleetScaling(b *testing.B) {
 			} else {
 				ps = fleetOfTwo(b)
 			}
-			code, body := call("POST", "http://"+ps[0].http+"/imposters", `{"protocol":"http","port":4545,
-				"_rift":{"flowState":{"flowIdSource":"header:X-Flow"}},
-				"stubs":[{"scenarioName":"s","requiredScenarioState":"Started","newScenarioState":"Started",
-				          "responses":[{"is":{"body":"ok"}}]}]}`)
-			require.Equal(b, http.StatusCreated, code, body)
-			for _, p := range ps {
-				require.Eventually(b, func() bool {
-					code, _ := call("GET", "http://"+p.http+"/imposters/4545", "")
-					return code == http.StatusOK
-				}, 10*time.Second, 20*time.Millisecond, "%s serves the imposter", p.name)
-			}
-			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-			get := func(at *proc, f string) (time.Duration, error) {
-				req, _ := http.NewRequest("GET", "http://"+host(at)+":4545/", nil)
-				req.Header.Set("X-Flow", f)
-				start := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					return 0, err
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return 0, fmt.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get("X-Fenceline-Unavailable"))
-				}
-				return time.Since(start), nil
-			}
+			createGate(b, ps)
+			client := gateClient()
 			flows := make([]string, 256)
 			for i := range flows {
 				flows[i] = fmt.Sprintf("f%d", i)
-				require.Eventually(b, func() bool { _, err := get(ps[i%len(ps)], flows[i]); return err == nil },
+				require.Eventually(b, func() bool { _, err := gateGet(client, ps[i%len(ps)], flows[i]); return err == nil },
 					10*time.Second, 20*time.Millisecond, "first request of %s", flows[i])
 			}
-			var mu sync.Mutex
-			var lat []time.Duration
-			var failed atomic.Int64
 			var next atomic.Int64
-			b.SetParallelism(8) // 16 clients on two cores
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				var mine []time.Duration
-				for pb.Next() {
-					i := next.Add(1)
-					d, err := get(ps[i%int64(len(ps))], flows[(i*7)%int64(len(flows))])
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					mine = append(mine, d)
-				}
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
+			measureGates(b, func() (time.Duration, error) {
+				i := next.Add(1)
+				return gateGet(client, ps[i%int64(len(ps))], flows[(i*7)%int64(len(flows))])
 			})
-			b.StopTimer()
-			require.Zero(b, failed.Load(), "every request answered 200")
-			slices.Sort(lat)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
 		})
 	}
+}
+
+// createGate creates the gate benchmarks' imposter through ps[0]: a
+// scenario stub with a gate and a transition (a read of the flow named
+// by X-Flow and a compare-and-set), and waits until every node serves it.
+func createGate(b *testing.B, ps []*proc) {
+	code, body := call("POST", "http://"+ps[0].http+"/imposters", `{"protocol":"http","port":4545,
+		"_rift":{"flowState":{"flowIdSource":"header:X-Flow"}},
+		"stubs":[{"scenarioName":"s","requiredScenarioState":"Started","newScenarioState":"Started",
+		          "responses":[{"is":{"body":"ok"}}]}]}`)
+	require.Equal(b, http.StatusCreated, code, body)
+	for _, p := range ps {
+		require.Eventually(b, func() bool {
+			code, _ := call("GET", "http://"+p.http+"/imposters/4545", "")
+			return code == http.StatusOK
+		}, 10*time.Second, 20*time.Millisecond, "%s serves the imposter", p.name)
+	}
+}
+
+// gateClient is the gate benchmarks' HTTP client: keep-alive connections
+// enough for their clients.
+func gateClient() *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+}
+
+// gateGet sends one request for flow f to imposter 4545 at at, and times
+// it; anything but a 200 is an error naming why.
+func gateGet(client *http.Client, at *proc, f string) (time.Duration, error) {
+	req, _ := http.NewRequest("GET", "http://"+host(at)+":4545/", nil)
+	req.Header.Set("X-Flow", f)
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d (%s)", resp.StatusCode, resp.Header.Get("X-Fenceline-Unavailable"))
+	}
+	return time.Since(start), nil
+}
+
+// measureGates runs b.N calls of get from 16 clients (8 per core on two
+// cores), requires every one answered 200, and reports requests per
+// second and latency percentiles.
+func measureGates(b *testing.B, get func() (time.Duration, error)) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var failed atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		for pb.Next() {
+			d, err := get()
+			if err != nil {
+				failed.Add(1)
+				continue
+			}
+			mine = append(mine, d)
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+	})
+	b.StopTimer()
+	require.Zero(b, failed.Load(), "every request answered 200")
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
 }

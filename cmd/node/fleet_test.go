@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,13 +43,8 @@ type fleetView struct {
 }
 
 func (p *proc) fleetView() *fleetView {
-	resp, err := httpClient.Get("http://" + p.http + "/_cluster/status")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
 	var st fleetView
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+	if !p.statusInto(&st) {
 		return nil
 	}
 	return &st
@@ -64,13 +57,7 @@ func (p *proc) fleetView() *fleetView {
 // control group, five as its voters (node.ControlVoters), one a learner.
 func fleetOfTwo(t testing.TB, extra ...string) []*proc {
 	nodeBinary(t)
-	root := t.TempDir()
-	keyFile := func(name string) string {
-		path := filepath.Join(root, name)
-		require.NoError(t, os.WriteFile(path, []byte(hex.EncodeToString(realnet.GenerateKey())+"\n"), 0o600))
-		return path
-	}
-	ck, dk := keyFile("control.key"), keyFile("data.key")
+	root, ck, dk := keyedRoot(t)
 	founders := "n1=127.0.0.1:25525=127.0.0.1:2525,n4=127.0.0.4:25525=127.0.0.4:2525"
 	var ps []*proc
 	for i := 1; i <= 6; i++ {
@@ -218,16 +205,7 @@ func TestAFleetForwardsStatefulRequests(t *testing.T) {
 	per := [2]int{}
 	for i, id := range []string{"a", "b", "c", "d", "e", "f"} {
 		per[partition.Of("i4545:"+id).Group(2)]++
-		at := func(k int) *proc { return ps[(i+k)%len(ps)] }
-		steps := []struct{ path, want string }{
-			{"/status", "new"}, {"/ship", ""}, {"/pay", "paid"}, {"/pay", ""},
-			{"/status", "paid, not shipped"}, {"/ship", "shipped"}, {"/status", "shipped"},
-		}
-		for k, st := range steps {
-			code, body, why := order(at(k), id, st.path)
-			require.Equal(t, http.StatusOK, code, "order %s step %d %s through %s: %s %s", id, k, st.path, at(k).name, body, why)
-			require.Equal(t, st.want, body, "order %s step %d %s through %s", id, k, st.path, at(k).name)
-		}
+		runOrder(t, id, func(k int) *proc { return ps[(i+k)%len(ps)] })
 	}
 	require.NotZero(t, per[0], "an order in group 0")
 	require.NotZero(t, per[1], "an order in group 1")

@@ -174,6 +174,21 @@ func order(p *proc, id, path string) (int, string, string) {
 	return resp.StatusCode, string(b), resp.Header.Get("X-Fenceline-Unavailable")
 }
 
+// runOrder takes order id through scenarioImposter's steps, step k
+// through at(k): each answer is the one a single server gives.
+func runOrder(t *testing.T, id string, at func(k int) *proc) {
+	t.Helper()
+	steps := []struct{ path, want string }{
+		{"/status", "new"}, {"/ship", ""}, {"/pay", "paid"}, {"/pay", ""},
+		{"/status", "paid, not shipped"}, {"/ship", "shipped"}, {"/status", "shipped"},
+	}
+	for k, st := range steps {
+		code, body, why := order(at(k), id, st.path)
+		require.Equal(t, http.StatusOK, code, "order %s step %d %s through %s: %s %s", id, k, st.path, at(k).name, body, why)
+		require.Equal(t, st.want, body, "order %s step %d %s through %s", id, k, st.path, at(k).name)
+	}
+}
+
 // TestScenariosAcrossTheCluster: a scenario's state lives in its flow,
 // owned by one node, so every node serves the same state, whichever way
 // requests reach the owner; the admin routes read, set and reset it.
@@ -188,16 +203,7 @@ func TestScenariosAcrossTheCluster(t *testing.T) {
 			}
 			// Each order's steps go through a different node each time.
 			for i, id := range []string{"a", "b", "c", "d"} {
-				at := func(k int) *proc { return ps[(i+k)%3] }
-				steps := []struct{ path, want string }{
-					{"/status", "new"}, {"/ship", ""}, {"/pay", "paid"}, {"/pay", ""},
-					{"/status", "paid, not shipped"}, {"/ship", "shipped"}, {"/status", "shipped"},
-				}
-				for k, st := range steps {
-					code, body, why := order(at(k), id, st.path)
-					require.Equal(t, http.StatusOK, code, "order %s step %d %s through %s: %s %s", id, k, st.path, at(k).name, body, why)
-					require.Equal(t, st.want, body, "order %s step %d %s through %s", id, k, st.path, at(k).name)
-				}
+				runOrder(t, id, func(k int) *proc { return ps[(i+k)%3] })
 			}
 			// Through every node, so through the owner and forwarded to
 			// it: the stub's header names and order, as written.

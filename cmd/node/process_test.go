@@ -120,20 +120,26 @@ type status struct {
 var httpClient = &http.Client{Timeout: 3 * time.Second}
 
 func (p *proc) status() *status {
+	var st status
+	if !p.statusInto(&st) {
+		return nil
+	}
+	return &st
+}
+
+// statusInto decodes the node's status into v: false if it does not
+// answer 200 with JSON.
+func (p *proc) statusInto(v any) bool {
 	req, _ := http.NewRequest("GET", "http://"+p.http+"/_cluster/status", nil)
 	if p.key != "" {
 		req.Header.Set(apiKeyHeader, p.key)
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return nil
+		return false
 	}
 	defer resp.Body.Close()
-	var st status
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
-		return nil
-	}
-	return &st
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(v) == nil
 }
 
 // cluster starts n1 (founding) and joins n2 and n3 through it.
@@ -144,16 +150,22 @@ func cluster(t testing.TB) []*proc { return clusterVia(t, nil) }
 // 127.0.0.i:26525.
 func clusterVia(t testing.TB, px *proxies) []*proc { return clusterWith(t, px) }
 
-// clusterWith is clusterVia with extra flags for every node.
-func clusterWith(t testing.TB, px *proxies, extra ...string) []*proc {
-	nodeBinary(t)
-	root := t.TempDir()
+// keyedRoot is a fresh directory for a cluster's nodes, with a control
+// key and a data key every node is started with.
+func keyedRoot(t testing.TB) (root, controlKey, dataKey string) {
+	root = t.TempDir()
 	keyFile := func(name string) string {
 		path := filepath.Join(root, name)
 		require.NoError(t, os.WriteFile(path, []byte(hex.EncodeToString(realnet.GenerateKey())+"\n"), 0o600))
 		return path
 	}
-	ck, dk := keyFile("control.key"), keyFile("data.key")
+	return root, keyFile("control.key"), keyFile("data.key")
+}
+
+// clusterWith is clusterVia with extra flags for every node.
+func clusterWith(t testing.TB, px *proxies, extra ...string) []*proc {
+	nodeBinary(t)
+	root, ck, dk := keyedRoot(t)
 	var ps []*proc
 	for i, name := range []string{"n1", "n2", "n3"} {
 		ip := fmt.Sprintf("127.0.0.%d", i+1)
