@@ -454,6 +454,14 @@ func (f *fleetHarness) checkDirectories() {
 		}
 	}
 	checker.ControlMembers(f.run, latest, controls)
+	// Nor does the control group's membership go on changing once every
+	// group's has stopped: with nothing to add or remove, a change in
+	// the run's last 5s is churn (a leader that proposed a removal of
+	// nobody every turn passed every other check).
+	if n := len(f.probe.ctlChanges); n > 0 && f.probe.ctlChanges[n-1] > f.k.Now()-5*time.Second {
+		f.run.Fail("control-members", "the control group's membership changed at %v (index %d), in the last 5s of a run quiet since %v",
+			f.probe.ctlChanges[n-1], f.probe.ctlIndex, f.calm)
+	}
 	if f.grow >= 0 && f.removed {
 		// The spare voted in its group once, and its removal committed.
 		h := f.groups[f.grow]
