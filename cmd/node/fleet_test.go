@@ -101,6 +101,14 @@ func fleetOfTwo(t testing.TB, extra ...string) []*proc {
 // group that asks a member of the other to let it in is refused.
 func TestTwoGroupsOfThreeProcesses(t *testing.T) {
 	ps := fleetOfTwo(t)
+	// The fleet's gauges: the directory every node routes by. (A scrape
+	// the node's loop does not answer within a second has no core
+	// gauges: asked again on a busy machine.)
+	for _, p := range ps {
+		require.Eventually(t, func() bool {
+			return metric(p.http, "fenceline_fleet_directory_epoch") > 0 && metric(p.http, "fenceline_fleet_control_applied_index") > 0
+		}, 10*time.Second, 100*time.Millisecond, "%s's directory epoch and control replica in its metrics", p.name)
+	}
 	// The load's flows fall in both groups.
 	per := [2]int{}
 	for i := range 6 {

@@ -40,12 +40,14 @@ var (
 	descTCPRejected = prometheus.NewDesc("fenceline_tcp_rejected_total", "Peer connections and frames refused, by cause.", []string{"cause"}, nil)
 	descFrames      = prometheus.NewDesc("fenceline_tcp_frames_total", "Frames over TCP, by direction.", []string{"direction"}, nil)
 	descRefused     = prometheus.NewDesc("fenceline_http_refused_total", "HTTP API calls and connections refused, by cause: unauthorized (no API key), host and origin (browser attacks), address (-localOnly, -ipWhitelist), over_budget (connection caps).", []string{"cause"}, nil)
+	descDirEpoch    = prometheus.NewDesc("fenceline_fleet_directory_epoch", "In a fleet: the epoch of the group directory this node routes by (0 until it has one).", nil, nil)
+	descCtlApplied  = prometheus.NewDesc("fenceline_fleet_control_applied_index", "In a fleet: the raft applied index of this node's control group replica.", nil, nil)
 	descImposters   = prometheus.NewDesc("fenceline_imposters", "Imposters in the cluster's configuration, by whether this node serves them or cannot bind their port.", []string{"state"}, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descScrapeOK, descTerm, descCommit, descApplied, descIsLeader, descIsolated, descIsolatedSec, descTerms, descMIdx,
-		descPermits, descShed, descServed, descFsyncs, descBatches, descPuts, descLive, descEnvDropped, descTCPRejected, descFrames, descImposters, descRefused} {
+		descPermits, descShed, descServed, descFsyncs, descBatches, descPuts, descLive, descEnvDropped, descTCPRejected, descFrames, descImposters, descRefused, descDirEpoch, descCtlApplied} {
 		ch <- d
 	}
 }
@@ -89,6 +91,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		mk(descBatches, prometheus.CounterValue, float64(st.Batches))
 		mk(descPuts, prometheus.CounterValue, float64(st.Puts))
 		mk(descLive, prometheus.GaugeValue, float64(live))
+		if _, inFleet := n.FleetGroup(); inFleet {
+			epoch := uint64(0)
+			if d := n.Directory(); d != nil {
+				epoch = d.Epoch()
+			}
+			mk(descDirEpoch, prometheus.GaugeValue, float64(epoch))
+			mk(descCtlApplied, prometheus.GaugeValue, float64(n.Control.Info().Applied))
+		}
 		if n.Link != nil {
 			for i, v := range n.Link.Stats().Dropped {
 				mk(descEnvDropped, prometheus.CounterValue, float64(v), transport.CauseNames[i])
