@@ -117,12 +117,9 @@ func (p *fleetProbe) run() {
 						k.Logf("fleet probe through %s: won=%v err=%v", n.Name(), ans.Won, err)
 						switch {
 						case err != nil && k.Now() < until:
-							// Asked again, as a client answered 503 would:
-							// the first data frame a restarted node sends a
-							// peer of another group is dropped by the
-							// peer's envelope until they have exchanged
-							// epochs (the real node greets every peer it
-							// learns of; the simulated one does not).
+							// Asked again, as a client answered 503 would
+							// (a frame of the call lost, a grant lost and
+							// the claim lapsed).
 							k.After(50*time.Millisecond, sim.EvCheck, xxhash.Sum64String("fleet probe "+n.Name()), try)
 						case err != nil:
 							fail(err)

@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/fenceline/fenceline/clock"
@@ -318,6 +320,44 @@ func (n *Node) Directory() *fleet.Directory {
 		return nil
 	}
 	return n.view.Directory()
+}
+
+// greetFleet tells every node of the fleet this node knows of its boot
+// epoch (transport.Link.Greet), at boot and whenever its directory moves
+// to a new epoch: its data group's members, its control group's, and
+// every group's voters. A node of another group may hear from this one
+// first on a flow's call or a claim, and the envelope drops a request
+// that names the wrong incarnation (after a restart, say) until the two
+// have exchanged epochs: without the greeting that first call cost its
+// whole deadline (fleet-routing's proxyOnce probe, through a node
+// restarted 8s before). The real node greets its peers too, as it learns
+// their addresses; at most one hello per peer per HelloEvery either way.
+func (n *Node) greetFleet() {
+	if n.Link == nil || n.view == nil {
+		return
+	}
+	d := n.view.Directory()
+	if d != nil && d.Epoch() == n.greeted {
+		return
+	}
+	ids := map[dial.NodeID]bool{}
+	for _, ms := range []consensus.Membership{n.Consensus.Membership(), n.Control.Membership()} {
+		for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
+			ids[m.ID] = true
+		}
+	}
+	if d != nil {
+		n.greeted = d.Epoch()
+		for g := range d.Groups() {
+			for _, m := range d.Group(g).Voters {
+				ids[m.ID] = true
+			}
+		}
+	}
+	delete(ids, n.Consensus.ID())
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		n.Link.Greet(id)
+	}
 }
 
 // FleetGroup is the node's data group in its fleet; false outside a

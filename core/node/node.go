@@ -99,10 +99,13 @@ type Node struct {
 	// onControlRevision is the caller's hook on the control replica's
 	// revisions (OnControlRevision).
 	onControlRevision func(rev uint64)
-	view              *directoryView
-	publisher         *publisher
-	clk               clock.Clock
-	BadFrames         uint64
+	// greeted is the directory epoch the fleet's nodes were last greeted
+	// at (greetFleet).
+	greeted   uint64
+	view      *directoryView
+	publisher *publisher
+	clk       clock.Clock
+	BadFrames uint64
 	// behind is the shell's nudge (OnBehind).
 	behind func(rev uint64)
 	// Quarantined, when set, says the flow shard's log was found damaged
@@ -209,8 +212,11 @@ func Open(cfg Config, env Env) (*Node, error) {
 	// A change an asker waits for is nudged as soon as it applies.
 	admin.OnRevision(func(rev uint64) {
 		ro.Applied(rev)
-		if n.onControlRevision != nil && admin == n.Control {
-			n.onControlRevision(rev)
+		if admin == n.Control {
+			n.greetFleet()
+			if n.onControlRevision != nil {
+				n.onControlRevision(rev)
+			}
 		}
 	})
 	n.Consensus, n.Admin, n.Flow, n.ProxyOnce, n.Rollout, n.Quarantined = cn, admin, fs, po, ro, quarantined
@@ -218,6 +224,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 		n.view = view
 		n.publisher = &publisher{n: n, cfg: fc, view: view, bugs: cfg.Consensus.Bugs}
 		n.publisher.arm()
+		n.greetFleet()
 	}
 	return n, nil
 }
