@@ -280,13 +280,8 @@ func (f *clusterFlows) OwnerOf(ctx context.Context, key string) (routing.Owner, 
 // a slower path, never a second copy.
 func otherGroupOwner(d *fleet.Directory, key string) routing.Owner {
 	r := d.Resolve(key)
-	o := routing.Owner{View: routing.Remote, Node: r.Owner, MIdx: r.MIdx}
-	for _, m := range d.Group(r.Group).Voters {
-		if m.ID == r.Owner {
-			o.Addr = m.HTTP
-		}
-	}
-	return o
+	_, m, _ := d.Member(r.Owner) // the owner is one of its group's voters
+	return routing.Owner{View: routing.Remote, Node: r.Owner, MIdx: r.MIdx, Addr: m.HTTP}
 }
 
 // raftClaims is proxyOnce's claim protocol across the cluster

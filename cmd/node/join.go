@@ -305,12 +305,8 @@ func otherGroupOf(c *node.Node, id dial.NodeID) string {
 			return ""
 		}
 	}
-	for g := range d.Groups() {
-		for _, m := range d.Group(g).Voters {
-			if m.ID == id && g != mine {
-				return fmt.Sprintf("is a voter of group %d; this node is of group %d", g, mine)
-			}
-		}
+	if g, _, named := d.Member(id); named && g != mine {
+		return fmt.Sprintf("is a voter of group %d; this node is of group %d", g, mine)
 	}
 	return ""
 }

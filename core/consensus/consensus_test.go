@@ -73,6 +73,16 @@ func (c *cluster) run(d time.Duration) { require.NoError(c.t, c.k.RunUntil(c.k.N
 
 func (c *cluster) node(i int) *consensus.Node { return c.live[c.nodes[i].Name()] }
 
+// elect starts every node, runs two seconds, and returns the leader they
+// elected (one is required).
+func (c *cluster) elect() int {
+	c.start(c.nodes...)
+	c.run(2 * time.Second)
+	l := c.leader()
+	require.GreaterOrEqual(c.t, l, 0, "a leader within two seconds")
+	return l
+}
+
 func (c *cluster) leader() int {
 	for i, n := range c.nodes {
 		if n.Up() && c.live[n.Name()].IsLeader() {
@@ -145,10 +155,7 @@ func TestThreeNodesElectReplicateAndRead(t *testing.T) {
 
 func TestDeposedLeaderBelievesButIsNotConfirmed(t *testing.T) {
 	c := newCluster(t, 2, 3, 0)
-	c.start(c.nodes...)
-	c.run(2 * time.Second)
-	l := c.leader()
-	require.GreaterOrEqual(t, l, 0)
+	l := c.elect()
 	var others []dial.NodeID
 	for i, n := range c.nodes {
 		if i != l {
@@ -184,10 +191,7 @@ func TestDeposedLeaderBelievesButIsNotConfirmed(t *testing.T) {
 // A leader's holds from when it was first seen leading in its term.
 func TestContactSinceStartsAgainAfterIsolation(t *testing.T) {
 	c := newCluster(t, 3, 3, 0)
-	c.start(c.nodes...)
-	c.run(2 * time.Second)
-	l := c.leader()
-	require.GreaterOrEqual(t, l, 0)
+	l := c.elect()
 	f := (l + 1) % 3
 	led, since := c.node(l).ContactSince(), c.node(f).ContactSince()
 	c.run(time.Second)
@@ -303,17 +307,10 @@ func TestLearnersWaitAtMaxVoters(t *testing.T) {
 	c.cfg.MaxVoters = 2
 	c.start(c.nodes...)
 	c.run(2 * time.Second)
-	add := func(i int) {
-		done := false
-		c.nodes[0].Exec(func() {
-			c.node(0).AddLearner(consensus.NewMember(c.nodes[i].Name(), ""), func(err error) { require.NoError(t, err); done = true })
-		})
-		for !done {
-			require.True(t, c.k.Step())
-		}
-	}
 	for i := 1; i < 4; i++ {
-		add(i)
+		require.NoError(t, c.conf(0, func(n *consensus.Node, done func(error)) {
+			n.AddLearner(consensus.NewMember(c.nodes[i].Name(), ""), done)
+		}))
 	}
 	c.run(5 * time.Second)
 	l := c.leader()
@@ -334,11 +331,7 @@ func TestLearnersWaitAtMaxVoters(t *testing.T) {
 			gone = m
 		}
 	}
-	done := false
-	c.nodes[l].Exec(func() { c.node(l).RemoveMember(gone.ID, func(err error) { require.NoError(t, err); done = true }) })
-	for !done {
-		require.True(t, c.k.Step())
-	}
+	require.NoError(t, c.conf(l, func(n *consensus.Node, done func(error)) { n.RemoveMember(gone.ID, done) }))
 	c.run(5 * time.Second)
 	ms = c.node(c.leader()).Membership()
 	require.Len(t, ms.Voters, 2, "a learner promoted in the leaver's place")
@@ -408,10 +401,7 @@ func TestCallsWaitForALeader(t *testing.T) {
 // node's, its session's and its number, not the number alone.
 func TestConcurrentReadsOfTwoFollowersAreBothAnswered(t *testing.T) {
 	c := newCluster(t, 4, 3, 0)
-	c.start(c.nodes...)
-	c.run(2 * time.Second)
-	l := c.leader()
-	require.GreaterOrEqual(t, l, 0)
+	l := c.elect()
 	a, b := (l+1)%3, (l+2)%3
 	var errs [2]error
 	var done [2]bool
@@ -435,10 +425,7 @@ func TestConcurrentReadsOfTwoFollowersAreBothAnswered(t *testing.T) {
 // One raft never took (no leader known) is answered as not applied.
 func TestStopAnswersAProposalInFlightAsUnknown(t *testing.T) {
 	c := newCluster(t, 5, 3, 0)
-	c.start(c.nodes...)
-	c.run(2 * time.Second)
-	l := c.leader()
-	require.GreaterOrEqual(t, l, 0)
+	l := c.elect()
 	f := (l + 1) % 3
 	var err error
 	c.nodes[f].Exec(func() {

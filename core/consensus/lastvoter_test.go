@@ -36,10 +36,7 @@ func voterIDs(n *consensus.Node) []dial.NodeID {
 // serving.
 func TestRemovingTheLastVoterIsRefused(t *testing.T) {
 	c := newCluster(t, 11, 2, 0)
-	c.start(c.nodes...)
-	c.run(2 * time.Second)
-	l := c.leader()
-	require.GreaterOrEqual(t, l, 0)
+	l := c.elect()
 	other := 1 - l
 	require.NoError(t, c.conf(l, func(n *consensus.Node, done func(error)) { n.RemoveMember(c.nodes[other].ID(), done) }))
 	c.nodes[other].Crash() // a removed node is shut down
@@ -111,10 +108,7 @@ func TestALastVoterRemovalInTheLogAppliesAsNothing(t *testing.T) {
 // with the vote of the node just removed: never (etcd-io/etcd#10563).
 func TestRemovingTheLeaderOfTwoHandsOverFirst(t *testing.T) {
 	c := newCluster(t, 13, 2, 0)
-	c.start(c.nodes...)
-	c.run(2 * time.Second)
-	l := c.leader()
-	require.GreaterOrEqual(t, l, 0)
+	l := c.elect()
 	other := 1 - l
 	leader, survivor := c.nodes[l], c.nodes[other]
 	cut := false

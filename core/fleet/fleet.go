@@ -162,6 +162,19 @@ func (d *Directory) Group(g int) Group {
 	return Group{MIdx: gr.MIdx, Voters: append([]Member(nil), gr.Voters...)}
 }
 
+// Member finds node id among the groups' voters: its group and its
+// entry; false if no group names it.
+func (d *Directory) Member(id dial.NodeID) (int, Member, bool) {
+	for g, gr := range d.groups {
+		for _, m := range gr.Voters {
+			if m.ID == id {
+				return g, m, true
+			}
+		}
+	}
+	return 0, Member{}, false
+}
+
 // Holder is the group that holds partition p, and the epoch it was
 // assigned at.
 func (d *Directory) Holder(p partition.Partition) (group int, epoch uint64) {

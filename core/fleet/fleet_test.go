@@ -110,10 +110,22 @@ func TestResolveFollowsTheTable(t *testing.T) {
 			}
 			want, _ := ring.New(ids).Owner(ring.ClassOf(key), key)
 			require.Equal(t, want, r.Owner, "the owner is the group's own ring's")
+			g2, m, ok := d.Member(r.Owner)
+			require.True(t, ok, "the owner is a voter the directory names")
+			require.Equal(t, r.Group, g2)
+			require.Equal(t, r.Owner, m.ID)
 			require.True(t, d.Holds(r.Group, key))
 			require.NoError(t, d.Admit(r.Group, key, r.Epoch))
 		}
 	}
+}
+
+// Member names no node the directory does not.
+func TestMemberOfNoGroup(t *testing.T) {
+	d, err := New(1, groupsOf(2))
+	require.NoError(t, err)
+	_, _, ok := d.Member(dial.NodeID(1 << 62))
+	require.False(t, ok)
 }
 
 // Admit's three refusals, and that a move fences only its own partition.

@@ -297,15 +297,9 @@ func notFollowing(d *fleet.Directory, ctl consensus.Membership) (fleet.Member, b
 // no member of the control group either (it is added once named), so
 // nothing is removed before it was added.
 func unnamed(d *fleet.Directory, ctl consensus.Membership) (dial.NodeID, bool) {
-	named := map[dial.NodeID]bool{}
-	for g := range d.Groups() {
-		for _, m := range d.Group(g).Voters {
-			named[m.ID] = true
-		}
-	}
 	var out dial.NodeID
 	for _, m := range append(append([]consensus.Member(nil), ctl.Voters...), ctl.Learners...) {
-		if !named[m.ID] && (out == 0 || m.ID < out) {
+		if _, _, named := d.Member(m.ID); !named && (out == 0 || m.ID < out) {
 			out = m.ID
 		}
 	}
