@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -67,6 +68,35 @@ type fleetHarness struct {
 	probe *fleetProbe
 	// removed: the spare's removal was asked for.
 	removed bool
+	// holdings is, for each partition, the groups that held it in turn
+	// and when a node first held the directory that gave it to each:
+	// founding at 0, then each publication of a move (partition-holder's
+	// word on who held it when). latest is the directory that first
+	// held the newest epoch.
+	holdings [partition.Count][]holding
+	latest   *fleet.Directory
+	// fencedAt is when a node first held the directory that fenced each
+	// partition now moving; windows each move's time from its fence to
+	// its publication, by the record (the time its partition was
+	// unavailable).
+	fencedAt [partition.Count]time.Duration
+	windows  []time.Duration
+	// lagging drops a frame to a node cut off from the control group
+	// (fleet-resize's lagControl); nil: none.
+	lagging func(to dial.NodeID, frame []byte) bool
+	// onFence is told, when the record first shows a batch moving, the
+	// group it moves out of; nil: nobody listens.
+	onFence func(from int)
+	// resized counts the resizes committed (fleet-resize); target is the
+	// last one asked for (0: none).
+	resized, target int
+}
+
+// holding is a group's holding of a partition, from the instant a node
+// first held the directory that published it.
+type holding struct {
+	group int
+	at    time.Duration
 }
 
 // fleetSetup draws a fleet of groups groups of size voters each (knobs
@@ -117,7 +147,11 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	if err != nil {
 		panic(err) // the harness built it: a bug, not input
 	}
-	f.dir, f.founding = dir, entries
+	f.dir, f.founding, f.latest = dir, entries, dir
+	for p := range f.holdings {
+		g, _ := dir.Holder(partition.Partition(p))
+		f.holdings[p] = []holding{{group: g}}
+	}
 	keys := drawKeys(run) // one set for every group: their nodes talk to each other
 	var controlBoot []consensus.Member
 	for _, name := range own[0][:size] {
@@ -179,7 +213,97 @@ func (f *fleetHarness) sawDirectory(nd *node.Node) {
 	}
 	if n := len(f.published); n == 0 || d.Epoch() > f.published[n-1].epoch {
 		f.published = append(f.published, publication{epoch: d.Epoch(), at: f.k.Now()})
+		if d.Epoch() > f.latest.Epoch() {
+			f.record(d)
+		}
 	}
+}
+
+// record notes each partition d gives a group other than the one the
+// last directory recorded did (a publication; a partition that is moving
+// is still its old group's).
+func (f *fleetHarness) record(d *fleet.Directory) {
+	for p := range f.holdings {
+		g, _ := d.Holder(partition.Partition(p))
+		if h := f.holdings[p]; h[len(h)-1].group != g {
+			f.holdings[p] = append(h, holding{group: g, at: f.k.Now()})
+			f.windows = append(f.windows, f.k.Now()-f.fencedAt[p])
+		}
+		if from, _, _, moving := d.Moving(partition.Partition(p)); moving && f.fencedAt[p] == 0 {
+			f.fencedAt[p] = f.k.Now()
+			if f.onFence != nil {
+				f.onFence(from)
+			}
+		} else if !moving {
+			f.fencedAt[p] = 0
+		}
+	}
+	f.latest = d
+}
+
+// placed reports whether the newest directory the record holds has every
+// partition where the table puts it for target groups, none moving.
+func (f *fleetHarness) placed(target int) bool {
+	if f.latest.Target() != target {
+		return false
+	}
+	ps, _, _ := f.latest.Misplaced(1)
+	if len(ps) > 0 {
+		return false
+	}
+	b, _, _, _ := f.latest.MovingBatch()
+	return b == nil
+}
+
+// holder is the group holding flow's partition at at, by the record.
+func (f *fleetHarness) holder(fl string, at time.Duration) int {
+	h := f.holdings[partition.Of(fl)]
+	i := sort.Search(len(h), func(i int) bool { return h[i].at > at }) - 1
+	return h[max(i, 0)].group
+}
+
+// resize asks a member of the fleet, from at, for a resize to target
+// groups (node.Node.Resize), again each second until one commits.
+func (f *fleetHarness) resize(target int, at time.Duration) {
+	f.target = target
+	var ask func()
+	tries := 0
+	ask = func() {
+		if tries++; tries > 60 || f.target != target {
+			return // given up, or a later resize was asked for
+		}
+		var ups []*sim.Machine // members of a group (a spare removed again is none)
+		for _, h := range f.groups {
+			ups = append(ups, slices.DeleteFunc(f.members(h), func(n *sim.Machine) bool { return !n.Up() || f.nd[n.Name()] == nil })...)
+		}
+		if len(ups) > 0 {
+			n := ups[f.k.Stream("fleet/resize").IntN(len(ups))]
+			nd := f.nd[n.Name()]
+			answered := false
+			n.Exec(func() {
+				nd.Resize(target, func(err error) {
+					answered = true
+					if err == nil {
+						f.resized++
+						f.k.Logf("resize to %d groups committed through %s", target, n.Name())
+						return
+					}
+					f.k.Logf("resize to %d groups through %s: %v", target, n.Name(), err)
+					f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("resize"), ask)
+				})
+			})
+			// An answer lost with a crash: ask again (a committed target
+			// asked for twice moves nothing twice).
+			f.k.After(5*time.Second, sim.EvClient, xxhash.Sum64String("resize check"), func() {
+				if !answered {
+					ask()
+				}
+			})
+			return
+		}
+		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("resize"), ask)
+	}
+	f.k.At(at, sim.EvClient, xxhash.Sum64String("resize"), ask)
 }
 
 // publication is one directory epoch, and when a node first held it.
@@ -238,8 +362,17 @@ func (f *fleetHarness) runUnderChaos(faults FaultConfig, hot, all []string) erro
 		}
 	}
 	f.k.At(f.calm, sim.EvCheck, xxhash.Sum64String("calm"), func() {
-		for _, h := range f.groups {
-			h.checkFlowsServed(f.members(h), hot, 3*time.Second)
+		for g, h := range f.groups {
+			ms := f.members(h)
+			if g == f.grow && f.removed {
+				// The spare's removal was asked for and may commit while
+				// this check runs: from then on it is no node of the
+				// fleet, and its directory stops (fleet-resize seed 233:
+				// removed at 19s, it routed by a directory moves had
+				// left behind).
+				ms = slices.DeleteFunc(ms, func(n *sim.Machine) bool { return n == h.nodes[len(h.nodes)-1] })
+			}
+			h.checkFlowsServed(ms, hot, 3*time.Second)
 		}
 	})
 	if err := f.k.RunUntil(f.run.Duration); err != nil {
@@ -360,10 +493,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 	judged := checker.PartitionHolder(f.run, services, func(id dial.NodeID) (int, bool) {
 		g, ok := f.member[id]
 		return g, ok
-	}, func(fl string, _ time.Duration) int {
-		g, _ := f.dir.Holder(partition.Of(fl))
-		return g
-	}, name)
+	}, f.holder, name)
 	var cuts []checker.FlowCut
 	for g, h := range f.groups {
 		h.services = slices.DeleteFunc(slices.Clone(services), func(s checker.FlowService) bool { return f.member[s.Node] != g })
@@ -382,6 +512,9 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 	})
 	checker.BridgeSeq(f.run, first.flowHist.All(), waited, first.deadline, 1000, "client deadline", flow.ErrShed.Error())
 	f.checkDirectories()
+	if f.target > 0 {
+		f.checkResized()
+	}
 	f.probe.judge()
 	f.report()
 	f.run.Did("cross-group-ops", cross)
@@ -469,6 +602,53 @@ func (f *fleetHarness) checkDirectories() {
 		voted := slices.ContainsFunc(h.memberships, func(m checker.MembershipChange) bool { return slices.Contains(m.Voters, spare) })
 		if voted && !slices.Contains(latest[f.grow].Voters, spare) {
 			f.run.Did("spares-removed", 1)
+		}
+	}
+}
+
+// checkResized judges a resize (resize-complete): once the run has been
+// quiet a while, every member that is up holds a directory with the
+// target asked for last and every partition where the table puts it for
+// that target, none moving. And it counts the partitions the record saw
+// move.
+func (f *fleetHarness) checkResized() {
+	moved := 0
+	for _, h := range f.holdings {
+		moved += len(h) - 1
+	}
+	f.run.Did("partitions-moved", moved)
+	f.run.Logf("fleet: %d resizes committed, %d partition moves published", f.resized, moved)
+	if len(f.windows) > 0 {
+		w := slices.Sorted(slices.Values(f.windows))
+		f.run.Logf("fleet: a partition's move, fence to publication: median %v, 90th %v, longest %v",
+			w[len(w)/2], w[len(w)*9/10], w[len(w)-1])
+	}
+	if quiet := f.k.Now() - f.calm; quiet < 10*time.Second {
+		f.run.Undecided("resize-complete", "%v of quiet is under 10s", quiet)
+		return
+	}
+	for _, h := range f.groups {
+		for _, n := range f.members(h) {
+			nd := f.nd[n.Name()]
+			if !n.Up() || nd == nil {
+				continue
+			}
+			d := nd.Directory()
+			if d == nil || d.Target() != f.target {
+				f.run.Fail("resize-complete", "%s holds no directory with the target of %d groups after %v of quiet", n.Name(), f.target, f.k.Now()-f.calm)
+				continue
+			}
+			if ps, from, to := d.Misplaced(1); len(ps) > 0 {
+				f.run.Fail("resize-complete", "%s's directory (epoch %d) still has partition %d in group %d, not %d, after %v of quiet",
+					n.Name(), d.Epoch(), ps[0], from, to, f.k.Now()-f.calm)
+				continue
+			}
+			for p := range partition.Count {
+				if _, _, _, moving := d.Moving(partition.Partition(p)); moving {
+					f.run.Fail("resize-complete", "%s's directory (epoch %d) still moves partition %d after %v of quiet", n.Name(), d.Epoch(), p, f.k.Now()-f.calm)
+					break
+				}
+			}
 		}
 	}
 }

@@ -150,6 +150,18 @@ type Set struct {
 	// KeepRemovedFollower: a node removed from its data group stays a
 	// member of the fleet's control group, counting in its quorum.
 	KeepRemovedFollower bool
+	// RouteStaleEpoch: an owner serves a partition by the directory
+	// epoch it holds even after its group's own log has fenced a move of
+	// it: a request routed with the old epoch is served in the old group
+	// while the new group serves the partition too.
+	RouteStaleEpoch bool
+	// MoveBeforeFence: a group answers a move's copy before its own log
+	// has fenced the partition, so an owner whose directory lags keeps
+	// serving writes the copy never sees.
+	MoveBeforeFence bool
+	// PublishBeforeCopy: a move publishes its partitions at the new group
+	// as soon as the directory fences them, without copying them there.
+	PublishBeforeCopy bool
 	// UnpublishedMembership: no node of a fleet publishes its group's
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
@@ -346,6 +358,9 @@ var Table = []Bug{
 	{"group-blind", "a node takes its raft group for the whole fleet: another group's flows are served in its own group", func(s *Set) *bool { return &s.GroupBlind }},
 	{"group-claims", "in a fleet, proxyOnce's claims and recordings live in each data group, not the control group: a signature is recorded once per group", func(s *Set) *bool { return &s.GroupClaims }},
 	{"keep-removed-follower", "a node removed from its data group stays a member (a voter) of the fleet's control group", func(s *Set) *bool { return &s.KeepRemovedFollower }},
+	{"route-stale-epoch", "an owner serves a partition by its directory's epoch after its group's log fenced a move of it", func(s *Set) *bool { return &s.RouteStaleEpoch }},
+	{"move-before-fence", "a group answers a partition move's copy before its own log fences the partition", func(s *Set) *bool { return &s.MoveBeforeFence }},
+	{"publish-before-copy", "a partition move publishes the new group as holder as soon as it is fenced, without copying the partition there", func(s *Set) *bool { return &s.PublishBeforeCopy }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},

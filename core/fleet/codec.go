@@ -12,9 +12,9 @@ import (
 // The directory's bytes, as the control group's KV holds them
 // (core/node): a version byte, then
 //
-//	epoch, base                         uvarints
+//	epoch, base, target                 uvarints
 //	groups: count, then each            MIdx, voters: count, then each ID, name, peer, HTTP
-//	moved: count, then each             partition (ascending), group, epoch
+//	moved: count, then each             partition (ascending), group, epoch, to+1 (0: not moving)
 //
 // where moved lists only the partitions not where the table puts them
 // since base: a directory no resize has touched is a few hundred bytes,
@@ -22,7 +22,7 @@ import (
 // strict (core/binenc): one directory has one encoding, and bytes that
 // are not one (cut short, trailing, out of order, naming a group that is
 // not there) are refused, never read as a directory.
-const codecVersion = 1
+const codecVersion = 2
 
 // MaxEncoded bounds a directory's bytes: MaxVoters voters of every group
 // of the largest fleet would pass it long before a real one does.
@@ -33,6 +33,7 @@ func (d *Directory) Encode() []byte {
 	b := []byte{codecVersion}
 	b = binary.AppendUvarint(b, d.epoch)
 	b = binary.AppendUvarint(b, d.base)
+	b = binary.AppendUvarint(b, uint64(d.target))
 	b = binary.AppendUvarint(b, uint64(len(d.groups)))
 	for _, g := range d.groups {
 		b = binary.AppendUvarint(b, g.MIdx)
@@ -55,6 +56,7 @@ func (d *Directory) Encode() []byte {
 		b = binary.AppendUvarint(b, uint64(p))
 		b = binary.AppendUvarint(b, uint64(d.held[p].group))
 		b = binary.AppendUvarint(b, d.held[p].epoch)
+		b = binary.AppendUvarint(b, uint64(d.held[p].to1))
 	}
 	return b
 }
@@ -73,7 +75,7 @@ func Decode(b []byte) (*Directory, error) {
 	if v := d.Byte(); d.Err == nil && v != codecVersion {
 		return nil, fmt.Errorf("%w: encoding version %d (this node reads %d)", ErrInvalid, v, codecVersion)
 	}
-	epoch, base := d.Uvarint(), d.Uvarint()
+	epoch, base, target := d.Uvarint(), d.Uvarint(), d.Uvarint()
 	groups := make([]Group, d.Count())
 	for g := range groups {
 		groups[g].MIdx = d.Uvarint()
@@ -93,12 +95,18 @@ func Decode(b []byte) (*Directory, error) {
 		return nil, err
 	}
 	dir.epoch = epoch
+	if target > uint64(len(groups)) || partition.Compatible(int(target)) != nil {
+		return nil, fmt.Errorf("%w: target of %d groups in a fleet of %d", ErrInvalid, target, len(groups))
+	}
+	dir.target = int(target)
 	n := d.Count()
 	prev := -1
 	for range n {
-		p, g, e := d.Uvarint(), d.Uvarint(), d.Uvarint()
+		p, g, e, to1 := d.Uvarint(), d.Uvarint(), d.Uvarint(), d.Uvarint()
 		switch {
 		case d.Err != nil:
+		case to1 > uint64(len(groups)) || to1 == g+1:
+			d.Fail("partition %d moving from group %d to %d of %d", p, g, int(to1)-1, len(groups))
 		case p >= partition.Count || int(p) <= prev:
 			d.Fail("moved partition %d after %d (ascending, below %d)", p, prev, partition.Count)
 		case g >= uint64(len(groups)):
@@ -106,7 +114,7 @@ func Decode(b []byte) (*Directory, error) {
 		case e < base || e > epoch:
 			d.Fail("partition %d assigned at epoch %d, outside [%d, %d]", p, e, base, epoch)
 		default:
-			a := assignment{group: int(g), epoch: e}
+			a := assignment{group: int(g), epoch: e, to1: int(to1)}
 			if a == dir.placed(partition.Partition(p)) {
 				d.Fail("partition %d listed as moved where the table puts it", p)
 			}

@@ -17,9 +17,14 @@ func drawDirectory(t *rapid.T) *Directory {
 	d, err := New(rapid.Uint64Range(1, 1<<40).Draw(t, "founded"), groupsOf(groups))
 	require.NoError(t, err)
 	for i := range rapid.IntRange(0, 20).Draw(t, "steps") {
-		if rapid.Bool().Draw(t, fmt.Sprintf("move%d", i)) {
-			p := partition.Partition(rapid.IntRange(0, partition.Count-1).Draw(t, fmt.Sprintf("p%d", i)))
-			d, err = d.Assign(p, rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("g%d", i)))
+		if p, ok := drawMove(t, d, i); ok {
+			if _, _, _, moving := d.Moving(p); moving {
+				d, err = d.Publish([]partition.Partition{p})
+			} else {
+				d, err = d.Fence([]partition.Partition{p}, drawOther(t, d, p, i))
+			}
+		} else if rapid.Bool().Draw(t, fmt.Sprintf("resize%d", i)) {
+			d, err = d.WithTarget(rapid.SampledFrom([]int{1, 2, 4, 8}[:bitsLen(groups)]).Draw(t, fmt.Sprintf("t%d", i)))
 		} else {
 			g := rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("m%d", i))
 			gr := d.Group(g)
@@ -70,15 +75,17 @@ func TestDirectoryCodecRefusesDamage(t *testing.T) {
 func TestDirectoryCodecRefusals(t *testing.T) {
 	d, err := New(3, groupsOf(2))
 	require.NoError(t, err)
-	d, err = d.Assign(7, 0) // partition 7 is group 1's by the table
+	d, err = d.Fence([]partition.Partition{7}, 0) // partition 7 is group 1's by the table
+	require.NoError(t, err)
+	d, err = d.Publish([]partition.Partition{7})
 	require.NoError(t, err)
 	b := d.Encode()
-	require.Less(t, len(b), 300, "a directory one move from the table is small (two groups of three: 219 bytes)")
+	require.Less(t, len(b), 300, "a directory one move from the table is small (two groups of three: 221 bytes)")
 
 	bad := append([]byte(nil), b...)
-	bad[0] = 2
+	bad[0] = 1
 	_, err = Decode(bad)
-	require.ErrorContains(t, err, "encoding version 2")
+	require.ErrorContains(t, err, "encoding version 1")
 
 	// A move listed where the table puts it is a second encoding of the
 	// directory without it, so it is refused. Founded at 3 with no moves,
@@ -88,15 +95,29 @@ func TestDirectoryCodecRefusals(t *testing.T) {
 	require.NoError(t, err)
 	b0 := d0.Encode()
 	require.Equal(t, byte(0), b0[len(b0)-1])
-	listed := append(b0[:len(b0)-1:len(b0)-1], 1, 7, 1, 3)
+	listed := append(b0[:len(b0)-1:len(b0)-1], 1, 7, 1, 3, 0)
 	_, err = Decode(listed)
 	require.ErrorContains(t, err, "listed as moved where the table puts it")
-	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 2, 9, 0, 3, 8, 0, 3))
+	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 2, 9, 0, 3, 0, 8, 0, 3, 0))
 	require.ErrorContains(t, err, "ascending")
-	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 1, 7, 2, 3))
+	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 1, 7, 2, 3, 0))
 	require.ErrorContains(t, err, "held by group 2 of 2")
-	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 1, 7, 0, 4))
+	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 1, 7, 0, 4, 0))
 	require.ErrorContains(t, err, "outside [3, 3]")
+	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 1, 7, 1, 3, 2))
+	require.ErrorContains(t, err, "moving from group 1 to 1")
+	_, err = Decode(append(b0[:len(b0)-1:len(b0)-1], 1, 7, 1, 3, 3))
+	require.ErrorContains(t, err, "moving from group 1 to 2 of 2")
+	moving := append(b0[:len(b0)-1:len(b0)-1], 1, 7, 1, 3, 1)
+	dm, err := Decode(moving)
+	require.NoError(t, err, "partition 7 moving from group 1 to 0, fenced at 3")
+	_, to, _, ok := dm.Moving(7)
+	require.True(t, ok)
+	require.Equal(t, 0, to)
+	target := append([]byte(nil), b0...)
+	target[3] = 3 // version, epoch 3, base 3, target
+	_, err = Decode(target)
+	require.ErrorContains(t, err, "target of 3 groups")
 
 	_, err = Decode(make([]byte, MaxEncoded+1))
 	require.ErrorContains(t, err, "at most")
@@ -105,13 +126,32 @@ func TestDirectoryCodecRefusals(t *testing.T) {
 func TestEveryPartitionMovedStaysBounded(t *testing.T) {
 	d, err := New(1, groupsOf(2))
 	require.NoError(t, err)
-	for p := range partition.Count {
-		d, err = d.Assign(partition.Partition(p), 1-partition.Partition(p).Group(2))
-		require.NoError(t, err)
+	var all []partition.Partition
+	for p := range partition.Count / 2 {
+		all = append(all, partition.Partition(2*p)) // group 0's by the table
 	}
+	d, err = d.Fence(all, 1)
+	require.NoError(t, err)
+	d, err = d.Publish(all)
+	require.NoError(t, err)
+	var odd []partition.Partition
+	for _, p := range all {
+		odd = append(odd, p+1)
+	}
+	d, err = d.Fence(odd, 0)
+	require.NoError(t, err)
 	b := d.Encode()
 	require.Less(t, len(b), 50<<10)
 	back, err := Decode(b)
 	require.NoError(t, err)
 	require.Equal(t, d, back)
+}
+
+// bitsLen is how many of 1, 2, 4, 8 are at most groups.
+func bitsLen(groups int) int {
+	n := 0
+	for c := 1; c <= groups; c *= 2 {
+		n++
+	}
+	return n
 }

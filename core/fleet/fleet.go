@@ -16,6 +16,9 @@
 //	                                               predates the assignment)
 //	routed epoch > assigned epoch → ErrAhead      (the receiver's does)
 //
+//	partition p is moving         → ErrMoving     (between its fence and its
+//	                                               publication: no group serves it)
+//
 // Each refusal is known not applied, so the caller may route again. None
 // of them is ever a local answer: a request that cannot be placed is a
 // 503 with the reason, the same fail-closed rule as package routing.
@@ -27,6 +30,25 @@
 // since the directory was written. So the directory may lag a group's
 // membership without misrouting anything; it only costs 503s until it
 // catches up.
+//
+// # Moves
+//
+// A resize (WithTarget) names how many groups should hold the table, and
+// each partition the table puts elsewhere for that count moves, in
+// batches, as its own unit (core/node drives it):
+//
+//	Fence(ps, to)  at epoch e1: each p is moving from its group A to B.
+//	               No group serves it (Admit: ErrMoving), and group A
+//	               writes the fence into its own log (core/node), which
+//	               stops an owner of A whose directory lags;
+//	copy           A's copies, once A's log fences them, into every
+//	               voter of B, in the era e1 (core/flow's Ingest);
+//	Publish(ps)    at epoch e2: each p is held by B since e2;
+//	release        A drops its copies.
+//
+// A holding's writes are stamped with its assignment epoch (Era): the
+// copies from A (era e1) outrank whatever B kept from an earlier holding,
+// and B's own writes (era e2) outrank the copies.
 //
 // A Directory is immutable; changes return a new one.
 package fleet
@@ -61,10 +83,13 @@ type Group struct {
 // group, which stops being useful long before this.
 const MaxVoters = 64
 
-// assignment is who holds one partition, and since which epoch.
+// assignment is who holds one partition, and since which epoch; while
+// the partition moves, the group it moves to (to+1; 0: not moving), and
+// the epoch is its fence's.
 type assignment struct {
 	group int
 	epoch uint64
+	to1   int
 }
 
 // Directory is the fleet's group directory at one epoch.
@@ -76,6 +101,10 @@ type Directory struct {
 	groups []Group
 	rings  []ring.Ring // each group's voters, as the ring orders them
 	held   [partition.Count]assignment
+	// target is the number of groups the table should be spread over
+	// (WithTarget): the table's placement for it is where each partition
+	// belongs, and moves until it is there.
+	target int
 }
 
 // Errors of New and With.
@@ -92,6 +121,9 @@ var (
 	// ErrAhead: the caller routed with an assignment newer than the
 	// receiver's; the receiver cannot vouch for it.
 	ErrAhead = errors.New("fleet: routed with a directory epoch this node has not reached")
+	// ErrMoving: the key's partition is moving between groups; nobody
+	// serves it until the move publishes it.
+	ErrMoving = errors.New("fleet: the key's partition is moving between groups")
 )
 
 // New returns the directory at epoch of a fleet of len(groups) groups,
@@ -104,7 +136,7 @@ func New(epoch uint64, groups []Group) (*Directory, error) {
 	if err := partition.Compatible(len(groups)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	d := &Directory{epoch: epoch, base: epoch}
+	d := &Directory{epoch: epoch, base: epoch, target: len(groups)}
 	if err := d.setGroups(groups); err != nil {
 		return nil, err
 	}
@@ -175,17 +207,48 @@ func (d *Directory) Member(id dial.NodeID) (int, Member, bool) {
 	return 0, Member{}, false
 }
 
+// HolderOf is Holder of key's partition.
+func (d *Directory) HolderOf(key string) (group int, epoch uint64) {
+	return d.Holder(partition.Of(key))
+}
+
 // Holder is the group that holds partition p, and the epoch it was
-// assigned at.
+// assigned at (while p moves: the group it leaves, and the fence's
+// epoch).
 func (d *Directory) Holder(p partition.Partition) (group int, epoch uint64) {
 	a := d.held[p]
 	return a.group, a.epoch
 }
 
-// Holds reports whether group holds key's partition.
+// Holds reports whether group holds key's partition (and it is not
+// moving).
 func (d *Directory) Holds(group int, key string) bool {
-	return d.held[partition.Of(key)].group == group
+	a := d.held[partition.Of(key)]
+	return a.group == group && a.to1 == 0
 }
+
+// Moving reports whether p is moving: from the group that held it, to
+// the group it goes to, fenced at epoch.
+func (d *Directory) Moving(p partition.Partition) (from, to int, epoch uint64, ok bool) {
+	a := d.held[p]
+	return a.group, a.to1 - 1, a.epoch, a.to1 != 0
+}
+
+// Era is the era in which the group holding p writes it (core/flow's
+// Tuple): 0 while p has never left where the table first put it, else
+// the epoch it was assigned (or, while it moves, fenced) at.
+func (d *Directory) Era(p partition.Partition) uint64 {
+	if a := d.held[p]; a.epoch != d.base {
+		return a.epoch
+	}
+	return 0
+}
+
+// EraOf is Era of key's partition.
+func (d *Directory) EraOf(key string) uint64 { return d.Era(partition.Of(key)) }
+
+// Target is the number of groups the table should be spread over.
+func (d *Directory) Target() int { return d.target }
 
 // Route is where a key is served, by the directory.
 type Route struct {
@@ -197,6 +260,9 @@ type Route struct {
 	// group has one).
 	Owner dial.NodeID
 	MIdx  uint64
+	// Moving: the partition is moving from Group, fenced at Epoch; no
+	// group serves it.
+	Moving bool
 }
 
 // Resolve routes key: its partition's group and epoch, and its owner in
@@ -204,7 +270,7 @@ type Route struct {
 func (d *Directory) Resolve(key string) Route {
 	a := d.held[partition.Of(key)]
 	id, _ := d.rings[a.group].Owner(ring.ClassOf(key), key) // a group has voters
-	return Route{Group: a.group, Epoch: a.epoch, MIdx: d.groups[a.group].MIdx, Owner: id}
+	return Route{Group: a.group, Epoch: a.epoch, MIdx: d.groups[a.group].MIdx, Owner: id, Moving: a.to1 != 0}
 }
 
 // Admit is the receiver's check of a request for key that a caller
@@ -214,6 +280,8 @@ func (d *Directory) Admit(group int, key string, epoch uint64) error {
 	p := partition.Of(key)
 	a := d.held[p]
 	switch {
+	case a.to1 != 0:
+		return fmt.Errorf("%w: partition %d, from group %d to %d since epoch %d", ErrMoving, p, a.group, a.to1-1, a.epoch)
 	case a.group != group:
 		return fmt.Errorf("%w: partition %d is group %d's, not %d's", ErrElsewhere, p, a.group, group)
 	case epoch < a.epoch:
@@ -240,26 +308,106 @@ func (d *Directory) WithGroup(g int, gr Group) (*Directory, error) {
 	groups := make([]Group, len(d.groups))
 	copy(groups, d.groups)
 	groups[g] = gr
-	n := &Directory{epoch: d.epoch + 1, base: d.base, held: d.held}
+	n := &Directory{epoch: d.epoch + 1, base: d.base, held: d.held, target: d.target}
 	if err := n.setGroups(groups); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-// Assign returns the directory at the next epoch with partition p held
-// by group g since that epoch: the publish step of a partition's move.
-// Only p's epoch moves, so only requests for p routed by the old
-// directory are refused.
-func (d *Directory) Assign(p partition.Partition, g int) (*Directory, error) {
-	if g < 0 || g >= len(d.groups) {
-		return nil, fmt.Errorf("%w: no group %d in a fleet of %d", ErrInvalid, g, len(d.groups))
+// WithTarget returns the directory at the next epoch whose table should
+// be spread over target groups: a resize. It moves nothing itself; the
+// moves follow (Misplaced).
+func (d *Directory) WithTarget(target int) (*Directory, error) {
+	if err := partition.Compatible(target); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if int(p) >= partition.Count {
-		return nil, fmt.Errorf("%w: no partition %d", ErrInvalid, p)
+	if target > len(d.groups) {
+		return nil, fmt.Errorf("%w: %d groups wanted, the fleet has %d", ErrInvalid, target, len(d.groups))
 	}
 	n := *d
 	n.epoch = d.epoch + 1
-	n.held[p] = assignment{group: g, epoch: n.epoch}
+	n.target = target
+	return &n, nil
+}
+
+// Misplaced returns up to limit partitions, ascending, that are not where
+// the table puts them for the target, are not moving, and sit in the
+// same group as the first such, and the group the table puts them in: the
+// next batch to move. None when every partition is in place.
+func (d *Directory) Misplaced(limit int) (ps []partition.Partition, from, to int) {
+	from, to = -1, -1
+	for p := range d.held {
+		a, want := d.held[p], partition.Partition(p).Group(d.target)
+		if a.to1 != 0 || a.group == want {
+			continue
+		}
+		if from < 0 {
+			from, to = a.group, want
+		}
+		if a.group == from && want == to {
+			ps = append(ps, partition.Partition(p))
+			if len(ps) == limit {
+				break
+			}
+		}
+	}
+	return ps, from, to
+}
+
+// MovingBatch is the batch the directory shows moving: the partitions
+// moving from the group, to the group and since the epoch of the lowest
+// moving partition (ascending); none if nothing moves.
+func (d *Directory) MovingBatch() (ps []partition.Partition, from, to int, epoch uint64) {
+	for p, a := range d.held {
+		if a.to1 == 0 {
+			continue
+		}
+		if ps == nil {
+			from, to, epoch = a.group, a.to1-1, a.epoch
+		}
+		if a.group == from && a.to1-1 == to && a.epoch == epoch {
+			ps = append(ps, partition.Partition(p))
+		}
+	}
+	return ps, from, to, epoch
+}
+
+// Fence returns the directory at the next epoch with each of ps moving
+// to group to, fenced at that epoch: the first step of their move. Each
+// must be held, not moving, by a group other than to.
+func (d *Directory) Fence(ps []partition.Partition, to int) (*Directory, error) {
+	if to < 0 || to >= len(d.groups) {
+		return nil, fmt.Errorf("%w: no group %d in a fleet of %d", ErrInvalid, to, len(d.groups))
+	}
+	n := *d
+	n.epoch = d.epoch + 1
+	for _, p := range ps {
+		if int(p) >= partition.Count {
+			return nil, fmt.Errorf("%w: no partition %d", ErrInvalid, p)
+		}
+		switch a := d.held[p]; {
+		case a.to1 != 0:
+			return nil, fmt.Errorf("%w: partition %d is already moving", ErrInvalid, p)
+		case a.group == to:
+			return nil, fmt.Errorf("%w: partition %d is group %d's already", ErrInvalid, p, to)
+		}
+		n.held[p] = assignment{group: d.held[p].group, epoch: n.epoch, to1: to + 1}
+	}
+	return &n, nil
+}
+
+// Publish returns the directory at the next epoch with each of ps, which
+// must be moving, held by the group it moves to since that epoch: the
+// step that ends their move.
+func (d *Directory) Publish(ps []partition.Partition) (*Directory, error) {
+	n := *d
+	n.epoch = d.epoch + 1
+	for _, p := range ps {
+		if int(p) >= partition.Count || d.held[p].to1 == 0 {
+			return nil, fmt.Errorf("%w: partition %d is not moving", ErrInvalid, p)
+		}
+		n.held[p] = assignment{group: d.held[p].to1 - 1, epoch: n.epoch}
+	}
 	return &n, nil
 }

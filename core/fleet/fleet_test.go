@@ -142,14 +142,31 @@ func TestAdmitFencesOnlyWhatMoved(t *testing.T) {
 			still = key
 		}
 	}
-	d2, err := d1.Assign(6, 1) // partition 6 was group 0's
+	f2, err := d1.Fence([]partition.Partition{6}, 1) // partition 6 was group 0's
 	require.NoError(t, err)
-	require.Equal(t, uint64(2), d2.Epoch())
+	from, to, fe, ok := f2.Moving(6)
+	require.True(t, ok)
+	require.Equal(t, []any{0, 1, uint64(2)}, []any{from, to, fe})
+	require.ErrorIs(t, f2.Admit(0, moved, 1), ErrMoving, "no group serves it while it moves")
+	require.ErrorIs(t, f2.Admit(1, moved, 2), ErrMoving)
+	require.False(t, f2.Holds(0, moved))
+	require.False(t, f2.Holds(1, moved))
+	require.Equal(t, uint64(2), f2.EraOf(moved), "a moving partition's era is its fence's")
+	require.Equal(t, uint64(0), f2.EraOf(still), "a partition never moved writes in era 0")
+	_, err = f2.Fence([]partition.Partition{6}, 0)
+	require.ErrorIs(t, err, ErrInvalid, "already moving")
+	_, err = d1.Publish([]partition.Partition{6})
+	require.ErrorIs(t, err, ErrInvalid, "not moving")
+
+	d2, err := f2.Publish([]partition.Partition{6})
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), d2.Epoch())
 	g, e := d2.Holder(6)
 	require.Equal(t, 1, g)
-	require.Equal(t, uint64(2), e)
+	require.Equal(t, uint64(3), e)
+	require.Equal(t, uint64(3), d2.EraOf(moved))
 	g, e = d1.Holder(6)
-	require.Equal(t, 0, g, "Assign leaves the old directory alone")
+	require.Equal(t, 0, g, "a move leaves the old directory alone")
 	require.Equal(t, uint64(1), e)
 
 	// A caller with d1 routes moved to group 0 at epoch 1.
@@ -157,15 +174,17 @@ func TestAdmitFencesOnlyWhatMoved(t *testing.T) {
 	require.Equal(t, 0, r.Group)
 	require.ErrorIs(t, d2.Admit(0, moved, r.Epoch), ErrElsewhere, "group 0 no longer holds it")
 	require.ErrorIs(t, d2.Admit(1, moved, 1), ErrStaleEpoch, "routed before the assignment")
-	require.ErrorIs(t, d1.Admit(1, moved, 2), ErrElsewhere)
-	// A receiver still at d1 that somehow holds it: the caller is ahead.
-	d1b, err := d1.Assign(6, 0)
+	require.ErrorIs(t, d1.Admit(1, moved, 3), ErrElsewhere)
+	// A receiver that holds it since an earlier epoch than the caller
+	// routed with: the caller is ahead.
+	back, err := d2.Fence([]partition.Partition{6}, 0)
 	require.NoError(t, err)
-	d3, err := d1b.Assign(6, 0)
+	d5, err := back.Publish([]partition.Partition{6})
 	require.NoError(t, err)
-	require.ErrorIs(t, d1b.Admit(0, moved, 3), ErrAhead)
-	require.NoError(t, d3.Admit(0, moved, 3))
-	require.NoError(t, d2.Admit(1, moved, 2))
+	require.ErrorIs(t, d1.Admit(0, moved, 5), ErrAhead)
+	require.NoError(t, d5.Admit(0, moved, 5))
+	require.NoError(t, d2.Admit(1, moved, 3))
+	require.Equal(t, uint64(5), d5.EraOf(moved), "each holding is a later era")
 
 	// The key that did not move is admitted with either directory's epoch.
 	rs := d1.Resolve(still)
@@ -208,10 +227,50 @@ func TestWithGroupMovesNoPartition(t *testing.T) {
 	bad := d2.Group(0)
 	_, err = d2.WithGroup(1, Group{MIdx: 41, Voters: bad.Voters})
 	require.ErrorContains(t, err, "voter of groups 0 and 1")
-	_, err = d2.Assign(1, 2)
+	_, err = d2.Fence([]partition.Partition{1}, 2)
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = d2.Assign(partition.Count, 0)
+	_, err = d2.Fence([]partition.Partition{partition.Count}, 0)
 	require.ErrorIs(t, err, ErrInvalid)
+	_, err = d2.Fence([]partition.Partition{1}, partition.Partition(1).Group(2))
+	require.ErrorContains(t, err, "already")
+}
+
+// A resize names the target; Misplaced gives its moves one batch at a
+// time, each from one group to one group, and none once every partition
+// is where the table puts it for the target.
+func TestResizeMovesByBatch(t *testing.T) {
+	d, err := New(1, groupsOf(2))
+	require.NoError(t, err)
+	ps, _, _ := d.Misplaced(16)
+	require.Empty(t, ps, "founded where the table puts every partition")
+	_, err = d.WithTarget(3)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = d.WithTarget(4)
+	require.ErrorContains(t, err, "the fleet has 2")
+	d, err = d.WithTarget(1)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Target())
+	moves := 0
+	for {
+		ps, from, to := d.Misplaced(512)
+		if len(ps) == 0 {
+			break
+		}
+		require.LessOrEqual(t, len(ps), 512)
+		require.Equal(t, []int{1, 0}, []int{from, to})
+		moves += len(ps)
+		d, err = d.Fence(ps, to)
+		require.NoError(t, err)
+		again, _, _ := d.Misplaced(512)
+		require.NotEqual(t, ps, again, "a moving partition is not misplaced again")
+		d, err = d.Publish(ps)
+		require.NoError(t, err)
+	}
+	require.Equal(t, partition.Count/2, moves)
+	for p := range partition.Count {
+		g, _ := d.Holder(partition.Partition(p))
+		require.Equal(t, 0, g)
+	}
 }
 
 // Whatever sequence of moves and membership changes a directory goes
@@ -220,6 +279,7 @@ func TestWithGroupMovesNoPartition(t *testing.T) {
 // first); and a key is admitted at exactly one (group, epoch): the one
 // Resolve names.
 func TestDirectoryHistoryProperty(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		groups := rapid.SampledFrom([]int{1, 2, 4}).Draw(t, "groups")
 		d, err := New(1, groupsOf(groups))
@@ -228,10 +288,12 @@ func TestDirectoryHistoryProperty(t *testing.T) {
 		steps := rapid.IntRange(0, 12).Draw(t, "steps")
 		for i := range steps {
 			before := d.Epoch()
-			if rapid.Bool().Draw(t, fmt.Sprintf("move%d", i)) {
-				p := partition.Partition(rapid.IntRange(0, partition.Count-1).Draw(t, fmt.Sprintf("p%d", i)))
-				g := rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("g%d", i))
-				d, err = d.Assign(p, g)
+			if p, ok := drawMove(t, d, i); ok {
+				if _, _, _, moving := d.Moving(p); moving {
+					d, err = d.Publish([]partition.Partition{p})
+				} else {
+					d, err = d.Fence([]partition.Partition{p}, drawOther(t, d, p, i))
+				}
 				last[p] = d.Epoch()
 			} else {
 				g := rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("m%d", i))
@@ -251,13 +313,16 @@ func TestDirectoryHistoryProperty(t *testing.T) {
 			require.Equal(t, p.Group(groups), g)
 		}
 		require.Equal(t, want, e)
+		_, _, _, moving := d.Moving(p)
 		r := d.Resolve(key)
 		require.Equal(t, g, r.Group)
 		require.Equal(t, e, r.Epoch)
 		for gg := range groups {
 			for _, ee := range []uint64{e - 1, e, e + 1} {
 				err := d.Admit(gg, key, ee)
-				if gg == g && ee == e {
+				if moving {
+					require.ErrorIs(t, err, ErrMoving)
+				} else if gg == g && ee == e {
 					require.NoError(t, err)
 				} else {
 					require.Error(t, err)
@@ -266,4 +331,20 @@ func TestDirectoryHistoryProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// drawMove draws, in a fleet of more than one group, whether step i
+// moves a partition (fences it, or publishes it if it is moving), and
+// which: one of the first 8, so that fences meet publications.
+func drawMove(t *rapid.T, d *Directory, i int) (partition.Partition, bool) {
+	if d.Groups() < 2 || !rapid.Bool().Draw(t, fmt.Sprintf("move%d", i)) {
+		return 0, false
+	}
+	return partition.Partition(rapid.IntRange(0, 7).Draw(t, fmt.Sprintf("p%d", i))), true
+}
+
+// drawOther draws a group other than the one holding p.
+func drawOther(t *rapid.T, d *Directory, p partition.Partition, i int) int {
+	g, _ := d.Holder(p)
+	return (g + rapid.IntRange(1, d.Groups()-1).Draw(t, fmt.Sprintf("g%d", i))) % d.Groups()
 }

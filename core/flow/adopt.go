@@ -287,9 +287,10 @@ func (s *Store) restamp(flow string, mode shard.Mode) {
 		return
 	}
 	changed := map[string]Value{}
+	era := s.era(flow)
 	for _, k := range slices.Sorted(maps.Keys(f)) {
 		v := f[k]
-		v.Tuple = s.nextTuple(v.Tuple)
+		v.Tuple = s.nextTuple(era, v.Tuple)
 		changed[k] = v
 	}
 	if s.commit(flow, changed, mode) == nil {

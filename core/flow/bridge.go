@@ -71,6 +71,12 @@ func (s *Store) callElsewhere(c *call, dir *fleet.Directory, req Request) {
 		return
 	}
 	r := dir.Resolve(req.Flow)
+	if r.Moving {
+		// No group serves it until its move publishes it: refused here,
+		// rather than by the group it leaves, a hop later.
+		s.settle(c, Response{}, unavailable(fmt.Errorf("%w: since epoch %d", fleet.ErrMoving, r.Epoch)))
+		return
+	}
 	s.sendFailed(c, s.call(c, r.Owner, msg{Kind: FrameGroupOp, M: r.MIdx, Epoch: r.Epoch, Req: &req}))
 }
 

@@ -9,7 +9,9 @@ import (
 )
 
 // valueCodec is how a Value is stored in the shard's backend: a version
-// byte, a flags byte, the tuple and expiry as varints, then the data.
+// byte, a flags byte (1: a tombstone; 2: the tuple has an era), the
+// tuple (its era only when flagged) and expiry as varints, then the data.
+// A value of era 0 is stored as before eras existed.
 // Binary rather than JSON: the shard writes one per key per write, and
 // recovery decodes every stored key.
 type valueCodec struct{}
@@ -22,7 +24,13 @@ func (valueCodec) Encode(v Value) []byte {
 	if v.Tomb {
 		flags = 1
 	}
+	if v.Tuple.Era != 0 {
+		flags |= 2
+	}
 	b = append(b, valueFormat, flags)
+	if v.Tuple.Era != 0 {
+		b = binary.AppendUvarint(b, v.Tuple.Era)
+	}
 	b = binary.AppendUvarint(b, v.Tuple.MIdx)
 	b = binary.AppendUvarint(b, v.Tuple.V)
 	b = binary.AppendUvarint(b, uint64(v.Tuple.Origin))
@@ -33,24 +41,31 @@ func (valueCodec) Encode(v Value) []byte {
 var errValueFormat = errors.New("flow: stored value is malformed")
 
 func (valueCodec) Decode(b []byte) (Value, error) {
-	if len(b) < 2 || b[0] != valueFormat || b[1] > 1 {
+	if len(b) < 2 || b[0] != valueFormat || b[1] > 3 {
 		return Value{}, fmt.Errorf("%w: header %x", errValueFormat, b[:min(len(b), 2)])
 	}
-	v := Value{Tomb: b[1] == 1}
+	v := Value{Tomb: b[1]&1 == 1}
+	hasEra := b[1]&2 == 2
 	b = b[2:]
-	var fields [3]uint64
+	var fields [4]uint64 // era, m_idx, v, origin
 	for i := range fields {
+		if i == 0 && !hasEra {
+			continue
+		}
 		n, k := binary.Uvarint(b)
 		if k <= 0 {
 			return Value{}, fmt.Errorf("%w: tuple field %d", errValueFormat, i)
 		}
 		fields[i], b = n, b[k:]
 	}
+	if hasEra && fields[0] == 0 {
+		return Value{}, fmt.Errorf("%w: era flagged but 0", errValueFormat)
+	}
 	exp, k := binary.Varint(b)
 	if k <= 0 {
 		return Value{}, fmt.Errorf("%w: expiry", errValueFormat)
 	}
-	v.Tuple = Tuple{MIdx: fields[0], V: fields[1], Origin: dial.NodeID(fields[2])}
+	v.Tuple = Tuple{Era: fields[0], MIdx: fields[1], V: fields[2], Origin: dial.NodeID(fields[3])}
 	v.ExpiresAtMs = exp
 	if rest := b[k:]; len(rest) > 0 {
 		if v.Tomb {

@@ -33,7 +33,9 @@ import (
 //	modes    := map string→Mode byte
 //	epoch?   := Epoch, in a group-op frame only (kind 8, added after
 //	            version 1 shipped: every other kind's bytes are as they were)
-//	value    := flags(Tomb=1) Data Tuple.MIdx Tuple.V Tuple.Origin ExpiresAtMs(signed)
+//	value    := flags(Tomb=1, Era=2) Data Tuple.Era? Tuple.MIdx Tuple.V Tuple.Origin
+//	            ExpiresAtMs(signed)   (Era only when flagged, and then not 0:
+//	                                   a value of era 0 is as before eras)
 //
 // Every field of msg but Epoch is written for every kind (an absent one
 // costs a byte), so the format has one shape to check, and one tail. The decoder accepts exactly
@@ -48,7 +50,8 @@ import (
 const frameVersion = 1
 
 // kindCodes are the frame kinds' bytes on the wire: append only.
-var kindCodes = [...]string{1: FrameOp, 2: FrameOpResp, 3: FramePush, 4: FrameAE, 5: FrameAEResp, 6: FrameAdopt, 7: FrameAdoptResp, 8: FrameGroupOp}
+var kindCodes = [...]string{1: FrameOp, 2: FrameOpResp, 3: FramePush, 4: FrameAE, 5: FrameAEResp, 6: FrameAdopt, 7: FrameAdoptResp, 8: FrameGroupOp,
+	9: FrameMoveAsk, 10: FrameMoveCopy, 11: FrameIngest, 12: FrameIngestAck}
 
 func kindCode(kind string) (byte, bool) {
 	for c, k := range kindCodes {
@@ -196,8 +199,18 @@ func appendEntries(b []byte, e map[string]Value) []byte {
 }
 
 func appendValue(b []byte, v Value) []byte {
-	b = appendBool(b, v.Tomb)
+	flags := byte(0)
+	if v.Tomb {
+		flags = 1
+	}
+	if v.Tuple.Era != 0 {
+		flags |= 2
+	}
+	b = append(b, flags)
 	b = appendString(b, v.Data)
+	if v.Tuple.Era != 0 {
+		b = binary.AppendUvarint(b, v.Tuple.Era)
+	}
 	b = binary.AppendUvarint(b, v.Tuple.MIdx)
 	b = binary.AppendUvarint(b, v.Tuple.V)
 	b = binary.AppendUvarint(b, uint64(v.Tuple.Origin))
@@ -399,8 +412,17 @@ func (d *frameDecoder) entries() map[string]Value {
 	for i := 0; i < n && d.Err == nil; i++ {
 		k := d.key(i, last)
 		var v Value
-		v.Tomb = d.Bool()
+		flags := d.Byte()
+		if flags > 3 {
+			d.Fail("value flags %d", flags)
+		}
+		v.Tomb = flags&1 == 1
 		v.Data = d.bytes()
+		if flags&2 == 2 {
+			if v.Tuple.Era = d.Uvarint(); v.Tuple.Era == 0 {
+				d.Fail("era flagged but 0")
+			}
+		}
 		v.Tuple.MIdx = d.Uvarint()
 		v.Tuple.V = d.Uvarint()
 		v.Tuple.Origin = dial.NodeID(d.Uvarint())

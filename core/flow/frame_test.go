@@ -39,7 +39,7 @@ func drawValue(t *rapid.T) Value {
 	v := Value{
 		Tomb:        rapid.Bool().Draw(t, "tomb"),
 		Data:        frameBlobs.Draw(t, "data"),
-		Tuple:       Tuple{MIdx: frameUint.Draw(t, "midx"), V: frameUint.Draw(t, "v"), Origin: dial.NodeID(frameUint.Draw(t, "origin"))},
+		Tuple:       Tuple{Era: rapid.SampledFrom([]uint64{0, 0, 1, 1 << 40}).Draw(t, "era"), MIdx: frameUint.Draw(t, "midx"), V: frameUint.Draw(t, "v"), Origin: dial.NodeID(frameUint.Draw(t, "origin"))},
 		ExpiresAtMs: frameInt.Draw(t, "exp"),
 	}
 	return v
@@ -123,7 +123,8 @@ func TestFrameRoundTrip(t *testing.T) {
 		family, reply, ok := FrameKind(b)
 		require.True(t, ok)
 		wantFamily, wantReply := map[string]uint8{FrameOp: FamilyOp, FrameGroupOp: FamilyOp, FrameOpResp: FamilyOp, FrameAE: FamilyAE, FrameAEResp: FamilyAE,
-			FrameAdopt: FamilyAdopt, FrameAdoptResp: FamilyAdopt}[m.Kind], m.Kind == FrameOpResp || m.Kind == FrameAEResp || m.Kind == FrameAdoptResp
+			FrameAdopt: FamilyAdopt, FrameAdoptResp: FamilyAdopt, FrameMoveAsk: FamilyMove, FrameMoveCopy: FamilyMove, FrameIngest: FamilyMove, FrameIngestAck: FamilyMove}[m.Kind],
+			m.Kind == FrameOpResp || m.Kind == FrameAEResp || m.Kind == FrameAdoptResp || m.Kind == FrameMoveCopy || m.Kind == FrameIngestAck
 		require.Equal(t, wantFamily, family)
 		require.Equal(t, wantReply, reply)
 		// Every strict prefix is refused.

@@ -248,12 +248,16 @@ func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[st
 		return Response{}, nil, 0, fmt.Errorf("%w: local reads only", ErrBadRequest)
 	}
 	// Made at the first write: a read changes nothing and returns nil.
+	era := uint64(0)
+	if req.Op.writes() {
+		era = s.era(req.Flow)
+	}
 	write := func(key string, data []byte, tomb bool, ttlMs int64) {
 		if changed == nil {
 			changed = make(map[string]Value, max(1, len(req.Entries)))
 		}
 		prev := f[key]
-		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(prev.Tuple)}
+		v := Value{Data: append([]byte(nil), data...), Tomb: tomb, Tuple: s.nextTuple(era, prev.Tuple)}
 		if ttlMs == 0 {
 			ttlMs = s.cfg.DefaultTTLMs
 		}

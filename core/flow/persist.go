@@ -68,9 +68,9 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	// replica's late copy and served it with: imposter-scenarios seed 312.)
 	var floor Tuple
 	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
-		floor = Tuple{MIdx: at, V: s.env.Epoch << 32}
+		floor = Tuple{Era: s.era(flow), MIdx: at, V: s.env.Epoch << 32}
 	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
-		floor = Tuple{MIdx: a.m, V: s.env.Epoch << 32} // adopted, waiting only for its fsync
+		floor = Tuple{Era: s.era(flow), MIdx: a.m, V: s.env.Epoch << 32} // adopted, waiting only for its fsync
 	}
 	// The copy is written whole when every key of it is newer (a push,
 	// mostly): the shard only reads the map it is handed, so in serves.
@@ -125,10 +125,11 @@ func (s *Store) evict(flow string) {
 	f := s.sh.Peek(flow)
 	_, mode, _ := s.sh.Meta(flow)
 	now := s.now().UnixMilli()
+	era := s.era(flow)
 	changed := map[string]Value{}
 	for _, k := range slices.Sorted(maps.Keys(f)) {
 		if !f[k].Tomb {
-			changed[k] = Value{Tomb: true, Tuple: s.nextTuple(f[k].Tuple), ExpiresAtMs: now}
+			changed[k] = Value{Tomb: true, Tuple: s.nextTuple(era, f[k].Tuple), ExpiresAtMs: now}
 		}
 	}
 	if s.commit(flow, changed, mode) == nil {

@@ -51,7 +51,7 @@ func flowBytes(f map[string]Value) int {
 	return n
 }
 
-func partition(flow string) uint32 { return uint32(xxhash.Sum64String(flow) % aePartitions) }
+func aePartition(flow string) uint32 { return uint32(xxhash.Sum64String(flow) % aePartitions) }
 
 // flowDigest covers every key's tuple and tombstone, in key order. Data
 // need not be hashed: equal tuples name the same write.
@@ -76,6 +76,12 @@ func flowDigest(f map[string]Value) uint64 {
 			b[24] = 1
 		}
 		_, _ = d.Write(b[:])
+		if v.Tuple.Era != 0 {
+			// Only then: a fleet's unmoved partitions, and every flow
+			// outside a fleet, digest as before eras.
+			binary.LittleEndian.PutUint64(b[0:], v.Tuple.Era)
+			_, _ = d.Write(b[:8])
+		}
 	}
 	return d.Sum64()
 }
@@ -91,7 +97,7 @@ func (s *Store) digests(flows []string, owner, replica dial.NodeID) (map[uint32]
 			continue
 		}
 		s.addDigest(sums, f)
-		members[partition(f)] = append(members[partition(f)], f)
+		members[aePartition(f)] = append(members[aePartition(f)], f)
 	}
 	return sums, members
 }
@@ -117,7 +123,7 @@ func (s *Store) replicaDigests(flows []string) map[dial.NodeID]map[uint32]uint64
 // addDigest folds flow f into its partition's sum. Flows are combined in
 // flow-id order, so the owner and the replica reach the same sum.
 func (s *Store) addDigest(sums map[uint32]uint64, f string) {
-	part := partition(f)
+	part := aePartition(f)
 	sums[part] = sums[part]*1_000_003 + flowDigest(s.sh.Peek(f)) + 1
 }
 
@@ -142,6 +148,7 @@ func (s *Store) antiEntropy() {
 	}
 	s.refresh()
 	s.AERounds++
+	s.release()
 	sums := s.replicaDigests(s.sh.Flows())
 	for _, owner := range s.voters {
 		if owner == s.env.ID {
@@ -150,6 +157,33 @@ func (s *Store) antiEntropy() {
 		// Sent even when empty: the owner may hold flows this replica
 		// has never seen.
 		_ = s.send(owner, msg{Kind: FrameAE, M: s.mIdx, Digests: sums[owner]})
+	}
+}
+
+// release drops this node's copies of flows whose partition the
+// directory gives another group, not moving: what a move out of this
+// group left behind once it was published (the move's last step). At
+// most MaxAEFlows a round. Safe against a directory that lags: the next
+// state of a partition held elsewhere is a move that the node takes
+// copies in only once its directory shows it (Store.ingestable).
+func (s *Store) release() {
+	if s.env.Fleet == nil {
+		return
+	}
+	d := s.env.Fleet.Directory()
+	if d == nil {
+		return
+	}
+	n := 0
+	for _, f := range s.sh.Flows() {
+		if g, _ := d.HolderOf(f); g == s.env.Fleet.Group() || !d.Holds(g, f) {
+			continue
+		}
+		s.sh.Drop(f)
+		s.Released++
+		if n++; n >= s.cfg.MaxAEFlows {
+			return
+		}
 	}
 }
 

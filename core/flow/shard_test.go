@@ -234,15 +234,33 @@ func TestValueCodecRoundTrips(t *testing.T) {
 		{Data: []byte("hello"), Tuple: Tuple{MIdx: 3, V: 1<<40 + 7, Origin: idB}, ExpiresAtMs: 1_700_000_123_456},
 		{Tomb: true, Tuple: Tuple{MIdx: 1, V: 2, Origin: idA}, ExpiresAtMs: -5},
 		{Tuple: Tuple{MIdx: 1, V: 1, Origin: idC}},
+		{Data: []byte("moved"), Tuple: Tuple{Era: 12, MIdx: 1, V: 1, Origin: idC}},
+		{Tomb: true, Tuple: Tuple{Era: 1 << 33, MIdx: 2, V: 5, Origin: idA}, ExpiresAtMs: 9},
 	} {
 		got, err := valueCodec{}.Decode(valueCodec{}.Encode(v))
 		require.NoError(t, err)
 		require.Equal(t, v, got)
 	}
-	for _, bad := range [][]byte{nil, {1}, {2, 0}, {1, 2}, {1, 0, 0x80}, append(valueCodec{}.Encode(Value{Tomb: true}), 'x')} {
+	// Era 0 is stored as before eras: no flag, no field.
+	require.Equal(t, []byte{1, 0, 3, 4, 5, 0}, valueCodec{}.Encode(Value{Tuple: Tuple{MIdx: 3, V: 4, Origin: 5}}))
+	for _, bad := range [][]byte{nil, {1}, {2, 0}, {1, 2}, {1, 0, 0x80}, append(valueCodec{}.Encode(Value{Tomb: true}), 'x'),
+		{1, 2, 0, 3, 4, 5, 0}, // era flagged but 0: a second encoding of era 0
+		{1, 4, 3, 4, 5, 0},    // an unknown flag
+	} {
 		_, err := valueCodec{}.Decode(bad)
 		require.ErrorIs(t, err, errValueFormat, "%x", bad)
 	}
+}
+
+// A later era outranks whatever an earlier one wrote, whatever the two
+// holdings' membership indexes: they are different groups' counters.
+func TestTupleEraComesFirst(t *testing.T) {
+	earlier := Tuple{Era: 0, MIdx: 90, V: 1 << 40, Origin: idC}
+	later := Tuple{Era: 7, MIdx: 2, V: 1, Origin: idA}
+	require.True(t, earlier.Less(later))
+	require.False(t, later.Less(earlier))
+	require.True(t, Tuple{Era: 7, MIdx: 2, V: 1}.Less(Tuple{Era: 7, MIdx: 2, V: 2}), "within an era, as before")
+	require.Equal(t, "(7:2,1,"+idA.String()+")", later.String())
 }
 
 func FuzzValueCodec(f *testing.F) {

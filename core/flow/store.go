@@ -61,6 +61,10 @@ type Fleet interface {
 	// applied it from the control group; nil while it has none, when
 	// every flow is refused.
 	Directory() *fleet.Directory
+	// Fences is what this node's group's own log has fenced of the
+	// partitions moving out of it (fleet.Fences), as this node last
+	// applied it.
+	Fences() fleet.Fences
 }
 
 // Rand is the seeded source a store draws its timer jitter from.
@@ -123,6 +127,9 @@ type Store struct {
 	servedAt map[string]uint64 // flow -> the latest m_idx at which this node served it (never forgotten)
 	prevMIdx uint64            // the membership index before mIdx, as this node saw it
 	adopting map[string]*adoption
+	// move is the copy of a partition move this node drives (move.go);
+	// nil when none.
+	move *mover
 	// mIdxSince is when this store first saw mIdx in force (its
 	// monotonic clock): an adoption's wait counts from there.
 	mIdxSince time.Duration
@@ -141,7 +148,7 @@ type Store struct {
 	stopped      bool
 
 	// Counters, for scenarios and benchmarks.
-	Shed, Served, Pushed, Merged, Pruned, Adoptions, AERounds, BadFrames, Evicted uint64
+	Shed, Served, Pushed, Merged, Pruned, Adoptions, AERounds, BadFrames, Evicted, Released uint64
 }
 
 type call struct {
@@ -205,6 +212,7 @@ func (s *Store) Stop() {
 		return
 	}
 	s.stopped = true
+	s.StopMove()
 	s.sh.Stop()
 	if s.aeTimer != nil {
 		s.aeTimer.Stop()
@@ -283,6 +291,14 @@ func (s *Store) elsewhere(flow string) (*fleet.Directory, bool) {
 // older directory sent it here.
 func (s *Store) holds(flow string) error {
 	switch d, away := s.elsewhere(flow); {
+	case !away && d != nil && !s.cfg.Bugs.RouteStaleEpoch:
+		// The directory gives the partition to this group since e; the
+		// group's own log may have fenced a move of it since (a
+		// directory that lags the control group's): then it moves.
+		if _, e := d.HolderOf(flow); s.env.Fleet.Fences().AtKey(flow) >= e {
+			return fmt.Errorf("%w: fenced by this group's log since epoch %d", fleet.ErrMoving, s.env.Fleet.Fences().AtKey(flow))
+		}
+		return nil
 	case !away:
 		return nil
 	case d == nil:
@@ -392,15 +408,29 @@ func (s *Store) Adopted(flow string) bool {
 	return s.adopted[flow] == s.mIdx && s.ownerOf(s.ring, flow) == s.env.ID
 }
 
-// nextTuple is the tuple of a write over prev: this m_idx, a counter above
-// prev's and above this incarnation's floor (Epoch<<32), this node.
-func (s *Store) nextTuple(prev Tuple) Tuple {
+// nextTuple is the tuple of a write over prev in era (Store.era): this
+// m_idx, a counter above prev's and above this incarnation's floor
+// (Epoch<<32), this node.
+func (s *Store) nextTuple(era uint64, prev Tuple) Tuple {
 	floor := s.env.Epoch << 32
-	if prev.MIdx != s.mIdx {
-		// A counter from another m_idx says nothing about this one: start
-		// at this incarnation's floor, so two incarnations never issue
-		// the same tuple.
-		return Tuple{MIdx: s.mIdx, V: floor + 1, Origin: s.env.ID}
+	if prev.MIdx != s.mIdx || prev.Era != era {
+		// A counter from another m_idx or era says nothing about this
+		// one: start at this incarnation's floor, so two incarnations
+		// never issue the same tuple.
+		return Tuple{Era: era, MIdx: s.mIdx, V: floor + 1, Origin: s.env.ID}
 	}
-	return Tuple{MIdx: s.mIdx, V: max(prev.V, floor) + 1, Origin: s.env.ID}
+	return Tuple{Era: era, MIdx: s.mIdx, V: max(prev.V, floor) + 1, Origin: s.env.ID}
+}
+
+// era is the era this node's group writes flow in (Tuple): 0 outside a
+// fleet and while the directory holds its partition where the table first
+// put it, otherwise the epoch at which the directory assigned it here.
+func (s *Store) era(flow string) uint64 {
+	if s.env.Fleet == nil {
+		return 0
+	}
+	if d := s.env.Fleet.Directory(); d != nil {
+		return d.EraOf(flow)
+	}
+	return 0
 }

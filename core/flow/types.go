@@ -109,11 +109,22 @@ type Response struct {
 }
 
 // Tuple is the fencing tuple every stored value (tombstones too) carries:
-// the membership index under which the writer owned the key, the owner's
-// per-key write counter, and the writer's id to break exact ties. The
-// larger tuple wins every merge, everywhere, so a deposed owner's writes,
-// stamped with a smaller m_idx, lose by arithmetic.
+// the era of the holding it was written in, the membership index under
+// which the writer owned the key, the owner's per-key write counter, and
+// the writer's id to break exact ties. The larger tuple wins every merge,
+// everywhere, so a deposed owner's writes, stamped with a smaller m_idx,
+// lose by arithmetic.
+//
+// Era is 0 outside a fleet, and for a partition that has never left the
+// group the table first put it in. In a fleet, a partition that moved to
+// a group is written there in the era of the directory epoch it was
+// assigned at (Store.era), and its copies arrive in the era of its fence
+// (Store.Ingest): every holding of a partition is a later era than the
+// one before it, so a group's leftover copies from an earlier holding
+// lose to whatever a later one wrote, whatever the two groups' membership
+// indexes (which are unrelated counters).
 type Tuple struct {
+	Era    uint64
 	MIdx   uint64
 	V      uint64
 	Origin dial.NodeID
@@ -121,6 +132,9 @@ type Tuple struct {
 
 // Less orders tuples lexicographically.
 func (t Tuple) Less(o Tuple) bool {
+	if t.Era != o.Era {
+		return t.Era < o.Era
+	}
 	if t.MIdx != o.MIdx {
 		return t.MIdx < o.MIdx
 	}
@@ -130,7 +144,12 @@ func (t Tuple) Less(o Tuple) bool {
 	return t.Origin < o.Origin
 }
 
-func (t Tuple) String() string { return fmt.Sprintf("(%d,%d,%v)", t.MIdx, t.V, t.Origin) }
+func (t Tuple) String() string {
+	if t.Era != 0 {
+		return fmt.Sprintf("(%d:%d,%d,%v)", t.Era, t.MIdx, t.V, t.Origin)
+	}
+	return fmt.Sprintf("(%d,%d,%v)", t.MIdx, t.V, t.Origin)
+}
 
 // Value is one stored key.
 type Value struct {
@@ -178,7 +197,7 @@ var (
 // caller routed with, are known not applied too: the check is made before
 // anything else.
 var known = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrNotInteger, ErrBadRequest, ErrBusy,
-	fleet.ErrElsewhere, fleet.ErrStaleEpoch, fleet.ErrAhead}
+	fleet.ErrElsewhere, fleet.ErrStaleEpoch, fleet.ErrAhead, fleet.ErrMoving}
 
 // Known reports whether err means the operation certainly did not apply.
 func Known(err error) bool {
@@ -245,7 +264,7 @@ func Reason(err error) string {
 		{ErrShed, "shed"}, {ErrBusy, "shed"}, {ErrNoOwner, "no_owner"}, {ErrFenced, "fenced"},
 		{ErrNotOwner, "not_owner"}, {ErrIsolated, "isolated"}, {ErrNotAdopted, "not_adopted"},
 		{ErrSend, "unreachable"}, {ErrBadRequest, "bad_request"}, {ErrNotInteger, "bad_request"},
-		{fleet.ErrElsewhere, "partition_elsewhere"}, {fleet.ErrStaleEpoch, "stale_epoch"}, {fleet.ErrAhead, "epoch_ahead"},
+		{fleet.ErrElsewhere, "partition_elsewhere"}, {fleet.ErrStaleEpoch, "stale_epoch"}, {fleet.ErrAhead, "epoch_ahead"}, {fleet.ErrMoving, "partition_moving"},
 	} {
 		if errors.Is(err, r.err) {
 			return r.reason

@@ -26,6 +26,10 @@ const (
 	FrameAEResp    = "ae-resp"    // the owner's copies of the partitions that differ
 	FrameAdopt     = "adopt"      // a new owner asks for every copy of a flow
 	FrameAdoptResp = "adopt-resp" // a copy's answer to an adoption
+	FrameMoveAsk   = "move-ask"   // a move's driver asks an old voter for a page of its copies
+	FrameMoveCopy  = "move-copy"  // the old voter's page
+	FrameIngest    = "ingest"     // the driver hands a page to a new voter
+	FrameIngestAck = "ingest-ack" // the new voter has it on disk
 )
 
 // FrameInfo is what a flow frame says of itself.
@@ -116,7 +120,7 @@ var errCodes = []struct {
 	{"fenced", ErrFenced}, {"not-owner", ErrNotOwner}, {"isolated", ErrIsolated},
 	{"not-adopted", ErrNotAdopted}, {"not-integer", ErrNotInteger}, {"bad-request", ErrBadRequest},
 	{"no-owner", ErrNoOwner}, {"shed", ErrShed}, {"busy", ErrBusy}, {"disk", ErrDisk},
-	{"elsewhere", fleet.ErrElsewhere}, {"stale-epoch", fleet.ErrStaleEpoch}, {"epoch-ahead", fleet.ErrAhead},
+	{"elsewhere", fleet.ErrElsewhere}, {"stale-epoch", fleet.ErrStaleEpoch}, {"epoch-ahead", fleet.ErrAhead}, {"moving", fleet.ErrMoving},
 }
 
 func encodeErr(err error) string {
@@ -228,6 +232,14 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 			return
 		}
 		s.adoptionAnswer(from, m)
+	case FrameMoveAsk:
+		s.answerMoveAsk(from, m)
+	case FrameMoveCopy:
+		s.moveCopy(from, m)
+	case FrameIngest:
+		s.ingest(from, m)
+	case FrameIngestAck:
+		s.moveAck(from, m)
 	default:
 		s.BadFrames++
 	}
@@ -276,6 +288,7 @@ const (
 	FamilyOp    = 1 // op → op-resp
 	FamilyAE    = 2 // ae → ae-resp
 	FamilyAdopt = 3 // adopt → adopt-resp
+	FamilyMove  = 4 // move-ask → move-copy, ingest → ingest-ack
 )
 
 // PeekKind reads a flow frame's kind from its head without decoding or
@@ -308,6 +321,10 @@ func FrameKind(frame []byte) (family uint8, reply bool, ok bool) {
 		return FamilyAdopt, false, true
 	case FrameAdoptResp:
 		return FamilyAdopt, true, true
+	case FrameMoveAsk, FrameIngest:
+		return FamilyMove, false, true
+	case FrameMoveCopy, FrameIngestAck:
+		return FamilyMove, true, true
 	case FramePush:
 		return 0, false, true
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/fleet"
+	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -141,6 +142,7 @@ func (s prefixed) Send(to dial.NodeID, frame []byte) error {
 // directory the control replica has applied, decoded once per version.
 type directoryView struct {
 	ctl   *consensus.Node
+	data  *consensus.Node // the node's data group, whose log holds its fences
 	group int
 	rev   uint64 // the control KV's revision last looked at
 	ver   uint64 // the directory value's version decoded
@@ -148,6 +150,13 @@ type directoryView struct {
 	// directory, and refuses every flow, rather than route by a value it
 	// cannot read.
 	dir *fleet.Directory
+	// The group's fences (fleet.Fences), from the data group's KV, decoded
+	// once per version like the directory. A value that does not decode
+	// fences every partition (fencesBad): a fence must never be read as
+	// absent.
+	fencesRev, fencesVer uint64
+	fences               fleet.Fences
+	fencesBad            bool
 }
 
 func (v *directoryView) Group() int { return v.group }
@@ -177,6 +186,26 @@ func (v *directoryView) refresh() {
 	}
 }
 
+// Fences is the group's fences as the data replica has applied them.
+func (v *directoryView) Fences() fleet.Fences {
+	if rev := v.data.Revision(); rev != v.fencesRev {
+		v.fencesRev = rev
+		e, ok := v.data.LocalGet(fleet.FencesKey)
+		switch {
+		case !ok:
+			v.fencesVer, v.fences, v.fencesBad = 0, fleet.Fences{}, false
+		case e.Version != v.fencesVer:
+			v.fencesVer = e.Version
+			f, err := fleet.DecodeFences(e.Value)
+			v.fences, v.fencesBad = f, err != nil
+		}
+	}
+	if v.fencesBad {
+		return fleet.FenceAll
+	}
+	return v.fences
+}
+
 // publisher is the node's publishing turn.
 type publisher struct {
 	n     *Node
@@ -188,6 +217,9 @@ type publisher struct {
 	// answered yet: at most one (CheckInvariants holds it).
 	inFlight int
 	stopped  bool
+	// copied is the move batch whose copy completed at this node (its
+	// driver, the control group's leader): publish it next.
+	copied *flow.Move
 }
 
 func (p *publisher) arm() {
@@ -239,7 +271,17 @@ func (p *publisher) turn() {
 				ctl.RemoveMember(id, func(error) { p.inFlight-- })
 				return
 			}
+			if p.drive(d, e.Version) {
+				return
+			}
 		}
+	} else {
+		// Only the control group's leader drives a move's copy.
+		p.n.Flow.StopMove()
+		p.copied = nil
+	}
+	if d := p.view.Directory(); d != nil && p.fence(d) {
+		return
 	}
 	if p.bugs.UnpublishedMembership {
 		return

@@ -147,7 +147,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 			cn.Stop()
 			return nil, fmt.Errorf("node: control group: %w", err)
 		}
-		view = &directoryView{ctl: n.Control, group: fc.Group}
+		view = &directoryView{ctl: n.Control, data: cn, group: fc.Group}
 	}
 	stop := func() {
 		cn.Stop()
