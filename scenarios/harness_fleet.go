@@ -84,9 +84,18 @@ type fleetHarness struct {
 	// lagging drops a frame to a node cut off from the control group
 	// (fleet-resize's lagControl); nil: none.
 	lagging func(to dial.NodeID, frame []byte) bool
-	// onFence is told, when the record first shows a batch moving, the
-	// group it moves out of; nil: nobody listens.
-	onFence func(from int)
+	// onStep is told each step of a move the record shows: "fence" (a
+	// batch first moving), "publish" (a batch published), "copy" (its
+	// driver asks an old voter for a page), "ingest" (it hands a new
+	// voter a page), with the groups the batch moves from and to, and
+	// the node the step's frame went to (0 for fence and publish); nil:
+	// nobody listens.
+	onStep func(step string, from, to int, at dial.NodeID)
+	// fenced are told each directory the record shows a batch first
+	// moving in (fleet-resize's lagControl).
+	fenced []func(d *fleet.Directory)
+	// chaos is the run's fault injector, once runUnderChaos starts it.
+	chaos *Chaos
 	// resized counts the resizes committed (fleet-resize); target is the
 	// last one asked for (0: none).
 	resized, target int
@@ -223,22 +232,58 @@ func (f *fleetHarness) sawDirectory(nd *node.Node) {
 // last directory recorded did (a publication; a partition that is moving
 // is still its old group's).
 func (f *fleetHarness) record(d *fleet.Directory) {
+	fenced, published := [2]int{-1, -1}, [2]int{-1, -1}
 	for p := range f.holdings {
 		g, _ := d.Holder(partition.Partition(p))
 		if h := f.holdings[p]; h[len(h)-1].group != g {
+			published = [2]int{h[len(h)-1].group, g}
 			f.holdings[p] = append(h, holding{group: g, at: f.k.Now()})
 			f.windows = append(f.windows, f.k.Now()-f.fencedAt[p])
 		}
-		if from, _, _, moving := d.Moving(partition.Partition(p)); moving && f.fencedAt[p] == 0 {
+		if from, to, _, moving := d.Moving(partition.Partition(p)); moving && f.fencedAt[p] == 0 {
 			f.fencedAt[p] = f.k.Now()
-			if f.onFence != nil {
-				f.onFence(from)
-			}
+			fenced = [2]int{from, to}
 		} else if !moving {
 			f.fencedAt[p] = 0
 		}
 	}
 	f.latest = d
+	for _, fn := range f.fenced {
+		if fenced[0] >= 0 {
+			fn(d)
+		}
+	}
+	if f.onStep != nil && fenced[0] >= 0 {
+		f.onStep("fence", fenced[0], fenced[1], 0)
+	}
+	if f.onStep != nil && published[0] >= 0 {
+		f.onStep("publish", published[0], published[1], 0)
+	}
+}
+
+// watchMoves tells onStep of each move-ask and ingest frame sent (the
+// copy's steps), from the network's record.
+func (f *fleetHarness) watchMoves() {
+	h := f.groups[0]
+	f.nw.Watch(func(s netsim.Sending) {
+		if s.Fate != netsim.Sent || f.onStep == nil {
+			return
+		}
+		p := h.plain(s.Frame)
+		if kind, ok := flow.PeekKind(p); !ok || (kind != flow.FrameMoveAsk && kind != flow.FrameIngest) {
+			return
+		}
+		info, err := flow.DecodeFrame(p)
+		if err != nil {
+			return
+		}
+		_, from, to, _ := f.latest.MovingBatch()
+		step := "copy"
+		if info.Kind == flow.FrameIngest {
+			step = "ingest"
+		}
+		f.onStep(step, from, to, s.To)
+	})
 }
 
 // placed reports whether the newest directory the record holds has every
@@ -344,6 +389,7 @@ func (f *fleetHarness) runUnderChaos(faults FaultConfig, hot, all []string) erro
 		}
 	}
 	chaos := StartChaos(f.run, f.nw, f.nodes, faults, f.calm)
+	f.chaos = chaos
 	f.k.At(f.calm+probeAfter, sim.EvCheck, xxhash.Sum64String("fleet probe"), f.probe.run)
 	for _, h := range f.groups {
 		h.holdForFloors(f.calm, f.short)

@@ -2,12 +2,15 @@ package scenarios
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/partition"
 	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/rollout"
 	"github.com/fenceline/fenceline/dial"
@@ -18,19 +21,20 @@ func init() {
 	Register(Scenario{
 		Name: "fleet-resize",
 		Summary: "a fleet of 2 groups of three resized to 1 group and back to 2 while clients on every node call every flow; " +
-			"each batch of partitions fenced, copied and published under partitions, loss, crashes and clock skew",
+			"each batch of partitions fenced, copied and published under partitions, loss, crashes and clock skew, " +
+			"a crash aimed at a step of a move, and a moving owner cut off from the control group and its own log",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			// 17 of seeds 1..20: the new group serves what it never got.
-			{Name: "publish-before-copy", Window: 20, MinCaught: 12},
-			// 8 of seeds 1..40: the owner cut off from its group's log at
+			// 19 of seeds 1..20: the new group serves what it never got.
+			{Name: "publish-before-copy", Window: 20, MinCaught: 14},
+			// 7 of seeds 1..40: the owner cut off from its group's log at
 			// the fence (lagControl) gave its copy, served on, and the new
 			// group served without what it wrote.
 			{Name: "move-before-fence", Window: 40, MinCaught: 4},
-			// 23 of seeds 1..40, by partition-holder: the owner cut off from
+			// 25 of seeds 1..40, by partition-holder: the owner cut off from
 			// the control group served by its directory past its group
 			// log's fence.
-			{Name: "route-stale-epoch", Window: 40, MinCaught: 12},
+			{Name: "route-stale-epoch", Window: 40, MinCaught: 13},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"partitions-moved", 2 * node.MoveBatch}},
 		Checkers: plus(fleetCheckers, "resize-complete"),
@@ -52,10 +56,12 @@ func runFleetResize(run *Run) error {
 	f.resize(1, shrink)
 	f.lagControl(1, shrink, hot)
 	// Back to two groups once the record shows every partition in group
-	// 0, or at the heal if the faults held the shrink up that long.
+	// 0, or 4s after the heal if the faults held the shrink up that long
+	// (seed 202: the control group had no leader for most of the faults,
+	// and the shrink had not even committed at the heal).
 	var grow func()
 	grow = func() {
-		if f.k.Now() < f.calm && !f.placed(1) {
+		if f.k.Now() < f.calm+4*time.Second && !f.placed(1) {
 			f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String("grow"), grow)
 			return
 		}
@@ -64,57 +70,65 @@ func runFleetResize(run *Run) error {
 		f.lagControl(0, f.k.Now(), hot)
 	}
 	f.k.At(shrink, sim.EvCheck, xxhash.Sum64String("grow"), grow)
+	f.aimCrash(k.Stream("knobs/resize/crash"))
 	return f.runUnderChaos(faults, hot, all)
 }
 
-// lagControl aims two faults at the move's fence, at the founding owner
-// of one of group g's hot flows (g: the group the resize moves
-// partitions out of):
+// lagControl aims two faults at the move's fence, at the owner in group g
+// (the group the resize moves partitions out of) of one of the hot flows
+// that move, until the heal:
 //
-//   - from at, for controlLag, it hears nothing of the control group, so
-//     its directory lags while its own group's log runs on: only the
-//     fence its group's log holds stops it serving what moves away
-//     (fleet.Fences). An owner that trusted its directory's epoch would
-//     serve on beside the new group (route-stale-epoch);
-//   - when the record first shows a batch moving out of g, for dataLag,
-//     it hears nothing of its own group's log either: it serves on
-//     within its isolation window (D-17) without the log's fence, and a
-//     copy taken from it then misses what it serves after
+//   - from at until controlLag after the record shows that flow's
+//     partition moving (its batch fenced), it hears nothing of the
+//     control group, so its directory lags while its own group's log
+//     runs on: only the fence its group's log holds stops it serving
+//     what moves away (fleet.Fences). An owner that trusted its
+//     directory's epoch would serve on beside the new group
+//     (route-stale-epoch);
+//   - for dataLag from that fence, it hears nothing of its own group's
+//     log either: it
+//     serves on within its isolation window (D-17) without the log's
+//     fence, and a copy taken from it then misses what it serves after
 //     (move-before-fence). The move must wait for its answer, which it
 //     gives only once its log has fenced the batch.
 func (f *fleetHarness) lagControl(g int, at time.Duration, hot []string) {
 	ks := f.k.Stream("knobs/resize/lag")
 	h := f.groups[g]
-	var owners []dial.NodeID
+	// Group 1's hot flows move in both resizes: to group 0 and back.
+	var moving []string
 	for _, fl := range hot {
-		if r := f.dir.Resolve(fl); r.Group == g {
-			owners = append(owners, r.Owner)
+		if f.dir.Resolve(fl).Group == 1 {
+			moving = append(moving, fl)
 		}
 	}
-	lagged := f.k.Machine(owners[ks.IntN(len(owners))])
-	until := at + controlLag
-	f.run.Knob("control_lag", fmt.Sprintf("%s %v..%v", lagged.Name(), at, until))
-	var dataFrom time.Duration = -1
-	f.onFence = func(from int) {
-		if from == g && dataFrom < 0 && f.k.Now() >= at {
-			dataFrom = f.k.Now()
-			f.run.Knob("data_lag", fmt.Sprintf("%s %v..%v", lagged.Name(), dataFrom, dataFrom+dataLag))
-		}
+	hf := moving[ks.IntN(len(moving))]
+	r := f.latest.Resolve(hf)
+	if r.Group != g {
+		return // the shrink did not reach it: the grow does not move it
 	}
+	lagged := f.k.Machine(r.Owner)
+	var from time.Duration = -1
+	f.fenced = append(f.fenced, func(d *fleet.Directory) {
+		if old, _, _, moving := d.Moving(partition.Of(hf)); moving && old == g && from < 0 && f.k.Now() >= at {
+			from = f.k.Now()
+			f.run.Knob("lagged", fmt.Sprintf("%s (owner of %s) from %v: control %v, its log %v", lagged.Name(), hf, from, controlLag, dataLag))
+		}
+	})
 	prev := f.lagging
 	f.lagging = func(to dial.NodeID, frame []byte) bool {
-		if to == lagged.ID() {
-			now := f.k.Now()
+		if now := f.k.Now(); to == lagged.ID() && now >= at {
 			p := h.plain(frame)
 			switch {
 			case len(p) == 0:
 			case p[0] == node.ControlFramePrefix:
-				if now >= at && now < until {
+				// Until controlLag past the fence, at most maxLag, and
+				// never past the heal.
+				if (from < 0 || now < from+controlLag) && now < at+maxLag && now < f.calm {
 					return true
 				}
 			case p[0] != flow.FramePrefix && p[0] != proxyonce.FramePrefix && p[0] != rollout.FramePrefix:
 				// The data group's raft.
-				if dataFrom >= 0 && now >= dataFrom && now < dataFrom+dataLag {
+				if from >= 0 && now < from+dataLag && now < f.calm {
 					return true
 				}
 			}
@@ -125,9 +139,66 @@ func (f *fleetHarness) lagControl(g int, at time.Duration, hot []string) {
 }
 
 // controlLag is how long lagControl cuts a node off from the control
-// group: several batches' moves. dataLag is how long it cuts it off from
+// group: past its batch's move. dataLag is how long it cuts it off from
 // its own group's log: past its isolation window.
+// maxLag bounds the first.
 const (
 	controlLag = 4 * time.Second
 	dataLag    = time.Second
+	maxLag     = 12 * time.Second
 )
+
+// moveSteps are the steps of a batch's move a crash is aimed at, and
+// moveRoles whom it crashes: the control group's leader (the move's
+// driver), a voter of the group the batch leaves, one of the group it
+// goes to.
+var (
+	moveSteps = []string{"fence", "copy", "ingest", "publish"}
+	moveRoles = []string{"driver", "old voter", "new voter"}
+)
+
+// aimCrash draws a step of a move, which of the resize's first batches,
+// and a role, and crashes that role's node the moment the record shows
+// that step (if the faults still run): over the seeds, a crash at every
+// step of a move, of every node a move depends on. The move must resume
+// (resize-complete) and lose nothing.
+func (f *fleetHarness) aimCrash(r *rand.Rand) {
+	step, role, nth := moveSteps[r.IntN(len(moveSteps))], moveRoles[r.IntN(len(moveRoles))], r.IntN(3)
+	f.run.Knob("aimed_crash", fmt.Sprintf("%s at the %s of batch %d", role, step, nth))
+	ord := f.run.AimedFault()
+	seen := 0
+	f.onStep = func(s string, from, to int, at dial.NodeID) {
+		if s != step || f.chaos == nil || f.k.Now() >= f.calm {
+			return
+		}
+		if seen++; seen != nth+1 {
+			return
+		}
+		var victim *sim.Machine
+		switch role {
+		case "driver":
+			for _, n := range f.nodes {
+				if nd := f.nd[n.Name()]; n.Up() && nd != nil && nd.Control.IsLeader() {
+					victim = n
+				}
+			}
+		case "old voter", "new voter":
+			g := from
+			if role == "new voter" {
+				g = to
+			}
+			if at != 0 && f.member[at] == g {
+				victim = f.k.Machine(at) // the node the step's frame went to
+			} else if ms := f.members(f.groups[g]); len(ms) > 0 {
+				victim = ms[r.IntN(len(ms))]
+			}
+		}
+		if victim == nil || !victim.Up() {
+			return
+		}
+		f.run.Inject(ord, fmt.Sprintf("crash %s, the move's %s, at the %s of batch %d", victim.Name(), role, step, nth), func() {
+			f.chaos.CrashAt(victim, f.k.Now())
+		})
+	}
+	f.watchMoves()
+}
