@@ -550,6 +550,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		h.checkAnswered()
 		h.checkConvergence(f.members(h))
 	}
+	cuts = append(cuts, f.moveCuts(services)...)
 	first := f.groups[0]
 	first.cuts = cuts
 	f.run.History("flow-linearizability", first.flowHist)
@@ -650,6 +651,50 @@ func (f *fleetHarness) checkDirectories() {
 			f.run.Did("spares-removed", 1)
 		}
 	}
+}
+
+// moveCuts are the cuts of flows whose partition moved between groups
+// (FlowCuts judges each group's own handoffs, and knows nothing of
+// moves). A move copies what every voter of the old group holds once its
+// log has fenced the partition, so it loses only what the old group
+// itself lost: a write its last server took and lost to a crash before
+// the move published (before its copy was taken, which comes earlier),
+// as a restart would in one group. Between two services of a flow by
+// nodes of different groups, a crash of the first node after its
+// service and before the publication that gave the flow to the second's
+// group is a cut at the crash; anything else lost is a failure.
+func (f *fleetHarness) moveCuts(services []checker.FlowService) []checker.FlowCut {
+	byFlow := map[string][]checker.FlowService{}
+	for _, s := range services {
+		byFlow[s.Flow] = append(byFlow[s.Flow], s)
+	}
+	var cuts []checker.FlowCut
+	for _, fl := range slices.Sorted(maps.Keys(byFlow)) {
+		ss := byFlow[fl]
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].At < ss[j].At })
+		for i := 1; i < len(ss); i++ {
+			a, b := ss[i-1], ss[i]
+			ga, gb := f.member[a.Node], f.member[b.Node]
+			if ga == gb {
+				continue
+			}
+			published := time.Duration(-1)
+			for _, h := range f.holdings[partition.Of(fl)] {
+				if h.group == gb && h.at > a.At && h.at <= b.At {
+					published = h.at
+				}
+			}
+			if published < 0 {
+				continue // no move between them: partition-holder's to judge
+			}
+			if crashed, at := (faultRecord{f.groups[ga]}).Crashed(a.Node, a.At, published); crashed {
+				cuts = append(cuts, checker.FlowCut{Flow: fl, At: at, Reason: fmt.Sprintf(
+					"%s, the last of group %d to serve it (at %v), crashed at %v, before its partition's move to group %d published at %v",
+					f.k.Machine(a.Node).Name(), ga, a.At, at, gb, published)})
+			}
+		}
+	}
+	return cuts
 }
 
 // checkResized judges a resize (resize-complete): once the run has been

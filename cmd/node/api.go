@@ -70,6 +70,7 @@ func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *s
 	a.mux.HandleFunc("GET /_cluster/status", a.status)
 	a.mux.HandleFunc("POST /_cluster/members", a.join)
 	a.mux.HandleFunc("DELETE /_cluster/members/{name}", a.remove)
+	a.mux.HandleFunc("PUT /_cluster/fleet/target", a.resize)
 	a.mux.HandleFunc("PUT /_cluster/leases/{name}", a.leasePut)
 	a.mux.HandleFunc("GET /_cluster/leases/{name}", a.leaseGet)
 	a.mux.HandleFunc("DELETE /_cluster/leases/{name}", a.leaseDelete)
@@ -229,6 +230,13 @@ type controlJSON struct {
 type directoryJSON struct {
 	Epoch  uint64      `json:"epoch"`
 	Groups []groupJSON `json:"groups"`
+	// Target is the number of groups the partitions should be spread
+	// over (node resize); Moving the partitions between a fence and
+	// their publication, Misplaced those not yet where the target puts
+	// them (moving ones included). A resize is done when both are 0.
+	Target    int `json:"target"`
+	Moving    int `json:"moving"`
+	Misplaced int `json:"misplaced"`
 }
 
 type groupJSON struct {
@@ -258,9 +266,17 @@ func fleetStatus(c *node.Node) *fleetJSON {
 				dj.Groups[i].Voters = append(dj.Groups[i].Voters, m.Name)
 			}
 		}
+		dj.Target = d.Target()
 		for p := range partition.Count {
 			held, _ := d.Holder(partition.Partition(p))
 			dj.Groups[held].Partitions++
+			_, _, _, moving := d.Moving(partition.Partition(p))
+			if moving {
+				dj.Moving++
+			}
+			if moving || held != partition.Partition(p).Group(d.Target()) {
+				dj.Misplaced++
+			}
 		}
 		f.Directory = dj
 	}

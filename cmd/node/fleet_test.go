@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/partition"
@@ -280,4 +281,96 @@ func TestADataDirKeepsItsFleet(t *testing.T) {
 	require.ErrorContains(t, keepFleet(g0, true), "was started outside a fleet")
 	_, err := os.Stat(filepath.Join(plain, fleetFile))
 	require.ErrorIs(t, err, os.ErrNotExist, "nothing written for a refused start")
+}
+
+// resizeView is what a resize shows in a node's status.
+type resizeView struct {
+	Fleet *struct {
+		Directory *struct {
+			Epoch     uint64 `json:"epoch"`
+			Target    int    `json:"target"`
+			Moving    int    `json:"moving"`
+			Misplaced int    `json:"misplaced"`
+			Groups    []struct {
+				Partitions int `json:"partitions"`
+			} `json:"groups"`
+		} `json:"directory"`
+	} `json:"fleet"`
+}
+
+// resized waits until every node of ps holds a directory with target
+// groups, nothing moving or misplaced, and the partitions spread as the
+// table puts them for the target; it returns how long that took.
+func resized(t *testing.T, ps []*proc, target int) time.Duration {
+	start := time.Now()
+	for _, p := range ps {
+		var last string
+		ok := assert.Eventually(t, func() bool {
+			var st resizeView
+			if !p.statusInto(&st) || st.Fleet == nil || st.Fleet.Directory == nil {
+				return false
+			}
+			d := st.Fleet.Directory
+			last = fmt.Sprintf("%+v", *d)
+			if d.Target != target || d.Moving != 0 || d.Misplaced != 0 {
+				return false
+			}
+			for g, gr := range d.Groups {
+				if want := partition.Count / target; (g < target && gr.Partitions != want) || (g >= target && gr.Partitions != 0) {
+					return false
+				}
+			}
+			return true
+		}, 60*time.Second, 20*time.Millisecond, "%s: every partition where the table puts it for %d groups", p.name, target)
+		if !ok {
+			t.Fatalf("%s's directory, last seen: %s\n%s", p.name, last, p.log())
+		}
+	}
+	return time.Since(start)
+}
+
+// A fleet of two groups of three real processes resized to one group and
+// back, through `node resize`, while eight clients call flows of both
+// groups through every node: the history stays linearizable flow by flow
+// (porcupine), every node ends with the partitions where the table puts
+// them, and what the clients saw of each resize is logged (the longest
+// stretch without an answer, the time to the last publication). A resize
+// to a count the fleet cannot take, without the control key or with
+// another key, changes nothing.
+func TestAFleetResizesUnderLoad(t *testing.T) {
+	ps := fleetOfTwo(t)
+	ck := filepath.Join(ps[0].dir, "control.key")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 1, runAdmin(resizeCall, []string{"-control-key-file", ck, "-via", ps[0].http, "4"}, &out, &errOut), "a fleet of two groups cannot spread over 4")
+	require.Contains(t, errOut.String(), "answered 400")
+	require.Contains(t, errOut.String(), "4 groups wanted, the fleet has 2")
+	errOut.Reset()
+	require.Equal(t, 2, runAdmin(resizeCall, []string{"-control-key-file", ck, "-via", ps[0].http, "none"}, &out, &errOut))
+	code, body := call("PUT", "http://"+ps[0].http+"/_cluster/fleet/target", `{"groups": 1}`)
+	require.Equal(t, http.StatusForbidden, code, body)
+	wrong := filepath.Join(t.TempDir(), "wrong.key")
+	require.NoError(t, os.WriteFile(wrong, bytes.Repeat([]byte{7}, 32), 0o600))
+	errOut.Reset()
+	require.Equal(t, 1, runAdmin(resizeCall, []string{"-control-key-file", wrong, "-via", ps[0].http, "1"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "answered 403")
+	resized(t, ps, 2) // nothing moved
+
+	ld := startLoad(t, ps, false)
+	ld.resumed("the start")
+	for _, step := range []struct {
+		groups int
+		via    *proc
+	}{{1, ps[4]}, {2, ps[1]}} {
+		out.Reset()
+		errOut.Reset()
+		before := ld.count()
+		ld.longestGap()
+		require.Equal(t, 0, runAdmin(resizeCall, []string{"-control-key-file", ck, "-via", step.via.http, fmt.Sprint(step.groups)}, &out, &errOut), errOut.String())
+		took := resized(t, ps, step.groups)
+		t.Logf("resize to %d group(s) through %s: every node held the final directory after %v; %d operations answered meanwhile, the longest stretch without one %v",
+			step.groups, step.via.name, took, ld.count()-before, ld.longestGap())
+		ld.resumed(fmt.Sprintf("the resize to %d", step.groups))
+	}
+	require.Eventually(t, func() bool { return ld.count() > 300 }, 60*time.Second, 20*time.Millisecond, "300 operations answered")
+	ld.finish(200)
 }

@@ -10,11 +10,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fenceline/fenceline/core/consensus"
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
@@ -287,6 +289,49 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.Info("removed a member", "name", name)
 	writeJSON(w, http.StatusOK, map[string]string{"removed": name})
+}
+
+// resizeRequest is an operator's resize: the number of groups the
+// fleet's partitions should be spread over.
+type resizeRequest struct {
+	Groups int `json:"groups"`
+}
+
+// resize sets the fleet's target (node.Node.Resize), with the control
+// key's attestation of exactly that number in the X-Fenceline-Attestation
+// header (node resize). 200 once the target is committed; the moves
+// follow, and the status's fleet.directory shows them.
+func (a *api) resize(w http.ResponseWriter, r *http.Request) {
+	var req resizeRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if r.Header.Get(attestationHeader) == "" {
+		fail(w, http.StatusForbidden, "forbidden",
+			"a resize needs the control key's attestation in the %s header (node resize -control-key-file F -via ADDR %d)", attestationHeader, req.Groups)
+		return
+	}
+	if !a.admitAttestation(w, transport.ActResize, []string{strconv.Itoa(req.Groups)}, r.Header.Get(attestationHeader)) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
+		c.Resize(req.Groups, func(err error) { done(struct{}{}, err) })
+	})
+	switch {
+	case errors.Is(err, fleet.ErrInvalid):
+		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+	case errors.Is(err, node.ErrResizeRaced):
+		fail(w, http.StatusConflict, "raced", "%v", err)
+	case errors.Is(err, node.ErrNoDirectory):
+		fail(w, http.StatusServiceUnavailable, "no_directory", "%v", err)
+	case err != nil:
+		failErr(w, err)
+	default:
+		a.log.Info("resized the fleet", "groups", req.Groups)
+		writeJSON(w, http.StatusOK, map[string]int{"groups": req.Groups})
+	}
 }
 
 // otherGroupOf says, in a fleet, that id is a voter of another group than

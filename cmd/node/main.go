@@ -225,7 +225,10 @@ func main() {
 // how it was started (one clear line on stderr), 1 for a failure after.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "remove" {
-		return runRemove(args[1:], stdout, stderr)
+		return runAdmin(removeCall, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "resize" {
+		return runAdmin(resizeCall, args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && (args[0] == "save" || args[0] == "replay") {
 		return runSave(args[1:], args[0] == "save", stdout, stderr)

@@ -171,13 +171,13 @@ func TestRemoveSubcommand(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyFile, []byte(hex.EncodeToString(m.keys.Control)+"\n"), 0o600))
 
 	var out, errOut bytes.Buffer
-	require.Equal(t, 0, runRemove([]string{"-print", "-control-key-file", keyFile, "n2"}, &out, &errOut), errOut.String())
+	require.Equal(t, 0, runAdmin(removeCall, []string{"-print", "-control-key-file", keyFile, "n2"}, &out, &errOut), errOut.String())
 	att, err := transport.ParseAttestation(strings.TrimSpace(out.String()))
 	require.NoError(t, err)
 	require.NoError(t, m.keys.CheckAttestation(transport.ActRemove, []string{"n2"}, att, time.Now()))
 
 	out.Reset()
-	require.Equal(t, 0, runRemove([]string{"-control-key-file", keyFile, "-via", m.http, "n2"}, &out, &errOut), errOut.String())
+	require.Equal(t, 0, runAdmin(removeCall, []string{"-control-key-file", keyFile, "-via", m.http, "n2"}, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "n2")
 	require.NotContains(t, m.members(t), "n2")
 
@@ -192,11 +192,11 @@ func TestRemoveSubcommand(t *testing.T) {
 	wrong := filepath.Join(t.TempDir(), "wrong.key")
 	require.NoError(t, os.WriteFile(wrong, []byte(hex.EncodeToString(realnet.GenerateKey())), 0o600))
 	errOut.Reset()
-	require.Equal(t, 1, runRemove([]string{"-control-key-file", wrong, "-via", m.http, "n1"}, &out, &errOut))
+	require.Equal(t, 1, runAdmin(removeCall, []string{"-control-key-file", wrong, "-via", m.http, "n1"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "403")
 	require.Contains(t, m.members(t), "n1")
-	require.Equal(t, 2, runRemove([]string{"-control-key-file", keyFile}, &out, &errOut), "no name")
-	require.Equal(t, 2, runRemove([]string{"-control-key-file", filepath.Join(t.TempDir(), "absent"), "n1"}, &out, &errOut))
+	require.Equal(t, 2, runAdmin(removeCall, []string{"-control-key-file", keyFile}, &out, &errOut), "no name")
+	require.Equal(t, 2, runAdmin(removeCall, []string{"-control-key-file", filepath.Join(t.TempDir(), "absent"), "n1"}, &out, &errOut))
 }
 
 // At its bound the guard refuses a good attestation with 503 and
@@ -254,7 +254,8 @@ func removeMember(t testing.TB, httpAddr, keyFile, name string) (int, string) {
 	require.NoError(t, err)
 	att, err := attest(transport.Keys{Control: control}, transport.ActRemove, name)
 	require.NoError(t, err)
-	code, body, err := askToRemove(httpAddr, name, att)
+	method, path, _ := removeCall.request([]string{name})
+	code, body, err := askAttested(httpAddr, method, path, nil, att)
 	require.NoError(t, err)
 	return code, body
 }

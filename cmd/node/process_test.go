@@ -321,6 +321,20 @@ type load struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	oks   int64
+	// lastOK is when an operation last succeeded, gap the longest time
+	// between two successes since longestGap last asked.
+	lastOK time.Time
+	gap    time.Duration
+}
+
+// longestGap is the longest stretch without a success since it was last
+// asked (or since the start): what the clients saw of an outage.
+func (l *load) longestGap() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.gap
+	l.gap = 0
+	return g
 }
 
 // startLoad starts the clients; stale is the recorder's harness switch.
@@ -403,6 +417,11 @@ func (l *load) client(id int) {
 		if r.finish(op, in, do(nodes[rnd.IntN(len(nodes))], c)) {
 			l.mu.Lock()
 			l.oks++
+			now := time.Now()
+			if !l.lastOK.IsZero() {
+				l.gap = max(l.gap, now.Sub(l.lastOK))
+			}
+			l.lastOK = now
 			l.mu.Unlock()
 		}
 		time.Sleep(time.Duration(rnd.IntN(10)) * time.Millisecond)

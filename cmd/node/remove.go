@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,19 +38,70 @@ import (
 // member that stays may need the removed one's vote to learn that the
 // removal committed; stopped sooner, it strands the survivor).
 //
-// Without -control-key-file it reads <data-dir>/control.key (never
-// generating one). Exit status: 0 removed (or printed), 1 the member
-// refused or could not be reached, 2 a mistake in the command.
+// `node resize` sets how many groups a fleet's partitions are spread over
+// (README, "Resizing a fleet"), the same way:
 //
-// main.go's run dispatches to it (see runRemove).
+//	node resize -control-key-file control.key -via 127.0.0.1:8001 1
+//
+// calls PUT /_cluster/fleet/target at -via with {"groups": 1} and the
+// control key's attestation of exactly that resize. Its 200 means the
+// target is committed; the control group's leader then moves the
+// partitions, a batch at a time, which GET /_cluster/status shows
+// (fleet.moving, fleet.misplaced).
+//
+// Without -control-key-file either reads <data-dir>/control.key (never
+// generating one). Exit status: 0 done (or printed), 1 the member refused
+// or could not be reached, 2 a mistake in the command.
+//
+// main.go's run dispatches to them (see runAdmin).
 
-// removeTimeout bounds the removal call.
-const removeTimeout = 15 * time.Second
+// adminTimeout bounds an operator's call.
+const adminTimeout = 15 * time.Second
 
-// runRemove is `node remove ARGS`; run calls it when its first argument
-// is "remove".
-func runRemove(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("node remove", flag.ContinueOnError)
+// adminCall is an operator's act that needs the control key's
+// attestation: `node remove` and `node resize`.
+type adminCall struct {
+	cmd   string // the subcommand
+	usage string // its arguments, for the usage line
+	act   string // transport.Act*
+	// fields reads the act's fields from the positional arguments.
+	fields func(args []string) ([]string, error)
+	// request is the call for those fields: method, path, JSON body (nil
+	// for none).
+	request func(fields []string) (method, path string, body []byte)
+}
+
+var removeCall = adminCall{cmd: "remove", usage: "NAME", act: transport.ActRemove,
+	fields: func(args []string) ([]string, error) {
+		if len(args) != 1 || args[0] == "" {
+			return nil, errors.New("name exactly one member to remove")
+		}
+		return args, nil
+	},
+	request: func(f []string) (string, string, []byte) {
+		return http.MethodDelete, "/_cluster/members/" + url.PathEscape(f[0]), nil
+	}}
+
+var resizeCall = adminCall{cmd: "resize", usage: "GROUPS", act: transport.ActResize,
+	fields: func(args []string) ([]string, error) {
+		if len(args) != 1 {
+			return nil, errors.New("give the number of groups, once")
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is no number of groups (a power of two from 1 to the fleet's groups)", args[0])
+		}
+		return []string{strconv.Itoa(n)}, nil
+	},
+	request: func(f []string) (string, string, []byte) {
+		return http.MethodPut, "/_cluster/fleet/target", []byte(`{"groups":` + f[0] + `}`)
+	}}
+
+// runAdmin is `node remove ARGS` or `node resize ARGS`; run calls it when
+// its first argument names one.
+func runAdmin(c adminCall, args []string, stdout, stderr io.Writer) int {
+	name := "node " + c.cmd
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var keyFile, dataDir, via string
 	var printOnly bool
@@ -57,7 +110,7 @@ func runRemove(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&via, "via", defaultHTTP, "HTTP address of any member")
 	fs.BoolVar(&printOnly, "print", false, "print the attestation (for the X-Fenceline-Attestation header) instead of calling the member")
 	usage := func() {
-		fmt.Fprintln(stderr, "usage: node remove [-control-key-file F | -data-dir D] [-via ADDR | -print] NAME")
+		fmt.Fprintf(stderr, "usage: %s [-control-key-file F | -data-dir D] [-via ADDR | -print] %s\n", name, c.usage)
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 	}
@@ -66,64 +119,71 @@ func runRemove(args []string, stdout, stderr io.Writer) int {
 			usage()
 			return 0
 		}
-		fmt.Fprintln(stderr, "node remove:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		fmt.Fprintln(stderr, "node remove: name exactly one member to remove")
+	fields, err := c.fields(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	name := fs.Arg(0)
 	if keyFile == "" {
 		keyFile = filepath.Join(dataDir, "control.key")
 	}
 	b, err := os.ReadFile(keyFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "node remove: control key:", err)
+		fmt.Fprintf(stderr, "%s: control key: %v\n", name, err)
 		return 2
 	}
 	control, err := parseKey(keyFile, b)
 	if err != nil {
-		fmt.Fprintln(stderr, "node remove:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	att, err := attest(transport.Keys{Control: control}, transport.ActRemove, name)
+	att, err := attest(transport.Keys{Control: control}, c.act, fields...)
 	if err != nil {
-		fmt.Fprintln(stderr, "node remove:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
 	if printOnly {
 		fmt.Fprintln(stdout, att.String())
 		return 0
 	}
-	code, answer, err := askToRemove(via, name, att)
+	method, path, body := c.request(fields)
+	code, answer, err := askAttested(via, method, path, body, att)
 	if err != nil {
-		fmt.Fprintln(stderr, "node remove:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
 	if code != http.StatusOK {
-		fmt.Fprintf(stderr, "node remove: %s answered %d: %s\n", via, code, answer)
+		fmt.Fprintf(stderr, "%s: %s answered %d: %s\n", name, via, code, answer)
 		return 1
 	}
 	fmt.Fprintln(stdout, answer)
 	return 0
 }
 
-// askToRemove calls DELETE /_cluster/members/NAME at via with the
-// attestation.
-func askToRemove(via, name string, att transport.Attestation) (int, string, error) {
+// askAttested calls method path at via with the attestation and body.
+func askAttested(via, method, path string, body []byte, att transport.Attestation) (int, string, error) {
 	target := via
 	if !strings.Contains(target, "://") {
 		target = "http://" + target
 	}
-	target = strings.TrimSuffix(target, "/") + "/_cluster/members/" + url.PathEscape(name)
-	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	target = strings.TrimSuffix(target, "/") + path
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return 0, "", err
 	}
 	req.Header.Set(attestationHeader, att.String())
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err

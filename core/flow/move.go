@@ -127,11 +127,11 @@ func (s *Store) moveRound(m *mover) {
 		switch {
 		case src.done:
 		case src.page == nil:
-			_ = s.send(id, msg{Kind: FrameMoveAsk, ID: m.id, M: m.mv.Era, Their: m.mv.FromMIdx, Session: src.seq, Flow: src.cursor, Digests: partsOf(m.mv.Parts)})
+			s.moveSend(id, msg{Kind: FrameMoveAsk, ID: m.id, M: m.mv.Era, Their: m.mv.FromMIdx, Session: src.seq, Flow: src.cursor, Digests: partsOf(m.mv.Parts)})
 		default:
 			for _, to := range m.mv.To {
 				if !src.acked[to] {
-					_ = s.send(to, msg{Kind: FrameIngest, ID: m.id, M: m.mv.Era, Their: m.mv.ToMIdx, Session: src.seq, Served: uint64(id),
+					s.moveSend(to, msg{Kind: FrameIngest, ID: m.id, M: m.mv.Era, Their: m.mv.ToMIdx, Session: src.seq, Served: uint64(id),
 						Flows: src.page, Modes: src.modes, Digests: partsOf(m.mv.Parts)})
 				}
 			}
@@ -142,6 +142,19 @@ func (s *Store) moveRound(m *mover) {
 			s.moveRound(m)
 		}
 	})
+}
+
+// moveSend sends a move's frame; to this node itself, it is handled on
+// the loop a step later, as if it came from the network: the driver is
+// always a voter of one of the two groups, and a node does not send
+// frames to itself (a real transport has no link to itself).
+func (s *Store) moveSend(to dial.NodeID, m msg) {
+	if to != s.env.ID {
+		_ = s.send(to, m)
+		return
+	}
+	frame := encodeFrame(m)
+	s.env.Clock.AfterFunc(0, func() { s.HandleFrame(to, frame) })
 }
 
 // partsOf carries a batch's partitions in a frame's digests map.
@@ -194,7 +207,7 @@ func (s *Store) moveCopy(from dial.NodeID, m msg) {
 	src.page, src.modes, src.acked = m.Flows, m.Modes, map[dial.NodeID]bool{}
 	src.cursor = m.Flow
 	for _, to := range mv.mv.To {
-		_ = s.send(to, msg{Kind: FrameIngest, ID: mv.id, M: mv.mv.Era, Their: mv.mv.ToMIdx, Session: src.seq, Served: uint64(from),
+		s.moveSend(to, msg{Kind: FrameIngest, ID: mv.id, M: mv.mv.Era, Their: mv.mv.ToMIdx, Session: src.seq, Served: uint64(from),
 			Flows: src.page, Modes: src.modes, Digests: partsOf(mv.mv.Parts)})
 	}
 }
@@ -222,7 +235,7 @@ func (s *Store) moveAck(from dial.NodeID, m msg) {
 		s.moveFinish(mv)
 		return
 	}
-	_ = s.send(dial.NodeID(m.Served), msg{Kind: FrameMoveAsk, ID: mv.id, M: mv.mv.Era, Their: mv.mv.FromMIdx, Session: src.seq, Flow: src.cursor, Digests: partsOf(mv.mv.Parts)})
+	s.moveSend(dial.NodeID(m.Served), msg{Kind: FrameMoveAsk, ID: mv.id, M: mv.mv.Era, Their: mv.mv.FromMIdx, Session: src.seq, Flow: src.cursor, Digests: partsOf(mv.mv.Parts)})
 }
 
 // moveFinish completes the copy once every source is done.
@@ -257,7 +270,7 @@ func (s *Store) answerMoveAsk(from dial.NodeID, m msg) {
 		out.Err = "membership " + strconv.FormatUint(s.mIdx, 10)
 	}
 	if out.Err != "" {
-		_ = s.send(from, out)
+		s.moveSend(from, out)
 		return
 	}
 	out.Flows, out.Modes = map[string]map[string]Value{}, map[string]shard.Mode{}
@@ -279,7 +292,7 @@ func (s *Store) answerMoveAsk(from dial.NodeID, m msg) {
 		last = f
 	}
 	out.Flow = last
-	_ = s.send(from, out)
+	s.moveSend(from, out)
 }
 
 // ingest is a new voter taking a page of a move: it writes each flow's
@@ -304,7 +317,7 @@ func (s *Store) ingest(from dial.NodeID, m msg) {
 	ack := msg{Kind: FrameIngestAck, ID: m.ID, Session: m.Session, Served: m.Served}
 	if err := s.ingestable(ps, m.M, m.Their); err != nil {
 		ack.Err = err.Error()
-		_ = s.send(from, ack)
+		s.moveSend(from, ack)
 		return
 	}
 	flows := slices.Sorted(func(yield func(string) bool) {
@@ -322,7 +335,7 @@ func (s *Store) ingest(from dial.NodeID, m msg) {
 			if failed {
 				ack.Err = "disk"
 			}
-			_ = s.send(from, ack)
+			s.moveSend(from, ack)
 		}
 	}
 	for _, f := range flows {

@@ -120,6 +120,10 @@ func (p *publisher) fence(d *fleet.Directory) bool {
 	return true
 }
 
+// ErrNoDirectory is Resize's answer on a node outside a fleet, or one
+// whose control replica holds no directory yet.
+var ErrNoDirectory = errors.New("node: no group directory here (not in a fleet, or not caught up yet)")
+
 // ErrResizeRaced is Resize's answer when the directory changed between
 // reading it and writing the new target: nothing was written; ask again.
 var ErrResizeRaced = errors.New("node: the directory changed while the resize was written; nothing changed, ask again")
@@ -132,7 +136,7 @@ var ErrResizeRaced = errors.New("node: the directory changed while the resize wa
 func (n *Node) Resize(target int, done func(error)) {
 	d := n.Directory()
 	if d == nil {
-		done(errors.New("node: no group directory here (not in a fleet, or not caught up yet)"))
+		done(ErrNoDirectory)
 		return
 	}
 	e, _ := n.Control.LocalGet(DirectoryKey) // d came from it

@@ -34,6 +34,7 @@ import (
 const (
 	ActJoin   = "join"   // fields: name, peer address, HTTP address
 	ActRemove = "remove" // fields: name
+	ActResize = "resize" // fields: the number of groups (decimal)
 )
 
 const (
