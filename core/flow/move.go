@@ -63,8 +63,6 @@ type mover struct {
 	sources map[dial.NodeID]*moveSource
 	done    func()
 	retry   clock.Timer
-	// Pages copied and flows carried, for the driver's report.
-	pages, flows int
 }
 
 // moveSource is the copy from one voter of the old group: its next page
@@ -107,15 +105,6 @@ func (s *Store) StopMove() {
 		s.move.retry.Stop()
 	}
 	s.move = nil
-}
-
-// Moving reports the copy in progress at this node: its pages and flows
-// carried so far; false if none.
-func (s *Store) Moving() (pages, flows int, ok bool) {
-	if s.move == nil {
-		return 0, 0, false
-	}
-	return s.move.pages, s.move.flows, true
 }
 
 // moveRound sends what each source's copy waits for, and again every
@@ -195,8 +184,6 @@ func (s *Store) moveCopy(from dial.NodeID, m msg) {
 			return
 		}
 	}
-	mv.pages++
-	mv.flows += len(m.Flows)
 	src.last = m.Served == 1
 	if len(m.Flows) == 0 {
 		src.done = src.last
