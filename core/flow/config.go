@@ -42,6 +42,9 @@ type Config struct {
 	// MaxAEFlows bounds the flows one anti-entropy answer carries; the
 	// rest wait for the next round. Default 64.
 	MaxAEFlows int
+	// MaxMoveFlows bounds the flows one page of a partition move carries
+	// (move.go); the rest come in the next pages. Default 64.
+	MaxMoveFlows int
 	// Shard configures the node's FlowShard (core/shard): the flow cap,
 	// the async fsync interval, the writer's bounds. Its GraceMs defaults
 	// to MaxTTLMs plus one minute.
@@ -84,6 +87,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxAEFlows == 0 {
 		c.MaxAEFlows = 64
 	}
+	if c.MaxMoveFlows == 0 {
+		c.MaxMoveFlows = 64
+	}
 	return c
 }
 
@@ -91,7 +97,7 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.Permits < 1 || c.Deadline <= 0 || c.AntiEntropy <= 0 || c.AdoptWait <= 0 || c.DefaultTTLMs <= 0 ||
-		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 || c.MaxFlowKeys < 1 {
+		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 || c.MaxMoveFlows < 1 || c.MaxFlowKeys < 1 {
 		return fmt.Errorf("flow: every bound must be positive: %+v", c)
 	}
 	if c.DefaultTTLMs > c.MaxTTLMs {

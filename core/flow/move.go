@@ -34,7 +34,7 @@ import (
 // earlier holding of the partition is below every copied value, and the
 // new group's own writes are above them.
 //
-// Every page is bounded (MaxAEFlows flows, aeAnswerBytes of values), and
+// Every page is bounded (MaxMoveFlows flows, aeAnswerBytes of values), and
 // one page per old voter is in flight: the driver holds at most a page
 // per voter of the old group.
 
@@ -267,7 +267,7 @@ func (s *Store) answerMoveAsk(from dial.NodeID, m msg) {
 		if f <= m.Flow || !slices.Contains(ps, partition.Of(f)) {
 			continue
 		}
-		if len(out.Flows) >= s.cfg.MaxAEFlows || size >= aeAnswerBytes {
+		if len(out.Flows) >= s.cfg.MaxMoveFlows || size >= aeAnswerBytes {
 			out.Served = 0 // more after this page
 			break
 		}

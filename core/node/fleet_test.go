@@ -79,3 +79,41 @@ func TestFleetConfigRefusals(t *testing.T) {
 		require.ErrorContains(t, err, name)
 	}
 }
+
+// Resize commits a target the fleet can take, and refuses, once, with a
+// reason, one it cannot (more groups than founded, not a power of two)
+// and any before the node holds a directory.
+func TestResizeAnswersOnce(t *testing.T) {
+	k := sim.New(1)
+	t.Cleanup(k.InstallCryptoRand())
+	nw := netsim.New(k, netsim.DefaultConfig)
+	var nd *node.Node
+	m := k.AddMachine("a", func(env *sim.Env) dial.Handler {
+		var err error
+		nd, err = node.Open(oneNodeFleet("a"), node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
+		require.NoError(t, err)
+		return nd
+	}, nw, sim.DefaultDiskConfig)
+	m.Start()
+	answers := map[int][]error{}
+	ask := func(target int) {
+		m.Exec(func() { nd.Resize(target, func(err error) { answers[target] = append(answers[target], err) }) })
+	}
+	ask(1) // before the directory is founded
+	require.Equal(t, []error{node.ErrNoDirectory}, answers[1])
+	delete(answers, 1)
+	require.NoError(t, k.RunUntil(2*time.Second))
+	for _, target := range []int{1, 2, 3} {
+		ask(target)
+	}
+	require.NoError(t, k.RunUntil(3*time.Second))
+	require.Len(t, answers[1], 1)
+	require.NoError(t, answers[1][0])
+	require.Len(t, answers[2], 1)
+	require.ErrorIs(t, answers[2][0], fleet.ErrInvalid)
+	require.ErrorContains(t, answers[2][0], "2 groups wanted, the fleet has 1")
+	require.Len(t, answers[3], 1)
+	require.ErrorIs(t, answers[3][0], fleet.ErrInvalid)
+	require.Equal(t, 1, nd.Directory().Target())
+	require.NoError(t, nd.CheckInvariants())
+}
