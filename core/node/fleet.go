@@ -237,10 +237,13 @@ func (p *publisher) stop() {
 
 // turn does at most one thing. On the control group's leader: found the
 // directory (once), add a voter the directory names that is not yet a
-// member of the control group, as a learner, or remove a member of the
-// control group the directory names in no group. On any node that follows the
-// control group: publish its data group's membership, if it has applied
-// a newer one than the directory names.
+// member of the control group, as a learner, remove a member of the
+// control group the directory names in no group, or take a resize's next
+// step (drive: publish a batch whose copy is done, or fence the next;
+// a batch's copy runs beside the turns). On any node that follows the
+// control group: fence in its data group's log the moves out of its
+// group the directory shows (fence), or publish its data group's
+// membership, if it has applied a newer one than the directory names.
 func (p *publisher) turn() {
 	if p.stopped {
 		return
