@@ -296,7 +296,7 @@ func (s *Store) holds(flow string) error {
 		// group's own log may have fenced a move of it since (a
 		// directory that lags the control group's): then it moves.
 		if _, e := d.HolderOf(flow); s.env.Fleet.Fences().AtKey(flow) >= e {
-			return fmt.Errorf("%w: fenced by this group's log since epoch %d", fleet.ErrMoving, s.env.Fleet.Fences().AtKey(flow))
+			return fmt.Errorf("%w: fenced by this group's log at epoch %d or later", fleet.ErrMoving, e)
 		}
 		return nil
 	case !away:

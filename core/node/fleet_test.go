@@ -29,10 +29,10 @@ func oneNodeFleet(name string) node.Config {
 	}
 }
 
-// The control group's leader founds the directory, the node reads it
-// from its replica, and a value that does not decode leaves it with no
-// directory (every flow refused) rather than one it cannot read.
-func TestTheDirectoryComesFromTheControlGroup(t *testing.T) {
+// startOneNodeFleet starts node a, a fleet of one (oneNodeFleet), on a
+// simulated kernel: the kernel, its machine, and its node (the machine's
+// first incarnation).
+func startOneNodeFleet(t *testing.T) (*sim.Kernel, *sim.Machine, *node.Node) {
 	k := sim.New(1)
 	t.Cleanup(k.InstallCryptoRand())
 	nw := netsim.New(k, netsim.DefaultConfig)
@@ -44,6 +44,14 @@ func TestTheDirectoryComesFromTheControlGroup(t *testing.T) {
 		return nd
 	}, nw, sim.DefaultDiskConfig)
 	m.Start()
+	return k, m, nd
+}
+
+// The control group's leader founds the directory, the node reads it
+// from its replica, and a value that does not decode leaves it with no
+// directory (every flow refused) rather than one it cannot read.
+func TestTheDirectoryComesFromTheControlGroup(t *testing.T) {
+	k, m, nd := startOneNodeFleet(t)
 	require.NoError(t, k.RunUntil(2*time.Second))
 
 	e, ok := nd.Control.LocalGet(node.DirectoryKey)
@@ -84,17 +92,7 @@ func TestFleetConfigRefusals(t *testing.T) {
 // reason, one it cannot (more groups than founded, not a power of two)
 // and any before the node holds a directory.
 func TestResizeAnswersOnce(t *testing.T) {
-	k := sim.New(1)
-	t.Cleanup(k.InstallCryptoRand())
-	nw := netsim.New(k, netsim.DefaultConfig)
-	var nd *node.Node
-	m := k.AddMachine("a", func(env *sim.Env) dial.Handler {
-		var err error
-		nd, err = node.Open(oneNodeFleet("a"), node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
-		require.NoError(t, err)
-		return nd
-	}, nw, sim.DefaultDiskConfig)
-	m.Start()
+	k, m, nd := startOneNodeFleet(t)
 	answers := map[int][]error{}
 	ask := func(target int) {
 		m.Exec(func() { nd.Resize(target, func(err error) { answers[target] = append(answers[target], err) }) })
