@@ -134,6 +134,32 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	run.Knob("groups", groups)
 	run.Knob("grow_group", grow)
 	cold, perNode := drawFlowKnobs(run, calm, &cfg)
+	f := buildFleet(run, fleetShape{groups: groups, size: size, grow: grow, calm: calm, perNode: perNode, net: netCfg, disk: disk}, cfg)
+	hot, cold2 := fleetFlowIDs(groups, cold)
+	return f, hot, cold2
+}
+
+// fleetShape is what buildFleet builds: groups groups of size voters,
+// a spare in group grow (-1: none), on a network and disks configured
+// so, with perNode clients on each node until calm.
+type fleetShape struct {
+	groups, size, grow, perNode int
+	calm                        time.Duration
+	net                         netsim.Config
+	disk                        sim.DiskConfig
+}
+
+// buildFleet builds a fleet of shape's groups (fleetSetup draws the
+// shape; MeasureFleet gives a healthy one): one network, one raft group
+// per group of nodes, and the control group over all of them. It draws
+// the envelope's keys and each group's timing.
+func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
+	k := run.Kernel
+	groups, size, grow, calm, perNode, netCfg, disk := shape.groups, shape.size, shape.grow, shape.calm, shape.perNode, shape.net, shape.disk
+	total := groups * size
+	if grow >= 0 {
+		total++
+	}
 	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow}
 	all := names(total)
 	own := make([][]string, groups)
@@ -209,8 +235,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 		aimIOErrors(run, f.nodes, disk.FaultsUntil)
 	}
 	f.probe = newFleetProbe(f)
-	hot, cold2 := fleetFlowIDs(groups, cold)
-	return f, hot, cold2
+	return f
 }
 
 // sawDirectory records the directory epoch nd's control replica holds,

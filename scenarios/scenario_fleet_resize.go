@@ -20,18 +20,18 @@ import (
 func init() {
 	Register(Scenario{
 		Name: "fleet-resize",
-		Summary: "a fleet of 2 groups of three resized to 1 group and back to 2 while clients on every node call every flow; " +
+		Summary: "a fleet of 2 (or 4) groups of three resized to half as many groups and back while clients on every node call every flow; " +
 			"each batch of partitions fenced, copied and published under partitions, loss, crashes and clock skew, " +
 			"a crash aimed at a step of a move, and a moving owner cut off from the control group and its own log",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
 			// 19 of seeds 1..20: the new group serves what it never got.
 			{Name: "publish-before-copy", Window: 20, MinCaught: 14},
-			// 5 of seeds 1..40: the owner cut off from its group's log at
+			// 6 of seeds 1..40: the owner cut off from its group's log at
 			// the fence (lagControl) gave its copy, served on, and the new
 			// group served without what it wrote.
 			{Name: "move-before-fence", Window: 40, MinCaught: 3},
-			// 27 of seeds 1..40, by partition-holder: the owner cut off from
+			// 29 of seeds 1..40, by partition-holder: the owner cut off from
 			// the control group served by its directory past its group
 			// log's fence.
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 13},
@@ -42,46 +42,53 @@ func init() {
 	})
 }
 
-// runFleetResize resizes a fleet of two groups to one group early in the
-// faulted time, and back to two later: every partition of group 1 moves
-// to group 0 and back, in batches, while clients write to them.
+// runFleetResize resizes a fleet of G groups (2, or 4 in a quarter of
+// the runs) to G/2 early in the faulted time, and back to G later: every
+// partition of the upper half's groups moves to a group of the lower half
+// and back, in batches, while clients write to them. With four groups two
+// moves run from two groups to two others, and a batch's old and new
+// groups are not the whole fleet.
 func runFleetResize(run *Run) error {
 	k := run.Kernel
+	groups := 2
+	if k.Stream("knobs/resize/groups").IntN(4) == 0 {
+		groups = 4
+	}
 	// A batch's copy comes in pages of one to four flows: a batch holds
 	// a handful, so most copies take several pages (a copy that stopped
 	// after its first page survived every seed at 64 a page).
 	pageFlows := 1 + k.Stream("knobs/resize/page").IntN(4)
 	run.Knob("move_page_flows", pageFlows)
-	f, hot, all := fleetSetup(run, 2, 3, flow.Config{MaxMoveFlows: pageFlows})
+	f, hot, all := fleetSetup(run, groups, 3, flow.Config{MaxMoveFlows: pageFlows})
 	faults := DrawFaults(k.Stream("knobs/faults"), len(f.nodes))
 	run.Knob("faults", faults)
 	DrawClocks(run, f.nodes, 300*time.Millisecond, 100)
 	shrink := sim.Between(k.Stream("knobs/resize"), 2*time.Second, f.calm/3)
 	run.Knob("shrink_at", shrink)
-	f.resize(1, shrink)
-	f.lagControl(1, shrink, hot)
-	// Back to two groups once the record shows every partition in group
-	// 0, or 4s after the heal if the faults held the shrink up that long
+	f.resize(groups/2, shrink)
+	f.lagControl(groups/2, shrink, hot)
+	// Back to G groups once the record shows every partition in the lower
+	// half, or 4s after the heal if the faults held the shrink up that long
 	// (seed 202: the control group had no leader for most of the faults,
 	// and the shrink had not even committed at the heal).
 	var grow func()
 	grow = func() {
-		if f.k.Now() < f.calm+4*time.Second && !f.placed(1) {
+		if f.k.Now() < f.calm+4*time.Second && !f.placed(groups/2) {
 			f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String("grow"), grow)
 			return
 		}
 		run.Knob("grow_at", f.k.Now())
-		f.resize(2, f.k.Now())
-		f.lagControl(0, f.k.Now(), hot)
+		f.resize(groups, f.k.Now())
+		f.lagControl(groups, f.k.Now(), hot)
 	}
 	f.k.At(shrink, sim.EvCheck, xxhash.Sum64String("grow"), grow)
 	f.aimCrash(k.Stream("knobs/resize/crash"))
 	return f.runUnderChaos(faults, hot, all)
 }
 
-// lagControl aims two faults at the move's fence, at the owner in group g
-// (the group the resize moves partitions out of) of one of the hot flows
-// that move, until the heal:
+// lagControl aims two faults at the move's fence, at the owner of one
+// of the hot flows that the resize to target groups asked at at moves
+// (in the group it leaves), until the heal:
 //
 //   - from at until controlLag after the record shows that flow's
 //     partition moving (its batch fenced), it hears nothing of the
@@ -96,21 +103,24 @@ func runFleetResize(run *Run) error {
 //     fence, and a copy taken from it then misses what it serves after
 //     (move-before-fence). The move must wait for its answer, which it
 //     gives only once its log has fenced the batch.
-func (f *fleetHarness) lagControl(g int, at time.Duration, hot []string) {
+func (f *fleetHarness) lagControl(target int, at time.Duration, hot []string) {
 	ks := f.k.Stream("knobs/resize/lag")
-	h := f.groups[g]
-	// Group 1's hot flows move in both resizes: to group 0 and back.
+	// The upper half's hot flows move in both resizes: to the lower half
+	// and back.
+	half := f.dir.Groups() / 2
 	var moving []string
 	for _, fl := range hot {
-		if f.dir.Resolve(fl).Group == 1 {
+		if f.dir.Resolve(fl).Group >= half {
 			moving = append(moving, fl)
 		}
 	}
 	hf := moving[ks.IntN(len(moving))]
 	r := f.latest.Resolve(hf)
-	if r.Group != g {
+	g := r.Group
+	if g == partition.GroupOf(hf, target) {
 		return // the shrink did not reach it: the grow does not move it
 	}
+	h := f.groups[g]
 	lagged := f.k.Machine(r.Owner)
 	var from time.Duration = -1
 	f.fenced = append(f.fenced, func(d *fleet.Directory) {

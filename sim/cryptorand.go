@@ -91,6 +91,9 @@ const checkEvery = 16
 // stepDone ends a step of n: a failed fsync it carried on past is
 // reported, and its invariants are checked.
 func (k *Kernel) stepDone(n *Machine) {
+	if n.stepCost > 0 {
+		n.busyUntil = n.Local() + n.stepCost
+	}
 	if n.exiting {
 		return
 	}

@@ -191,3 +191,44 @@ func TestBrokenInvariantsAreTheNodesPanic(t *testing.T) {
 		"the boot is step 1; the 16th step is the first checked, and the node is down after it")
 	require.False(t, n.Up())
 }
+
+// TestStepCostQueuesANodesWork: with a step cost, a node takes calls that
+// all come at once one after another, each d after the one before, and
+// the timer it sets in a step counts from that step's end; a crash does
+// not give the machine a free core; another node's work does not wait.
+func TestStepCostQueuesANodesWork(t *testing.T) {
+	k := New(1)
+	a := k.AddMachine("a", func(*Env) dialHandler { return nopHandler{} }, nopNet{}, DefaultDiskConfig)
+	b := k.AddMachine("b", func(*Env) dialHandler { return nopHandler{} }, nopNet{}, DefaultDiskConfig)
+	a.Start()
+	b.Start()
+	a.SetStepCost(time.Millisecond)
+	var took []time.Duration
+	var timer time.Duration
+	for i := range 4 {
+		k.At(10*time.Millisecond, EvClient, 0, func() {
+			a.Exec(func() {
+				took = append(took, k.Now())
+				if i == 3 {
+					a.Clock().AfterFunc(5*time.Millisecond, func() { timer = k.Now() })
+				}
+			})
+		})
+	}
+	var bTook time.Duration
+	k.At(10*time.Millisecond, EvClient, 0, func() { b.Exec(func() { bTook = k.Now() }) })
+	require.NoError(t, k.RunUntil(time.Second))
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{10 * ms, 11 * ms, 12 * ms, 13 * ms}, took, "each call waits for the ones before it")
+	require.Equal(t, 13*ms+5*ms, timer, "a timer counts from the instant the step set it")
+	require.Equal(t, 10*ms, bTook, "a node without a cost takes its call at once")
+
+	a.Crash()
+	a.Start()
+	var after []time.Duration
+	for range 2 {
+		k.At(2*time.Second, EvClient, 0, func() { a.Exec(func() { after = append(after, k.Now()) }) })
+	}
+	require.NoError(t, k.RunUntil(3*time.Second))
+	require.Equal(t, []time.Duration{2 * time.Second, 2*time.Second + ms}, after, "the cost outlives a crash")
+}

@@ -62,6 +62,9 @@ type Machine struct {
 	// Disk.CutPowerAfter's job), so what a step did stands even when the
 	// crash comes before its fsyncs would have ended.
 	busyUntil time.Duration
+	// stepCost is the CPU time each step of the node's code takes on its
+	// one core (SetStepCost); 0, the default, makes code free.
+	stepCost time.Duration
 
 	Starts, Crashes, Halts, Shutdowns int
 	steps                             uint64 // steps taken, for the invariant checks' cadence
@@ -246,6 +249,20 @@ func (n *Machine) Stall(d time.Duration) {
 		n.k.Logf("%s stalled until %v", n.name, n.busyUntil)
 	}
 }
+
+// SetStepCost gives the node one core on which each step of its code (a
+// frame handled, a timer fired, a client call taken) takes d: the node
+// is busy for d after each, and what comes for it meanwhile waits its
+// turn, as on a saturated core. It survives crashes (it is the machine's
+// CPU, not the process's). The default, 0, makes code free, which is what
+// every scenario runs with: the model is for measuring how a fleet's
+// throughput scales with its cores (scenarios.MeasureFleet), not for
+// judging correctness, and a cost would change every trace.
+func (n *Machine) SetStepCost(d time.Duration) { n.stepCost = max(d, 0) }
+
+// Steps is how many steps the node's code has taken, over every
+// incarnation: with SetStepCost, how busy its core has been.
+func (n *Machine) Steps() uint64 { return n.steps }
 
 // Receive hands a frame to the node if the incarnation it was sent to is
 // still running. Networks call it when a frame arrives.
