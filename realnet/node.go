@@ -60,11 +60,16 @@ type NodeConfig struct {
 // control replica starts empty and is added by the control group's
 // leader once the directory names it.
 type FleetSpec struct {
-	// Group is the node's data group, an index into Founders.
+	// Group is the node's data group: an index into Founders, or, with
+	// Added, a group numbered from len(Founders) on.
 	Group int
 	// Founders is each group's founder, in group order. Every node of
 	// the fleet is started with the same list.
 	Founders []Founder
+	// Added: the node's group was added to the running fleet
+	// (node.FleetConfig.Added): founded by a node that asked a member of
+	// the fleet to add it, and grown as nodes join it.
+	Added bool
 }
 
 // Founder is one group's founding node, as every node of the fleet is
@@ -196,7 +201,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		ccfg.Consensus.Bootstrap = []consensus.Member{founder}
 	}
 	if f := cfg.Fleet; f != nil {
-		fc := &node.FleetConfig{Group: f.Group, Founding: f.founding()}
+		fc := &node.FleetConfig{Group: f.Group, Founding: f.founding(), Added: f.Added}
 		fc.Control.Name, fc.Control.Addr = cfg.Name, advertise
 		if cfg.Bootstrap && f.Group == 0 && len(f.Founders) > 0 && f.Founders[0].Name == cfg.Name {
 			founder := consensus.NewMember(cfg.Name, advertise)

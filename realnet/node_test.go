@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/consensus"
@@ -71,12 +72,31 @@ func TestThreeNodesOnLoopback(t *testing.T) {
 		defer func() { _ = n.Close() }()
 		others = append(others, n)
 		require.NoError(t, n.Introduce(context.Background(), map[dial.NodeID]string{n1.ID(): n1.PeerAddr()}))
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := Await(ctx, n1, func(c *node.Node, done func(struct{}, error)) {
-			c.Consensus.AddLearner(consensus.NewMember(name, n.PeerAddr()), func(err error) { done(struct{}{}, err) })
-		})
-		cancel()
-		require.NoError(t, err, "add %s", name)
+		// An addition that times out may have been applied (a busy
+		// machine: n2's promotion holds the next change back): ask again
+		// until the membership names it.
+		var last error
+		added := assert.Eventually(t, func() bool {
+			var member bool
+			_ = n1.Do(context.Background(), func(c *node.Node) {
+				ms := c.Consensus.Membership()
+				for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
+					member = member || m.Name == name
+				}
+			})
+			if member {
+				return true
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, last = Await(ctx, n1, func(c *node.Node, done func(struct{}, error)) {
+				c.Consensus.AddLearner(consensus.NewMember(name, n.PeerAddr()), func(err error) { done(struct{}{}, err) })
+			})
+			return false
+		}, 20*time.Second, 10*time.Millisecond, "add %s", name)
+		if !added {
+			t.Fatalf("%s never became a member; the last addition answered %v", name, last)
+		}
 	}
 	require.Eventually(t, func() bool {
 		var voters int

@@ -183,6 +183,10 @@ func (c *Chaos) crash(ord FaultID, node *sim.Machine) {
 	})
 }
 
+// Add puts nodes started after the faults began (a group added to a
+// running fleet) in the faults' reach from now on.
+func (c *Chaos) Add(nodes ...*sim.Machine) { c.nodes = append(c.nodes, nodes...) }
+
 // CrashAt schedules a targeted crash of node (within the fault phase): a
 // workload uses it to crash a node at a point that matters to it, such as
 // mid-burst while fsyncs are in flight.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -60,6 +61,11 @@ type fleetHarness struct {
 	// first did (from the nodes' control replicas: a work count, never
 	// a verdict).
 	published []publication
+	// founded is how many groups the fleet was founded with; entries is
+	// every group's founding membership, the added groups' too (the
+	// founding directory has only the first founded).
+	founded int
+	entries []fleet.Group
 	// nd is each node's latest incarnation, by name.
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
@@ -116,6 +122,13 @@ type holding struct {
 // spare node, which joins it under load (runUnderChaos); its leader
 // publishes every membership the group commits.
 func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []string, []string) {
+	return fleetSetupAdding(run, groups, 0, size, cfg)
+}
+
+// fleetSetupAdding is fleetSetup for a fleet whose last added of its
+// groups are added while it runs (addGroups), not founded with it; the
+// hot flows are two of each group's, by the table over all groups.
+func fleetSetupAdding(run *Run, groups, added, size int, cfg flow.Config) (*fleetHarness, []string, []string) {
 	k := run.Kernel
 	// Calm comes earlier than in one group's scenarios (55%): a fleet's
 	// faults can keep a group without a quorum for long stretches, and
@@ -124,7 +137,7 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	calm := run.Duration * 45 / 100
 	grow := -1
 	if kg := k.Stream("knobs/fleet/grow"); kg.IntN(2) == 0 {
-		grow = kg.IntN(groups)
+		grow = kg.IntN(groups - added) // a founded group's spare
 	}
 	total := groups * size
 	if grow >= 0 {
@@ -134,19 +147,23 @@ func fleetSetup(run *Run, groups, size int, cfg flow.Config) (*fleetHarness, []s
 	run.Knob("groups", groups)
 	run.Knob("grow_group", grow)
 	cold, perNode := drawFlowKnobs(run, calm, &cfg)
-	f := buildFleet(run, fleetShape{groups: groups, size: size, grow: grow, calm: calm, perNode: perNode, net: netCfg, disk: disk}, cfg)
+	if added > 0 {
+		run.Knob("added_groups", added)
+	}
+	f := buildFleet(run, fleetShape{groups: groups, added: added, size: size, grow: grow, calm: calm, perNode: perNode, net: netCfg, disk: disk}, cfg)
 	hot, cold2 := fleetFlowIDs(groups, cold)
 	return f, hot, cold2
 }
 
 // fleetShape is what buildFleet builds: groups groups of size voters,
-// a spare in group grow (-1: none), on a network and disks configured
-// so, with perNode clients on each node until calm.
+// the last added of them added to the running fleet rather than founded
+// with it (fleet-grow), a spare in group grow (-1: none), on a network
+// and disks configured so, with perNode clients on each node until calm.
 type fleetShape struct {
-	groups, size, grow, perNode int
-	calm                        time.Duration
-	net                         netsim.Config
-	disk                        sim.DiskConfig
+	groups, added, size, grow, perNode int
+	calm                               time.Duration
+	net                                netsim.Config
+	disk                               sim.DiskConfig
 }
 
 // buildFleet builds a fleet of shape's groups (fleetSetup draws the
@@ -156,11 +173,12 @@ type fleetShape struct {
 func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 	k := run.Kernel
 	groups, size, grow, calm, perNode, netCfg, disk := shape.groups, shape.size, shape.grow, shape.calm, shape.perNode, shape.net, shape.disk
+	founded := groups - shape.added
 	total := groups * size
 	if grow >= 0 {
 		total++
 	}
-	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow}
+	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow, founded: founded}
 	all := names(total)
 	own := make([][]string, groups)
 	next := 0
@@ -178,11 +196,11 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		}
 		entries[g].MIdx = 1 // every group's founding membership
 	}
-	dir, err := fleet.New(1, entries)
+	dir, err := fleet.New(1, entries[:founded])
 	if err != nil {
 		panic(err) // the harness built it: a bug, not input
 	}
-	f.dir, f.founding, f.latest = dir, entries, dir
+	f.dir, f.founding, f.latest, f.entries = dir, entries[:founded], dir, entries
 	for p := range f.holdings {
 		g, _ := dir.Holder(partition.Partition(p))
 		f.holdings[p] = []holding{{group: g}}
@@ -199,7 +217,7 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 			if g == 0 && slices.Contains(own[0][:size], name) {
 				ctl.Bootstrap = controlBoot
 			}
-			return &node.FleetConfig{Group: g, Founding: f.founding, Control: ctl}
+			return &node.FleetConfig{Group: g, Founding: f.founding, Added: g >= founded, Control: ctl}
 		})
 		// The fleet's proxyOnce probe (fleet_proxyonce.go): a grant lost
 		// on the way lapses in fleetProxyLapse, and a caller asking again
@@ -258,9 +276,13 @@ func (f *fleetHarness) sawDirectory(nd *node.Node) {
 // is still its old group's).
 func (f *fleetHarness) record(d *fleet.Directory) {
 	fenced, published := [2]int{-1, -1}, [2]int{-1, -1}
+	var unfenced []string // partitions d gives another group without a fence
 	for p := range f.holdings {
 		g, _ := d.Holder(partition.Partition(p))
 		if h := f.holdings[p]; h[len(h)-1].group != g {
+			if f.fencedAt[p] == 0 {
+				unfenced = append(unfenced, fmt.Sprintf("%d (group %d to %d)", p, h[len(h)-1].group, g))
+			}
 			published = [2]int{h[len(h)-1].group, g}
 			f.holdings[p] = append(h, holding{group: g, at: f.k.Now()})
 			f.windows = append(f.windows, f.k.Now()-f.fencedAt[p])
@@ -271,6 +293,13 @@ func (f *fleetHarness) record(d *fleet.Directory) {
 		} else if !moving {
 			f.fencedAt[p] = 0
 		}
+	}
+	if len(unfenced) > 0 {
+		// A holder changes only at the publication of a move the record
+		// saw fenced: the fence is what stops the old group serving, and
+		// the copy comes between the two.
+		f.run.Fail("moves-fenced", "directory epoch %d (first held at %v) gives %d partitions another group with no fence the record saw: %s",
+			d.Epoch(), f.k.Now(), len(unfenced), strings.Join(unfenced[:min(len(unfenced), 4)], ", "))
 	}
 	f.latest = d
 	for _, fn := range f.fenced {
@@ -308,6 +337,51 @@ func (f *fleetHarness) watchMoves() {
 			step = "ingest"
 		}
 		f.onStep(step, from, to, s.To)
+	})
+}
+
+// addGroups starts the added groups' nodes at at, each group founding
+// its own raft group, and asks a member of the fleet to add them, in
+// order (node.Node.AddGroup), again each second until the record shows
+// every one in the directory. Asking again for a group added already is
+// answered as done, so a lost answer costs nothing.
+func (f *fleetHarness) addGroups(at time.Duration) {
+	var ask func()
+	ask = func() {
+		g := f.latest.Groups() // the next to add, by the record
+		if g >= len(f.groups) {
+			f.run.Did("groups-added", g-f.founded)
+			return
+		}
+		var ups []*sim.Machine
+		for _, n := range f.nodes {
+			if n.Up() && f.nd[n.Name()] != nil && f.member[n.ID()] < g {
+				ups = append(ups, n)
+			}
+		}
+		if len(ups) > 0 {
+			n := ups[f.k.Stream("fleet/add").IntN(len(ups))]
+			nd := f.nd[n.Name()]
+			n.Exec(func() {
+				nd.AddGroup(g, f.entries[g], func(err error) {
+					f.k.Logf("add group %d through %s: %v", g, n.Name(), err)
+				})
+			})
+		}
+		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("add group"), ask)
+	}
+	f.k.At(at, sim.EvClient, xxhash.Sum64String("add group"), func() {
+		for g := f.founded; g < len(f.groups); g++ {
+			for _, n := range f.groups[g].nodes {
+				if !n.Up() {
+					n.Start()
+				}
+			}
+			if f.chaos != nil {
+				f.chaos.Add(f.groups[g].nodes...)
+			}
+		}
+		ask()
 	})
 }
 
@@ -409,11 +483,20 @@ func (f *fleetHarness) runUnderChaos(faults FaultConfig, hot, all []string) erro
 		if g == f.grow {
 			founders = founders[:len(founders)-1] // the spare starts when it joins
 		}
+		if g >= f.founded {
+			continue // an added group starts when it is added (addGroups)
+		}
 		for _, n := range founders {
 			n.Start()
 		}
 	}
-	chaos := StartChaos(f.run, f.nw, f.nodes, faults, f.calm)
+	var faulted []*sim.Machine // an added group's nodes from when it starts (addGroups)
+	for _, n := range f.nodes {
+		if f.member[n.ID()] < f.founded {
+			faulted = append(faulted, n)
+		}
+	}
+	chaos := StartChaos(f.run, f.nw, faulted, faults, f.calm)
 	f.chaos = chaos
 	f.k.At(f.calm+probeAfter, sim.EvCheck, xxhash.Sum64String("fleet probe"), f.probe.run)
 	for _, h := range f.groups {

@@ -37,7 +37,7 @@ func init() {
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 13},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"partitions-moved", 2 * node.MoveBatch}},
-		Checkers: plus(fleetCheckers, "resize-complete"),
+		Checkers: plus(fleetCheckers, "resize-complete", "moves-fenced"),
 		Run:      runFleetResize,
 	})
 }
@@ -105,21 +105,20 @@ func runFleetResize(run *Run) error {
 //     gives only once its log has fenced the batch.
 func (f *fleetHarness) lagControl(target int, at time.Duration, hot []string) {
 	ks := f.k.Stream("knobs/resize/lag")
-	// The upper half's hot flows move in both resizes: to the lower half
-	// and back.
-	half := f.dir.Groups() / 2
+	// The hot flows this resize moves, by the newest directory the
+	// record holds (a shrink the faults held up moved only some).
 	var moving []string
 	for _, fl := range hot {
-		if f.dir.Resolve(fl).Group >= half {
+		if f.latest.Resolve(fl).Group != partition.GroupOf(fl, target) {
 			moving = append(moving, fl)
 		}
+	}
+	if len(moving) == 0 {
+		return
 	}
 	hf := moving[ks.IntN(len(moving))]
 	r := f.latest.Resolve(hf)
 	g := r.Group
-	if g == partition.GroupOf(hf, target) {
-		return // the shrink did not reach it: the grow does not move it
-	}
 	h := f.groups[g]
 	lagged := f.k.Machine(r.Owner)
 	var from time.Duration = -1

@@ -71,6 +71,7 @@ func newAPI(nd *realnet.Node, keys transport.Keys, name, httpAddr string, log *s
 	a.mux.HandleFunc("POST /_cluster/members", a.join)
 	a.mux.HandleFunc("DELETE /_cluster/members/{name}", a.remove)
 	a.mux.HandleFunc("PUT /_cluster/fleet/target", a.resize)
+	a.mux.HandleFunc("POST /_cluster/fleet/groups", a.addGroup)
 	a.mux.HandleFunc("PUT /_cluster/leases/{name}", a.leasePut)
 	a.mux.HandleFunc("GET /_cluster/leases/{name}", a.leaseGet)
 	a.mux.HandleFunc("DELETE /_cluster/leases/{name}", a.leaseDelete)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/partition"
 	"github.com/fenceline/fenceline/realnet"
 )
@@ -23,13 +24,24 @@ import (
 // founder also founds the control group, which holds the group directory
 // and everything the fleet shares (imposters, recordings, the KV API);
 // every node follows it.
+//
+// A group is added to the running fleet by its founder:
+//
+//	node -name c1 ... -fleet-founders <the same> -fleet-group 2 -fleet-add -join 127.0.0.1:8001
+//	node -name c2 ... -fleet-founders <the same> -fleet-group 2 -join <c1's HTTP address>
+//
+// c1 founds group 2's raft group alone and asks the member at -join (of
+// any group) to add it (node.Node.AddGroup, with the control key's
+// attestation); the group holds nothing until `node resize` moves
+// partitions to it. Groups are added in number order: the fleet's next
+// group is the only one it takes.
 
 // parseFleet reads -fleet-founders and -fleet-group against the node's
 // other flags: nil without them.
-func parseFleet(founders string, group int, c config) (*realnet.FleetSpec, error) {
+func parseFleet(founders string, group int, add bool, c config) (*realnet.FleetSpec, error) {
 	if founders == "" {
-		if group != -1 {
-			return nil, errors.New("-fleet-group needs -fleet-founders")
+		if group != -1 || add {
+			return nil, errors.New("-fleet-group and -fleet-add need -fleet-founders")
 		}
 		return nil, nil
 	}
@@ -56,10 +68,15 @@ func parseFleet(founders string, group int, c config) (*realnet.FleetSpec, error
 	if err := partition.Compatible(len(spec.Founders)); err != nil {
 		return nil, fmt.Errorf("-fleet-founders names %d groups: %v", len(spec.Founders), err)
 	}
-	if group < 0 || group >= len(spec.Founders) {
-		return nil, fmt.Errorf("-fleet-group %d: want 0..%d, the node's group among -fleet-founders'", group, len(spec.Founders)-1)
+	switch {
+	case group < 0 || group >= fleet.MaxGroups:
+		return nil, fmt.Errorf("-fleet-group %d: want 0..%d, the node's group among -fleet-founders' (or one added after them, to %d)", group, len(spec.Founders)-1, fleet.MaxGroups-1)
+	case add && group < len(spec.Founders):
+		return nil, fmt.Errorf("-fleet-add founds a group added to the fleet, numbered from %d (the founders' count); group %d is -fleet-founders'", len(spec.Founders), group)
+	case add && c.join == "":
+		return nil, errors.New("-fleet-add asks a member of the fleet to add the group: give -join its HTTP address")
 	}
-	spec.Group = group
+	spec.Group, spec.Added = group, group >= len(spec.Founders)
 	advertised := c.peer
 	if c.advertise != "" {
 		advertised = c.advertise

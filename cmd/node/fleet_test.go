@@ -229,17 +229,21 @@ func TestFleetFlagsRefuseMistakes(t *testing.T) {
 		args []string
 		want string
 	}{
-		"group without founders": {[]string{"-fleet-group", "0"}, "-fleet-group needs -fleet-founders"},
-		"malformed founder":      {[]string{"-fleet-founders", "a1=127.0.0.1:7001", "-fleet-group", "0"}, "want NAME=PEER=HTTP"},
-		"bad founder address":    {[]string{"-fleet-founders", "a1=nowhere=127.0.0.1:8001", "-fleet-group", "0"}, "a1's peer address"},
-		"a founder twice":        {[]string{"-fleet-founders", "a1=127.0.0.1:7001=127.0.0.1:8001,a1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "a1 founds two groups"},
-		"three groups":           {[]string{"-fleet-founders", two + ",c1=127.0.0.1:7007=127.0.0.1:8007", "-fleet-group", "0"}, "names 3 groups"},
-		"no such group":          {[]string{"-fleet-founders", two, "-fleet-group", "2"}, "-fleet-group 2: want 0..1"},
-		"no group":               {[]string{"-fleet-founders", two}, "-fleet-group -1"},
-		"founder of another":     {[]string{"-fleet-founders", two, "-fleet-group", "1"}, "names a1 group 0's founder; -fleet-group is 1"},
-		"founder joins":          {[]string{"-fleet-founders", two, "-fleet-group", "0", "-join", "127.0.0.1:8004"}, "a founder does not -join"},
-		"founder elsewhere":      {[]string{"-fleet-founders", "a1=127.0.0.1:7009=127.0.0.1:8001,b1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "peer address as 127.0.0.1:7009"},
-		"founder's HTTP":         {[]string{"-fleet-founders", "a1=127.0.0.1:7001=127.0.0.1:8009,b1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "HTTP address as 127.0.0.1:8009"},
+		"group without founders":   {[]string{"-fleet-group", "0"}, "-fleet-group and -fleet-add need -fleet-founders"},
+		"add without founders":     {[]string{"-fleet-add"}, "-fleet-group and -fleet-add need -fleet-founders"},
+		"add a founded group":      {[]string{"-fleet-founders", two, "-fleet-group", "1", "-fleet-add", "-join", "127.0.0.1:8004"}, "-fleet-add founds a group added to the fleet, numbered from 2"},
+		"add with no one to ask":   {[]string{"-fleet-founders", two, "-fleet-group", "2", "-fleet-add"}, "-fleet-add asks a member of the fleet to add the group: give -join"},
+		"malformed founder":        {[]string{"-fleet-founders", "a1=127.0.0.1:7001", "-fleet-group", "0"}, "want NAME=PEER=HTTP"},
+		"bad founder address":      {[]string{"-fleet-founders", "a1=nowhere=127.0.0.1:8001", "-fleet-group", "0"}, "a1's peer address"},
+		"a founder twice":          {[]string{"-fleet-founders", "a1=127.0.0.1:7001=127.0.0.1:8001,a1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "a1 founds two groups"},
+		"three groups":             {[]string{"-fleet-founders", two + ",c1=127.0.0.1:7007=127.0.0.1:8007", "-fleet-group", "0"}, "names 3 groups"},
+		"no such group":            {[]string{"-fleet-founders", two, "-fleet-group", "64"}, "-fleet-group 64: want 0..1"},
+		"an added group's founder": {[]string{"-fleet-founders", two, "-fleet-group", "2"}, "names a1 group 0's founder; -fleet-group is 2"},
+		"no group":                 {[]string{"-fleet-founders", two}, "-fleet-group -1"},
+		"founder of another":       {[]string{"-fleet-founders", two, "-fleet-group", "1"}, "names a1 group 0's founder; -fleet-group is 1"},
+		"founder joins":            {[]string{"-fleet-founders", two, "-fleet-group", "0", "-join", "127.0.0.1:8004"}, "a founder does not -join"},
+		"founder elsewhere":        {[]string{"-fleet-founders", "a1=127.0.0.1:7009=127.0.0.1:8001,b1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "peer address as 127.0.0.1:7009"},
+		"founder's HTTP":           {[]string{"-fleet-founders", "a1=127.0.0.1:7001=127.0.0.1:8009,b1=127.0.0.1:7004=127.0.0.1:8004", "-fleet-group", "0"}, "HTTP address as 127.0.0.1:8009"},
 	} {
 		_, err := parseFlags(append(append([]string(nil), base...), tc.args...), io.Discard)
 		require.ErrorIs(t, err, errUsage, name)
@@ -255,6 +259,16 @@ func TestFleetFlagsRefuseMistakes(t *testing.T) {
 	c, err = parseFlags(append(append([]string(nil), base...), "-fleet-founders", two, "-fleet-group", "0"), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, realnet.Founder{Name: "b1", Peer: "127.0.0.1:7004", HTTP: "127.0.0.1:8004"}, c.fleet.Founders[1])
+	// A group added to the running fleet: its founder asks, through any
+	// member; its other nodes join it through the founder.
+	c, err = parseFlags([]string{"-name", "c1", "-peer", "127.0.0.1:7007", "-http", "127.0.0.1:8007", "-fleet-founders", two, "-fleet-group", "2", "-fleet-add", "-join", "127.0.0.1:8001"}, io.Discard)
+	require.NoError(t, err)
+	require.True(t, c.addGroup)
+	require.Equal(t, realnet.FleetSpec{Group: 2, Founders: c.fleet.Founders, Added: true}, *c.fleet)
+	c, err = parseFlags([]string{"-name", "c2", "-peer", "127.0.0.1:7008", "-http", "127.0.0.1:8008", "-fleet-founders", two, "-fleet-group", "2", "-join", "127.0.0.1:8007"}, io.Discard)
+	require.NoError(t, err)
+	require.False(t, c.addGroup)
+	require.True(t, c.fleet.Added)
 }
 
 // A data dir stays in the fleet, and the group, it was first started in.
@@ -372,5 +386,84 @@ func TestAFleetResizesUnderLoad(t *testing.T) {
 		ld.resumed(fmt.Sprintf("the resize to %d", step.groups))
 	}
 	require.Eventually(t, func() bool { return ld.count() > 300 }, 60*time.Second, 20*time.Millisecond, "300 operations answered")
+	ld.finish(200)
+}
+
+// A fleet founded with one group of three grows by a second group of
+// three new processes, added while eight clients call flows through the
+// first group's nodes: n4 founds group 1 with -fleet-add through n1, n5
+// and n6 join it through n4, and every node's directory names it,
+// holding nothing. `node resize 2` then moves half the partitions onto
+// it while the clients, from then on through all six nodes, go on; the
+// history stays linearizable flow by flow (porcupine). A group asked for
+// out of turn, or without the control key, is refused and added
+// nothing.
+func TestAFleetGrowsByAnAddedGroup(t *testing.T) {
+	nodeBinary(t)
+	root, ck, dk := keyedRoot(t)
+	founders := "n1=127.0.0.1:25525=127.0.0.1:2525"
+	start := func(i, group int, extra ...string) *proc {
+		name, ip := fmt.Sprintf("n%d", i), fmt.Sprintf("127.0.0.%d", i)
+		args := append([]string{"-name", name, "-data-dir", filepath.Join(root, name), "-peer", ip + ":25525", "-http", ip + ":2525",
+			"-control-key-file", ck, "-data-key-file", dk, "-fleet-founders", founders, "-fleet-group", fmt.Sprint(group)}, extra...)
+		p := &proc{t: t, name: name, args: args, dir: root, http: ip + ":2525", stderr: &bytes.Buffer{}, mu: &sync.Mutex{}}
+		p.start()
+		t.Cleanup(p.kill)
+		return p
+	}
+	// groups waits until every node of ps holds a directory of len(sizes)
+	// groups, group g with sizes[g] voters, every partition still in
+	// group 0.
+	groups := func(ps []*proc, sizes ...int) {
+		for _, p := range ps {
+			require.Eventually(t, func() bool {
+				st := p.fleetView()
+				if st == nil || st.Fleet == nil || st.Fleet.Directory == nil || len(st.Fleet.Directory.Groups) != len(sizes) {
+					return false
+				}
+				for g, gr := range st.Fleet.Directory.Groups {
+					if len(gr.Voters) != sizes[g] || (g == 0) != (gr.Partitions == partition.Count) {
+						return false
+					}
+				}
+				return true
+			}, 30*time.Second, 50*time.Millisecond, "%s's directory names groups of %v voters, every partition in group 0:\n%s", p.name, sizes, p.log())
+		}
+	}
+	ps := []*proc{start(1, 0)}
+	ps = append(ps, start(2, 0, "-join", "127.0.0.1:2525"), start(3, 0, "-join", "127.0.0.1:2525"))
+	groups(ps, 3)
+	ld := startLoad(t, ps, false)
+	ld.resumed("the start")
+
+	// No attestation, then a group out of turn: the fleet's next is 1.
+	code, body := call("POST", "http://127.0.0.1:2525/_cluster/fleet/groups", `{"name": "n9", "peer": "127.0.0.9:25525", "group": 1, "mIdx": 1}`)
+	require.Equal(t, http.StatusForbidden, code, body)
+	name, ip := "n9", "127.0.0.9"
+	bad := exec.Command(binPath, "-name", name, "-data-dir", filepath.Join(root, name), "-peer", ip+":25525", "-http", ip+":2525",
+		"-control-key-file", ck, "-data-key-file", dk, "-fleet-founders", founders, "-fleet-group", "2", "-fleet-add", "-join", "127.0.0.2:2525")
+	var badErr bytes.Buffer
+	bad.Stderr = &badErr
+	require.Error(t, bad.Run(), "a group out of turn is refused, and its founder exits")
+	require.Contains(t, badErr.String(), "group 2 asked for, the fleet's next is 1")
+
+	before := ld.count()
+	added := time.Now()
+	ps = append(ps, start(4, 1, "-fleet-add", "-join", "127.0.0.1:2525"))
+	ps = append(ps, start(5, 1, "-join", "127.0.0.4:2525"), start(6, 1, "-join", "127.0.0.4:2525"))
+	groups(ps, 3, 3)
+	t.Logf("group 1 added and grown to three in %v; %d operations answered meanwhile", time.Since(added), ld.count()-before)
+	ld.add(ps[3].http, ps[4].http, ps[5].http)
+	ld.resumed("the group's addition")
+
+	var out, errOut bytes.Buffer
+	before = ld.count()
+	ld.longestGap()
+	require.Equal(t, 0, runAdmin(resizeCall, []string{"-control-key-file", ck, "-via", ps[4].http, "2"}, &out, &errOut), errOut.String())
+	took := resized(t, ps, 2)
+	t.Logf("resize onto the added group: every node held the final directory after %v; %d operations answered meanwhile, the longest stretch without one %v",
+		took, ld.count()-before, ld.longestGap())
+	ld.resumed("the resize to 2")
+	require.Eventually(t, func() bool { return ld.count() > before+300 }, 60*time.Second, 20*time.Millisecond, "300 operations answered after the resize")
 	ld.finish(200)
 }

@@ -82,6 +82,67 @@ func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, nam
 	}
 }
 
+// addToFleet asks the member at via (of any group) to add group, which
+// this node has just founded alone, to the running fleet, with the
+// control key's attestation (POST /_cluster/fleet/groups), and
+// introduces the node to the control group's members the answer names:
+// their leader adds it as a learner once the directory names the group.
+// A group added already with this node as its voter is answered as done,
+// so a restart asks again harmlessly. A refusal (a bad attestation, a
+// group out of turn) ends it; anything else is retried with backoff
+// until joinTimeout, each time with a fresh attestation.
+func addToFleet(ctx context.Context, nd *realnet.Node, keys transport.Keys, name, peer, httpAddr, via string, group int, log *slog.Logger) error {
+	var mIdx uint64
+	for wait := time.Now().Add(joinTimeout); mIdx == 0; {
+		// The group's founding membership, as its one voter applied it.
+		if err := nd.Do(ctx, func(c *node.Node) { mIdx = c.Consensus.Membership().Index }); err != nil {
+			return err
+		}
+		if mIdx == 0 {
+			if time.Now().After(wait) {
+				return fmt.Errorf("group %d's raft group has applied no membership after %v", group, joinTimeout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	url := via
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	url = strings.TrimSuffix(url, "/") + "/_cluster/fleet/groups"
+	client := memberClient(15 * time.Second)
+	deadline := time.Now().Add(joinTimeout)
+	backoff := 100 * time.Millisecond
+	for {
+		req := addGroupRequest{Name: name, Peer: peer, HTTP: httpAddr, Group: group, MIdx: mIdx}
+		att, err := attest(keys, transport.ActAddGroup, addGroupFields(req)...)
+		if err != nil {
+			return err
+		}
+		req.Attestation = att.String()
+		body, _ := json.Marshal(req)
+		ans, retry, err := askToJoin(ctx, client, url, body)
+		if err == nil {
+			peers := map[dial.NodeID]string{}
+			for _, m := range ans.Members {
+				peers[dial.IDFromName(m.Name)] = m.Peer
+			}
+			log.Info("the fleet added the group", "via", via, "group", group, "control_members", len(ans.Members))
+			return nd.Introduce(ctx, peers)
+		}
+		if !retry || time.Now().After(deadline) {
+			return err
+		}
+		log.Warn("the group's addition not answered yet; retrying", "via", via, "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
 func askToJoin(ctx context.Context, client *http.Client, url string, body []byte) (joinAnswer, bool, error) {
 	var ans joinAnswer
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -101,7 +162,7 @@ func askToJoin(ctx context.Context, client *http.Client, url string, body []byte
 			return ans, false, fmt.Errorf("join answer: %w", err)
 		}
 		return ans, false, nil
-	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest:
+	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusConflict:
 		return ans, false, errors.New(strings.TrimSpace(string(b)))
 	default:
 		return ans, true, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
@@ -332,6 +393,81 @@ func (a *api) resize(w http.ResponseWriter, r *http.Request) {
 		a.log.Info("resized the fleet", "groups", req.Groups)
 		writeJSON(w, http.StatusOK, map[string]int{"groups": req.Groups})
 	}
+}
+
+// addGroupRequest is a new group's founder asking the fleet to add its
+// group: who it is, where it listens, the group's number and founding
+// membership index, and the control key's attestation of exactly that.
+type addGroupRequest struct {
+	Name        string `json:"name"`
+	Peer        string `json:"peer"`
+	HTTP        string `json:"http"`
+	Group       int    `json:"group"`
+	MIdx        uint64 `json:"mIdx"`
+	Attestation string `json:"attestation"`
+}
+
+// addGroup adds a group to the running fleet (node.Node.AddGroup),
+// founded by the node the request names, with the control key's
+// attestation of the request. 200 with the control group's members once
+// the directory names the group (or already did, with that founder);
+// the group holds nothing until a resize moves partitions to it.
+func (a *api) addGroup(w http.ResponseWriter, r *http.Request) {
+	var req addGroupRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Name == "" || req.Peer == "" || req.Group < 0 || req.MIdx == 0 {
+		fail(w, http.StatusBadRequest, "bad_request", "adding a group names its founder, the founder's peer address, the group's number and its membership index")
+		return
+	}
+	if !a.admitAttestation(w, transport.ActAddGroup, addGroupFields(req), req.Attestation) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	var inFleet bool
+	if err := a.nd.Do(ctx, func(c *node.Node) { _, inFleet = c.FleetGroup() }); err != nil {
+		failErr(w, err)
+		return
+	}
+	if !inFleet {
+		fail(w, http.StatusBadRequest, "bad_request", "this node is in no fleet: a group is added through a member of the fleet")
+		return
+	}
+	founder := fleet.Member{ID: dial.IDFromName(req.Name), Name: req.Name, Peer: req.Peer, HTTP: req.HTTP}
+	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
+		c.AddGroup(req.Group, fleet.Group{MIdx: req.MIdx, Voters: []fleet.Member{founder}}, func(err error) { done(struct{}{}, err) })
+	})
+	switch {
+	case errors.Is(err, node.ErrGroupNumber):
+		fail(w, http.StatusConflict, "out_of_turn", "%v", err)
+		return
+	case errors.Is(err, fleet.ErrInvalid):
+		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+		return
+	case errors.Is(err, node.ErrResizeRaced):
+		fail(w, http.StatusServiceUnavailable, "raced", "%v", err)
+		return
+	case errors.Is(err, node.ErrNoDirectory):
+		fail(w, http.StatusServiceUnavailable, "no_directory", "%v", err)
+		return
+	case err != nil:
+		failErr(w, err)
+		return
+	}
+	a.log.Info("added a group to the fleet", "group", req.Group, "founder", req.Name)
+	var ans joinAnswer
+	_ = a.nd.Do(ctx, func(c *node.Node) {
+		ms := c.Control.Membership()
+		ans.Members = membersJSON(append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...))
+	})
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// addGroupFields are what an attestation to add a group vouches for.
+func addGroupFields(req addGroupRequest) []string {
+	return []string{req.Name, req.Peer, req.HTTP, strconv.Itoa(req.Group), strconv.FormatUint(req.MIdx, 10)}
 }
 
 // otherGroupOf says, in a fleet, that id is a voter of another group than

@@ -81,6 +81,9 @@ type config struct {
 	noParse    bool
 	// A fleet of raft groups (fleet.go, README "A fleet of groups").
 	fleet *realnet.FleetSpec
+	// addGroup (-fleet-add): the node founds its fleet group, one added
+	// to the running fleet, and asks the member at join to add it.
+	addGroup bool
 }
 
 // errUsage marks a mistake in how the node was started: exit code 2.
@@ -141,7 +144,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var founders string
 	group := -1
 	fs.StringVar(&founders, "fleet-founders", "", "run in a fleet of raft groups: each group's founder, in group order, as NAME=PEER=HTTP, comma-separated; every node of the fleet gets the same list (README, \"A fleet of groups\")")
-	fs.IntVar(&group, "fleet-group", -1, "the node's group in the fleet (with -fleet-founders): a founder founds it, any other node joins it (-join a member of it)")
+	fs.IntVar(&group, "fleet-group", -1, "the node's group in the fleet (with -fleet-founders): a founder founds it, any other node joins it (-join a member of it); a group numbered from the founders' count on is one added to the running fleet (-fleet-add)")
+	fs.BoolVar(&c.addGroup, "fleet-add", false, "found -fleet-group as a group added to the running fleet: the node founds the group's raft group alone and asks the member at -join, of any group, to add it (with the control key); the group's other nodes then join through this one")
 	c.imposterPorts = imposterhttp.PortRange{Lo: 1024, Hi: 65535}
 	fs.Func("imposter-ports", "ports imposters may listen on, LO-HI; ports below 1024 only when the range names them (default 1024-65535)", func(v string) (err error) {
 		c.imposterPorts, err = imposterhttp.ParsePortRange(v)
@@ -211,7 +215,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.injectionBudget <= 0 {
 		return c, fmt.Errorf("%w: -injection-budget must be positive", errUsage)
 	}
-	if c.fleet, err = parseFleet(founders, group, c); err != nil {
+	if c.fleet, err = parseFleet(founders, group, c.addGroup, c); err != nil {
 		return c, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return c, nil
@@ -288,7 +292,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: c.name, DataDir: c.dataDir, PeerAddr: c.peer, Advertise: c.advertise,
-		HTTP: httpAddr, Keys: keys, Bootstrap: c.join == "", Fleet: c.fleet, Log: log})
+		HTTP: httpAddr, Keys: keys, Bootstrap: c.join == "" || c.addGroup, Fleet: c.fleet, Log: log})
 	if err != nil {
 		_ = ln.Close()
 		fmt.Fprintln(stderr, "node:", err)
@@ -368,7 +372,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("serving", "http", ln.Addr().String(), "peer", nd.PeerAddr())
 
-	if c.join != "" {
+	if c.addGroup {
+		if err := addToFleet(context.Background(), nd, keys, c.name, nd.Advertised(), httpAddr, c.join, c.fleet.Group, log); err != nil {
+			log.Error("adding the group to the fleet failed", "via", c.join, "group", c.fleet.Group, "err", err)
+			_ = srv.Close()
+			_ = nd.Close()
+			return 1
+		}
+	} else if c.join != "" {
 		var group *int
 		if c.fleet != nil {
 			group = &c.fleet.Group

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -383,8 +384,15 @@ func (l *load) finish(least int) {
 }
 
 // client runs random operations until the load stops.
+// add has the clients call through addrs too from now on.
+func (l *load) add(addrs ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nodes = append(slices.Clip(l.nodes), addrs...)
+}
+
 func (l *load) client(id int) {
-	nodes, r, stop := l.nodes, l.rec, l.stop
+	r, stop := l.rec, l.stop
 	rnd := rand.New(rand.NewPCG(uint64(id), 7))
 	flows := []string{"f0", "f1", "f2", "f3", "f4", "f5"}
 	for {
@@ -413,8 +421,11 @@ func (l *load) client(id int) {
 			in = linearizability.FlowInput{Op: linearizability.FlowClear}
 			c = flowCall{"DELETE", base, ""}
 		}
+		l.mu.Lock()
+		via := l.nodes[rnd.IntN(len(l.nodes))]
+		l.mu.Unlock()
 		op := r.call(id, "i4545:"+f, in)
-		if r.finish(op, in, do(nodes[rnd.IntN(len(nodes))], c)) {
+		if r.finish(op, in, do(via, c)) {
 			l.mu.Lock()
 			l.oks++
 			now := time.Now()

@@ -68,7 +68,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"-for", "1m"}, "-for and -random-base go with -random"},
 		{[]string{"-random", "-for", "1m", "-seeds", "1..3"}, "-random runs its own seeds"},
 		{[]string{"-random", "-for", "1m", "-random-base", "x"}, "-random-base \"x\": want an unsigned integer"},
-		{[]string{"-scenario", "nonsense"}, "valid scenarios: bridge-saturation, durability-restart, election-crash, fleet-resize, fleet-routing, flow-ops, imposter-scenarios, injected-counter, isolated-owner, journal-crash, kernel-selftest"},
+		{[]string{"-scenario", "nonsense"}, "valid scenarios: bridge-saturation, durability-restart, election-crash, fleet-grow, fleet-resize, fleet-routing, flow-ops, imposter-scenarios, injected-counter, isolated-owner, journal-crash, kernel-selftest"},
 		{[]string{"-seed", "x"}, `-seed "x": want an unsigned integer`},
 		{[]string{"-seeds", "5..1"}, "B is less than A"},
 		{[]string{"-seeds", "1-5"}, "want A..B"},

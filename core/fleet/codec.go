@@ -13,16 +13,24 @@ import (
 // (core/node): a version byte, then
 //
 //	epoch, base, target                 uvarints
+//	founded                             uvarint, in version 3 only
 //	groups: count, then each            MIdx, voters: count, then each ID, name, peer, HTTP
 //	moved: count, then each             partition (ascending), group, epoch, to+1 (0: not moving)
 //
-// where moved lists only the partitions not where the table puts them
-// since base: a directory no resize has touched is a few hundred bytes,
-// and one every partition of which moved is under 50 KiB. Decode is
-// strict (core/binenc): one directory has one encoding, and bytes that
-// are not one (cut short, trailing, out of order, naming a group that is
-// not there) are refused, never read as a directory.
-const codecVersion = 2
+// where moved lists only the partitions not where the founding table
+// puts them since base: a directory no resize has touched is a few
+// hundred bytes, and one every partition of which moved is under 50 KiB.
+// A fleet that has had no group added is version 2, with no founded
+// field (it is the group count), exactly as before groups could be
+// added; one with added groups is version 3. Decode is strict
+// (core/binenc): one directory has one encoding, and bytes that are not
+// one (cut short, trailing, out of order, naming a group that is not
+// there, a version 3 with no group added) are refused, never read as a
+// directory.
+const (
+	codecVersion      = 2
+	codecVersionAdded = 3
+)
 
 // MaxEncoded bounds a directory's bytes: MaxVoters voters of every group
 // of the largest fleet would pass it long before a real one does.
@@ -30,10 +38,17 @@ const MaxEncoded = 1 << 20
 
 // Encode returns d's bytes.
 func (d *Directory) Encode() []byte {
+	added := d.founded != len(d.groups)
 	b := []byte{codecVersion}
+	if added {
+		b[0] = codecVersionAdded
+	}
 	b = binary.AppendUvarint(b, d.epoch)
 	b = binary.AppendUvarint(b, d.base)
 	b = binary.AppendUvarint(b, uint64(d.target))
+	if added {
+		b = binary.AppendUvarint(b, uint64(d.founded))
+	}
 	b = binary.AppendUvarint(b, uint64(len(d.groups)))
 	for _, g := range d.groups {
 		b = binary.AppendUvarint(b, g.MIdx)
@@ -61,9 +76,10 @@ func (d *Directory) Encode() []byte {
 	return b
 }
 
-// placed is where the table puts p in d's fleet, since d's founding.
+// placed is where the founding table puts p in d's fleet, since d's
+// founding.
 func (d *Directory) placed(p partition.Partition) assignment {
-	return assignment{group: p.Group(len(d.groups)), epoch: d.base}
+	return assignment{group: p.Group(d.founded), epoch: d.base}
 }
 
 // Decode reads a directory Encode wrote, checked as New checks one.
@@ -72,10 +88,15 @@ func Decode(b []byte) (*Directory, error) {
 		return nil, fmt.Errorf("%w: %d bytes (at most %d)", ErrInvalid, len(b), MaxEncoded)
 	}
 	d := binenc.Decoder{B: b}
-	if v := d.Byte(); d.Err == nil && v != codecVersion {
-		return nil, fmt.Errorf("%w: encoding version %d (this node reads %d)", ErrInvalid, v, codecVersion)
+	v := d.Byte()
+	if d.Err == nil && v != codecVersion && v != codecVersionAdded {
+		return nil, fmt.Errorf("%w: encoding version %d (this node reads %d and %d)", ErrInvalid, v, codecVersion, codecVersionAdded)
 	}
 	epoch, base, target := d.Uvarint(), d.Uvarint(), d.Uvarint()
+	founded := uint64(0) // version 2: every group was founded
+	if v == codecVersionAdded {
+		founded = d.Uvarint()
+	}
 	groups := make([]Group, d.Count())
 	for g := range groups {
 		groups[g].MIdx = d.Uvarint()
@@ -90,8 +111,16 @@ func Decode(b []byte) (*Directory, error) {
 	if base == 0 || base > epoch {
 		return nil, fmt.Errorf("%w: founded at epoch %d, now at %d", ErrInvalid, base, epoch)
 	}
-	dir, err := New(base, groups)
+	if v == codecVersion {
+		founded = uint64(len(groups))
+	} else if founded == 0 || founded >= uint64(len(groups)) {
+		return nil, fmt.Errorf("%w: founded with %d of its %d groups, in the encoding of a fleet that added some", ErrInvalid, founded, len(groups))
+	}
+	dir, err := New(base, groups[:founded])
 	if err != nil {
+		return nil, err
+	}
+	if err := dir.setGroups(groups); err != nil {
 		return nil, err
 	}
 	dir.epoch = epoch

@@ -24,9 +24,11 @@ func drawDirectory(t *rapid.T) *Directory {
 				d, err = d.Fence([]partition.Partition{p}, drawOther(t, d, p, i))
 			}
 		} else if rapid.Bool().Draw(t, fmt.Sprintf("resize%d", i)) {
-			d, err = d.WithTarget(rapid.SampledFrom([]int{1, 2, 4, 8}[:bitsLen(groups)]).Draw(t, fmt.Sprintf("t%d", i)))
+			d, err = d.WithTarget(rapid.SampledFrom([]int{1, 2, 4, 8, 16}[:bitsLen(d.Groups())]).Draw(t, fmt.Sprintf("t%d", i)))
+		} else if d.Groups() < 16 && rapid.Bool().Draw(t, fmt.Sprintf("add%d", i)) {
+			d, err = d.WithNewGroup(addedGroup(d.Groups()))
 		} else {
-			g := rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("m%d", i))
+			g := rapid.IntRange(0, d.Groups()-1).Draw(t, fmt.Sprintf("m%d", i))
 			gr := d.Group(g)
 			gr.MIdx += rapid.Uint64Range(1, 1000).Draw(t, fmt.Sprintf("dm%d", i))
 			gr.Voters = gr.Voters[:rapid.IntRange(1, len(gr.Voters)).Draw(t, fmt.Sprintf("v%d", i))]
@@ -121,6 +123,30 @@ func TestDirectoryCodecRefusals(t *testing.T) {
 
 	_, err = Decode(make([]byte, MaxEncoded+1))
 	require.ErrorContains(t, err, "at most")
+
+	// A fleet with a group added is version 3, with the founded count
+	// after the target; that count must be a founding the table can
+	// describe, and fewer than the groups (else it is version 2's).
+	d3, err := d0.WithNewGroup(addedGroup(2))
+	require.NoError(t, err)
+	b3 := d3.Encode()
+	require.Equal(t, []byte{codecVersionAdded, 4, 3, 2, 2, 3}, b3[:6], "version, epoch, base, target, founded, groups")
+	for founded, want := range map[byte]string{0: "founded with 0 of its 3", 3: "founded with 3 of its 3"} {
+		bad := append([]byte(nil), b3...)
+		bad[4] = founded
+		_, err = Decode(bad)
+		require.ErrorContains(t, err, want, "founded %d", founded)
+	}
+	one := append([]byte(nil), b3...)
+	one[4] = 1
+	d1, err := Decode(one)
+	require.NoError(t, err, "another directory: a fleet founded with one group, two added")
+	g, _ := d1.Holder(1)
+	require.Equal(t, []int{1, 0}, []int{d1.Founded(), g})
+	two := append([]byte{codecVersion}, b3[1:4]...)
+	two = append(two, b3[5:]...)
+	_, err = Decode(two)
+	require.ErrorIs(t, err, ErrInvalid, "read as version 2, three founded groups do not divide the table")
 }
 
 func TestEveryPartitionMovedStaysBounded(t *testing.T) {
@@ -147,7 +173,7 @@ func TestEveryPartitionMovedStaysBounded(t *testing.T) {
 	require.Equal(t, d, back)
 }
 
-// bitsLen is how many of 1, 2, 4, 8 are at most groups.
+// bitsLen is how many of 1, 2, 4, 8, 16 are at most groups.
 func bitsLen(groups int) int {
 	n := 0
 	for c := 1; c <= groups; c *= 2 {

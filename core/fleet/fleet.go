@@ -50,6 +50,16 @@
 // copies from A (era e1) outrank whatever B kept from an earlier holding,
 // and B's own writes (era e2) outrank the copies.
 //
+// # Groups added to a running fleet
+//
+// A fleet is founded with a number of groups that divides the table
+// (New). More groups are added while it runs (WithNewGroup), holding
+// nothing: the partitions the founding placed stay where they are until
+// a resize moves them, fenced, copied and published like any other move.
+// So a group added is never handed a partition it has no copies of, and
+// the founding placement (over the founded groups) stays what every
+// unmoved partition's assignment is read against.
+//
 // A Directory is immutable; changes return a new one.
 package fleet
 
@@ -83,6 +93,11 @@ type Group struct {
 // group, which stops being useful long before this.
 const MaxVoters = 64
 
+// MaxGroups bounds a fleet's groups: every node follows the control
+// group and greets every group's voters, and a directory of MaxGroups
+// groups of MaxVoters voters still encodes within MaxEncoded.
+const MaxGroups = 64
+
 // assignment is who holds one partition, and since which epoch; while
 // the partition moves, the group it moves to (to+1; 0: not moving), and
 // the epoch is its fence's.
@@ -97,10 +112,15 @@ type Directory struct {
 	epoch uint64
 	// base is the epoch of the directory's founding (New): a partition
 	// never reassigned since sits where the table puts it, since base.
-	base   uint64
-	groups []Group
-	rings  []ring.Ring // each group's voters, as the ring orders them
-	held   [partition.Count]assignment
+	base uint64
+	// founded is how many groups the fleet was founded with (New): the
+	// table's placement over them is where each partition sits since
+	// base until a move takes it elsewhere. Groups after those were added
+	// (WithNewGroup) and hold only what moves gave them.
+	founded int
+	groups  []Group
+	rings   []ring.Ring // each group's voters, as the ring orders them
+	held    [partition.Count]assignment
 	// target is the number of groups the table should be spread over
 	// (WithTarget): the table's placement for it is where each partition
 	// belongs, and moves until it is there.
@@ -136,7 +156,7 @@ func New(epoch uint64, groups []Group) (*Directory, error) {
 	if err := partition.Compatible(len(groups)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	d := &Directory{epoch: epoch, base: epoch, target: len(groups)}
+	d := &Directory{epoch: epoch, base: epoch, founded: len(groups), target: len(groups)}
 	if err := d.setGroups(groups); err != nil {
 		return nil, err
 	}
@@ -150,6 +170,9 @@ func New(epoch uint64, groups []Group) (*Directory, error) {
 // group, every voter named, no node in two groups or twice in one, a
 // membership index with each group.
 func (d *Directory) setGroups(groups []Group) error {
+	if len(groups) > MaxGroups {
+		return fmt.Errorf("%w: %d groups (at most %d)", ErrInvalid, len(groups), MaxGroups)
+	}
 	seen := map[dial.NodeID]int{}
 	d.groups = make([]Group, len(groups))
 	d.rings = make([]ring.Ring, len(groups))
@@ -308,12 +331,30 @@ func (d *Directory) WithGroup(g int, gr Group) (*Directory, error) {
 	groups := make([]Group, len(d.groups))
 	copy(groups, d.groups)
 	groups[g] = gr
-	n := &Directory{epoch: d.epoch + 1, base: d.base, held: d.held, target: d.target}
+	n := &Directory{epoch: d.epoch + 1, base: d.base, founded: d.founded, held: d.held, target: d.target}
 	if err := n.setGroups(groups); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
+
+// WithNewGroup returns the directory at the next epoch with one more
+// group, gr, numbered Groups(): a group added to the running fleet. It
+// holds no partition; a resize moves partitions to it (WithTarget), each
+// fenced, copied and published, so it is never handed state it has not
+// been given. gr is its founding membership, as its voters committed it.
+func (d *Directory) WithNewGroup(gr Group) (*Directory, error) {
+	groups := append(append(make([]Group, 0, len(d.groups)+1), d.groups...), gr)
+	n := &Directory{epoch: d.epoch + 1, base: d.base, founded: d.founded, held: d.held, target: d.target}
+	if err := n.setGroups(groups); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Founded is how many groups the fleet was founded with; the groups
+// numbered from it on were added (WithNewGroup).
+func (d *Directory) Founded() int { return d.founded }
 
 // WithTarget returns the directory at the next epoch whose table should
 // be spread over target groups: a resize. It moves nothing itself; the

@@ -27,6 +27,89 @@ func groupsOf(g int) []Group {
 	return out
 }
 
+// addedGroup is a group of three voters, named a<g>n<j>, to add as group g.
+func addedGroup(g int) Group {
+	gr := Group{MIdx: 1}
+	for j := range 3 {
+		name := fmt.Sprintf("a%dn%d", g, j)
+		gr.Voters = append(gr.Voters, Member{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000", HTTP: name + ":8080"})
+	}
+	return gr
+}
+
+// A group added to a running fleet holds nothing until a resize moves
+// partitions to it, each fenced and published; the founding placement
+// stays what the unmoved partitions' assignments read against, and the
+// directory's bytes stay those of a fleet with no group added until one
+// is.
+func TestAnAddedGroupHoldsOnlyWhatMoves(t *testing.T) {
+	d, err := New(1, groupsOf(2))
+	require.NoError(t, err)
+	before := d.Encode()
+	_, err = d.WithTarget(4)
+	require.ErrorContains(t, err, "the fleet has 2", "no resize past the groups there are")
+	d3, err := d.WithNewGroup(addedGroup(2))
+	require.NoError(t, err)
+	require.Equal(t, []int{3, 2, 2}, []int{d3.Groups(), d3.Founded(), d3.Target()})
+	require.Equal(t, d.Epoch()+1, d3.Epoch())
+	require.Equal(t, before, d.Encode(), "the directory added to is unchanged")
+	require.Equal(t, byte(codecVersion), before[0], "a fleet with no group added encodes as before")
+	require.Equal(t, byte(codecVersionAdded), d3.Encode()[0])
+	for p := range partition.Count {
+		g, e := d3.Holder(partition.Partition(p))
+		wg, we := d.Holder(partition.Partition(p))
+		require.Equal(t, []uint64{uint64(wg), we}, []uint64{uint64(g), e}, "partition %d", p)
+	}
+	_, err = d3.WithTarget(4)
+	require.ErrorContains(t, err, "the fleet has 3")
+	_, err = d3.WithTarget(3)
+	require.ErrorIs(t, err, ErrInvalid, "3 groups do not divide the table")
+
+	_, err = d3.WithNewGroup(addedGroup(2))
+	require.ErrorContains(t, err, "a voter of groups 2 and 3", "a node belongs to one group")
+	_, err = d3.WithNewGroup(Group{MIdx: 1})
+	require.ErrorContains(t, err, "no voters")
+	d4, err := d3.WithNewGroup(addedGroup(3))
+	require.NoError(t, err)
+	back, err := Decode(d4.Encode())
+	require.NoError(t, err)
+	require.Equal(t, d4, back)
+
+	// 2 to 4: partitions 2 and 3 mod 4 move, from groups 0 and 1, to
+	// the added groups; nothing else.
+	d4, err = d4.WithTarget(4)
+	require.NoError(t, err)
+	moved := map[[2]int]int{}
+	for {
+		ps, from, to := d4.Misplaced(512)
+		if len(ps) == 0 {
+			break
+		}
+		moved[[2]int{from, to}] += len(ps)
+		for _, p := range ps {
+			require.Equal(t, to, p.Group(4))
+		}
+		d4, err = d4.Fence(ps, to)
+		require.NoError(t, err)
+		d4, err = d4.Publish(ps)
+		require.NoError(t, err)
+	}
+	require.Equal(t, map[[2]int]int{{0, 2}: partition.Count / 4, {1, 3}: partition.Count / 4}, moved)
+	back, err = Decode(d4.Encode())
+	require.NoError(t, err)
+	require.Equal(t, d4, back)
+}
+
+// A fleet has at most MaxGroups groups, founded or added.
+func TestGroupsAreBounded(t *testing.T) {
+	d, err := New(1, groupsOf(MaxGroups))
+	require.NoError(t, err)
+	_, err = d.WithNewGroup(addedGroup(MaxGroups))
+	require.ErrorContains(t, err, fmt.Sprintf("at most %d", MaxGroups))
+	_, err = New(1, groupsOf(2*MaxGroups))
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
 func TestAGroupMayHaveMaxVoters(t *testing.T) {
 	gs := []Group{{MIdx: 1}}
 	for i := range MaxVoters {
@@ -295,8 +378,10 @@ func TestDirectoryHistoryProperty(t *testing.T) {
 					d, err = d.Fence([]partition.Partition{p}, drawOther(t, d, p, i))
 				}
 				last[p] = d.Epoch()
+			} else if d.Groups() < 8 && rapid.Bool().Draw(t, fmt.Sprintf("add%d", i)) {
+				d, err = d.WithNewGroup(addedGroup(d.Groups()))
 			} else {
-				g := rapid.IntRange(0, groups-1).Draw(t, fmt.Sprintf("m%d", i))
+				g := rapid.IntRange(0, d.Groups()-1).Draw(t, fmt.Sprintf("m%d", i))
 				gr := d.Group(g)
 				gr.MIdx++
 				d, err = d.WithGroup(g, gr)
@@ -317,7 +402,7 @@ func TestDirectoryHistoryProperty(t *testing.T) {
 		r := d.Resolve(key)
 		require.Equal(t, g, r.Group)
 		require.Equal(t, e, r.Epoch)
-		for gg := range groups {
+		for gg := range d.Groups() {
 			for _, ee := range []uint64{e - 1, e, e + 1} {
 				err := d.Admit(gg, key, ee)
 				if moving {

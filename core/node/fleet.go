@@ -59,11 +59,17 @@ import (
 
 // FleetConfig places a node's raft group in a fleet.
 type FleetConfig struct {
-	// Group is the node's data group, an index into Founding.
+	// Group is the node's data group: an index into Founding, or, with
+	// Added, a group numbered from len(Founding) on.
 	Group int
 	// Founding is each data group's founding voters, at membership index
 	// 1: the directory's first epoch, written once.
 	Founding []fleet.Group
+	// Added: the node's group is one added to the running fleet
+	// (Node.AddGroup), not one of Founding. Until the directory names
+	// it, the node's group holds nothing and publishes nothing; once it
+	// does, the group holds only what a resize moves to it.
+	Added bool
 	// Control configures the node's replica of the control group. Its
 	// Bootstrap names the control group's founding voters on those nodes
 	// (empty on every other node: it starts empty and is added as a
@@ -113,8 +119,10 @@ func (c FleetConfig) validate(data consensus.Config) error {
 		return fmt.Errorf("node: fleet: founding groups: %w", err)
 	}
 	switch {
-	case c.Group < 0 || c.Group >= len(c.Founding):
-		return fmt.Errorf("node: fleet: group %d of %d", c.Group, len(c.Founding))
+	case !c.Added && (c.Group < 0 || c.Group >= len(c.Founding)):
+		return fmt.Errorf("node: fleet: group %d of %d founded", c.Group, len(c.Founding))
+	case c.Added && (c.Group < len(c.Founding) || c.Group >= fleet.MaxGroups):
+		return fmt.Errorf("node: fleet: an added group is numbered from %d (the founded groups) to %d, not %d", len(c.Founding), fleet.MaxGroups-1, c.Group)
 	case c.PublishEvery <= 0:
 		return errors.New("node: fleet: PublishEvery must be positive")
 	case c.Control.JournalName == data.JournalName || c.Control.JournalName == FlowLog:
@@ -291,7 +299,9 @@ func (p *publisher) turn() {
 	}
 	ms := p.n.Consensus.Membership()
 	d := p.view.Directory() // nil while the value is absent: then !found
-	if d == nil || d.Group(p.cfg.Group).MIdx >= ms.Index {
+	if d == nil || p.cfg.Group >= d.Groups() || d.Group(p.cfg.Group).MIdx >= ms.Index {
+		// (An added group the directory does not name yet publishes
+		// nothing: Node.AddGroup names it.)
 		return
 	}
 	voters := make([]fleet.Member, len(ms.Voters))

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,8 +9,10 @@ import (
 
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/fleet"
+	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/partition"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
@@ -72,10 +75,11 @@ func TestTheDirectoryComesFromTheControlGroup(t *testing.T) {
 
 func TestFleetConfigRefusals(t *testing.T) {
 	for name, edit := range map[string]func(*node.Config){
-		"group 1 of 1":                 func(c *node.Config) { c.Fleet.Group = 1 },
-		"founding groups":              func(c *node.Config) { c.Fleet.Founding = nil },
-		"would share a file":           func(c *node.Config) { c.Fleet.Control.JournalName = "raft.journal" },
-		"the control replica is named": func(c *node.Config) { c.Fleet.Control.Name = "b" },
+		"group 1 of 1":                      func(c *node.Config) { c.Fleet.Group = 1 },
+		"founding groups":                   func(c *node.Config) { c.Fleet.Founding = nil },
+		"would share a file":                func(c *node.Config) { c.Fleet.Control.JournalName = "raft.journal" },
+		"the control replica is named":      func(c *node.Config) { c.Fleet.Control.Name = "b" },
+		"an added group is numbered from 1": func(c *node.Config) { c.Fleet.Added = true },
 		"PublishEvery must be positive": func(c *node.Config) {
 			c.Fleet.PublishEvery = -time.Second
 		},
@@ -113,5 +117,78 @@ func TestResizeAnswersOnce(t *testing.T) {
 	require.Len(t, answers[3], 1)
 	require.ErrorIs(t, answers[3][0], fleet.ErrInvalid)
 	require.Equal(t, 1, nd.Directory().Target())
+	require.NoError(t, nd.CheckInvariants())
+}
+
+// AddGroup adds the fleet's next group, holding nothing, and answers
+// once: nil again for the same group asked again (an answer lost), a
+// refusal for a number out of turn or a voter of another group. A
+// resize then moves partitions to the added group, but never the batch
+// of a flow written before it while the group's voter (no process runs
+// b here) cannot take its copy: the group is never handed state it has
+// not been given. (Batches with no flows have nothing to copy, and move.)
+func TestAddGroupAddsAGroupThatHoldsNothing(t *testing.T) {
+	k, m, nd := startOneNodeFleet(t)
+	member := func(name string) fleet.Member {
+		return fleet.Member{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000"}
+	}
+	var answers []error
+	add := func(g int, names ...string) {
+		gr := fleet.Group{MIdx: 1}
+		for _, n := range names {
+			gr.Voters = append(gr.Voters, member(n))
+		}
+		m.Exec(func() { nd.AddGroup(g, gr, func(err error) { answers = append(answers, err) }) })
+	}
+	add(1, "b")
+	require.Equal(t, []error{node.ErrNoDirectory}, answers, "before the directory is founded")
+	require.NoError(t, k.RunUntil(2*time.Second))
+	answers = nil
+	add(1, "b")
+	require.NoError(t, k.RunUntil(3*time.Second))
+	require.Equal(t, []error{nil}, answers)
+	d := nd.Directory()
+	require.Equal(t, []int{2, 1, 1}, []int{d.Groups(), d.Founded(), d.Target()})
+	for p := range 16 {
+		g, _ := d.Holder(partition.Partition(p))
+		require.Zero(t, g, "the added group holds nothing")
+	}
+
+	answers = nil
+	add(1, "b")      // asked again: added already
+	add(1, "c")      // another group 1
+	add(3, "c")      // out of turn
+	add(2, "a")      // a voter of group 0
+	add(2, "c", "c") // a voter twice
+	require.NoError(t, k.RunUntil(4*time.Second))
+	require.Len(t, answers, 5)
+	require.NoError(t, answers[0])
+	require.ErrorIs(t, answers[1], node.ErrGroupNumber)
+	require.ErrorIs(t, answers[2], node.ErrGroupNumber)
+	require.ErrorIs(t, answers[3], fleet.ErrInvalid)
+	require.ErrorIs(t, answers[4], fleet.ErrInvalid)
+	require.Equal(t, 2, nd.Directory().Groups())
+
+	// A flow whose partition moves to group 1.
+	f := "i8080:added"
+	for i := 0; partition.GroupOf(f, 2) != 1; i++ {
+		f = fmt.Sprintf("i8080:added-%d", i)
+	}
+	var wrote []error
+	m.Exec(func() {
+		nd.Flow.Do(flow.Request{Flow: f, Op: flow.OpSet, Key: "k", Value: []byte("v")}, func(_ flow.Response, err error) { wrote = append(wrote, err) })
+	})
+	require.NoError(t, k.RunUntil(6*time.Second))
+	require.Equal(t, []error{nil}, wrote)
+	var resized []error
+	m.Exec(func() { nd.Resize(2, func(err error) { resized = append(resized, err) }) })
+	require.NoError(t, k.RunUntil(12*time.Second))
+	require.Equal(t, []error{nil}, resized)
+	d = nd.Directory()
+	from, to, _, moving := d.Moving(partition.Of(f))
+	require.True(t, moving, "the written flow's batch is fenced and stays so")
+	require.Equal(t, []int{0, 1}, []int{from, to})
+	ps, _, _ := d.Misplaced(partition.Count)
+	require.Less(t, len(ps), partition.Count/2-node.MoveBatch, "empty batches moved before it")
 	require.NoError(t, nd.CheckInvariants())
 }

@@ -2,6 +2,8 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/flow"
@@ -124,8 +126,9 @@ func (p *publisher) fence(d *fleet.Directory) bool {
 // whose control replica holds no directory yet.
 var ErrNoDirectory = errors.New("node: no group directory here (not in a fleet, or not caught up yet)")
 
-// ErrResizeRaced is Resize's answer when the directory changed between
-// reading it and writing the new target: nothing was written; ask again.
+// ErrResizeRaced is Resize's (and AddGroup's) answer when the directory
+// changed between reading it and writing the change: nothing was
+// written; ask again.
 var ErrResizeRaced = errors.New("node: the directory changed while the resize was written; nothing changed, ask again")
 
 // Resize sets the number of groups the fleet's table should be spread
@@ -145,7 +148,68 @@ func (n *Node) Resize(target int, done func(error)) {
 		done(err)
 		return
 	}
-	n.Control.Propose(kv.Txn([]kv.Guard{kv.VersionIs(DirectoryKey, e.Version)}, []kv.Op{kv.Put(DirectoryKey, next.Encode())}, nil),
+	n.proposeDirectory(e.Version, next, done)
+}
+
+// ErrGroupNumber is AddGroup's answer when the group asked for is not the
+// next the fleet would number, nor one it already added with that
+// founder.
+var ErrGroupNumber = errors.New("node: the fleet numbers its next group otherwise")
+
+// AddGroup adds group g, founded with gr's voters at gr.MIdx, to the
+// running fleet (fleet.Directory.WithNewGroup): g must be the next
+// number, Groups(). The group holds nothing until a resize moves
+// partitions to it. A group already added as g with gr's first voter
+// among its voters answers nil again, so a caller that lost the answer
+// may ask again. done runs once, on the loop; a refusal changes nothing.
+func (n *Node) AddGroup(g int, gr fleet.Group, done func(error)) {
+	d := n.Directory()
+	if d == nil {
+		done(ErrNoDirectory)
+		return
+	}
+	if len(gr.Voters) > 0 && g < d.Groups() && slices.Contains(voterIDs(d.Group(g)), gr.Voters[0].ID) {
+		done(nil) // added already (the group may have published since)
+		return
+	}
+	if g != d.Groups() {
+		done(fmt.Errorf("%w: group %d asked for, the fleet's next is %d", ErrGroupNumber, g, d.Groups()))
+		return
+	}
+	e, _ := n.Control.LocalGet(DirectoryKey) // d came from it
+	next, err := d.WithNewGroup(gr)
+	if err != nil {
+		done(err)
+		return
+	}
+	if n.publisher.bugs.AddedGroupTakesTable {
+		next = takeTable(next)
+	}
+	n.proposeDirectory(e.Version, next, done)
+}
+
+// takeTable is the bug AddedGroupTakesTable: when the groups divide the
+// table, d spread over all of them at once, every partition the table
+// puts elsewhere published there with no move.
+func takeTable(d *fleet.Directory) *fleet.Directory {
+	if partition.Compatible(d.Groups()) != nil {
+		return d
+	}
+	d, _ = d.WithTarget(d.Groups())
+	for {
+		ps, _, to := d.Misplaced(partition.Count)
+		if len(ps) == 0 {
+			return d
+		}
+		d, _ = d.Fence(ps, to)
+		d, _ = d.Publish(ps)
+	}
+}
+
+// proposeDirectory writes next over the directory at version, answering
+// done once: ErrResizeRaced if the directory changed meanwhile.
+func (n *Node) proposeDirectory(version uint64, next *fleet.Directory, done func(error)) {
+	n.Control.Propose(kv.Txn([]kv.Guard{kv.VersionIs(DirectoryKey, version)}, []kv.Op{kv.Put(DirectoryKey, next.Encode())}, nil),
 		func(r kv.Result, err error) {
 			switch {
 			case err != nil:

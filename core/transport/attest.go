@@ -35,6 +35,10 @@ const (
 	ActJoin   = "join"   // fields: name, peer address, HTTP address
 	ActRemove = "remove" // fields: name
 	ActResize = "resize" // fields: the number of groups (decimal)
+	// ActAddGroup adds a group to a running fleet, founded by the node
+	// named. Fields: its name, peer address, HTTP address, the group's
+	// number and its founding membership index (decimal).
+	ActAddGroup = "add-group"
 )
 
 const (
