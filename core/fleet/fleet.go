@@ -95,7 +95,8 @@ const MaxVoters = 64
 
 // MaxGroups bounds a fleet's groups: every node follows the control
 // group and greets every group's voters, and a directory of MaxGroups
-// groups of MaxVoters voters still encodes within MaxEncoded.
+// groups of MaxVoters voters, with names and addresses of ordinary
+// length, still encodes within MaxEncoded.
 const MaxGroups = 64
 
 // assignment is who holds one partition, and since which epoch; while
