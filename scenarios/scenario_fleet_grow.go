@@ -58,29 +58,14 @@ func runFleetGrow(run *Run) error {
 	run.Knob("add_at", addAt)
 	f.addGroups(addAt)
 	// Onto the added groups once the record shows them all in the
-	// directory; back once every partition is in place (or 4s after the
-	// heal, if the faults held the grow up that long).
-	var grow, shrink func()
-	grow = func() {
-		if f.latest.Groups() < 2*founded {
-			f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String("grow"), grow)
-			return
-		}
-		run.Knob("grow_at", f.k.Now())
-		f.resize(2*founded, f.k.Now())
-		f.lagControl(2*founded, f.k.Now(), hot)
-		f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String("shrink"), shrink)
-	}
-	shrink = func() {
-		if f.k.Now() < f.calm+4*time.Second && !f.placed(2*founded) {
-			f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String("shrink"), shrink)
-			return
-		}
-		run.Knob("shrink_at", f.k.Now())
-		f.resize(founded, f.k.Now())
-		f.lagControl(founded, f.k.Now(), hot)
-	}
-	f.k.At(addAt, sim.EvCheck, xxhash.Sum64String("grow"), grow)
+	// directory; back once every partition is in place.
+	f.k.At(addAt, sim.EvCheck, xxhash.Sum64String("grow"), func() {
+		f.resizeWhen(2*founded, "grow", func() bool { return f.latest.Groups() == 2*founded }, hot, func() {
+			f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String("shrink"), func() {
+				f.resizeWhen(founded, "shrink", func() bool { return f.placed(2 * founded) }, hot, nil)
+			})
+		})
+	})
 	f.aimCrash(k.Stream("knobs/resize/crash"))
 	return f.runUnderChaos(faults, hot, all)
 }

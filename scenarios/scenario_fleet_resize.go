@@ -68,22 +68,30 @@ func runFleetResize(run *Run) error {
 	f.resize(groups/2, shrink)
 	f.lagControl(groups/2, shrink, hot)
 	// Back to G groups once the record shows every partition in the lower
-	// half, or 4s after the heal if the faults held the shrink up that long
-	// (seed 202: the control group had no leader for most of the faults,
-	// and the shrink had not even committed at the heal).
-	var grow func()
-	grow = func() {
-		if f.k.Now() < f.calm+4*time.Second && !f.placed(groups/2) {
-			f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String("grow"), grow)
-			return
-		}
-		run.Knob("grow_at", f.k.Now())
-		f.resize(groups, f.k.Now())
-		f.lagControl(groups, f.k.Now(), hot)
-	}
-	f.k.At(shrink, sim.EvCheck, xxhash.Sum64String("grow"), grow)
+	// half (seed 202: the control group had no leader for most of the
+	// faults, and the shrink had not even committed at the heal).
+	f.k.At(shrink, sim.EvCheck, xxhash.Sum64String("grow"), func() {
+		f.resizeWhen(groups, "grow", func() bool { return f.placed(groups / 2) }, hot, nil)
+	})
 	f.aimCrash(k.Stream("knobs/resize/crash"))
 	return f.runUnderChaos(faults, hot, all)
+}
+
+// resizeWhen asks for a resize to target groups (named what: knob
+// what_at) once ready reports so, checked every 500ms, or 4s after the
+// heal if it still does not (the faults held the step before up that
+// long), with lagControl aimed at it; then runs next, if any.
+func (f *fleetHarness) resizeWhen(target int, what string, ready func() bool, hot []string, next func()) {
+	if f.k.Now() < f.calm+4*time.Second && !ready() {
+		f.k.After(500*time.Millisecond, sim.EvCheck, xxhash.Sum64String(what), func() { f.resizeWhen(target, what, ready, hot, next) })
+		return
+	}
+	f.run.Knob(what+"_at", f.k.Now())
+	f.resize(target, f.k.Now())
+	f.lagControl(target, f.k.Now(), hot)
+	if next != nil {
+		next()
+	}
 }
 
 // lagControl aims two faults at the move's fence, at the owner of one

@@ -27,12 +27,10 @@ import (
 const joinTimeout = 30 * time.Second
 
 // joinCluster asks the member at via to add this node as a learner, with
-// the control key's attestation, and introduces the node to the members
-// the answer names (it must reach the leader before it has applied the
-// membership that adds it). A node that is already a member — a restart —
-// asks nothing. A refusal of the attestation ends it at once; anything
-// else is retried with backoff until joinTimeout, each time with a fresh
-// attestation (the member admits each one once).
+// the control key's attestation (askMember), and introduces the node to
+// the members the answer names (it must reach the leader before it has
+// applied the membership that adds it). A node that is already a member
+// — a restart — asks nothing.
 //
 // In a fleet, group is the data group the node was started for: a member
 // of another group (or of no fleet) refuses it, since the node would
@@ -46,33 +44,48 @@ func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, nam
 		log.Info("already a member; not joining again", "via", via)
 		return nil
 	}
+	return askMember(ctx, nd, via, "/_cluster/members", "joined as a learner", func() ([]byte, error) {
+		att, err := attest(keys, transport.ActJoin, name, peer, httpAddr)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: att.String(), Group: group})
+	}, log)
+}
+
+// askMember posts a body made afresh for each try (with a fresh
+// attestation: a member admits each one once) to path at the member at
+// via until it answers, and introduces the node to the members the
+// answer names (it must reach them before it has applied a membership
+// that does), logging what was done. A refusal (400, 403, 409) ends it
+// at once; anything else is retried with backoff until joinTimeout.
+func askMember(ctx context.Context, nd *realnet.Node, via, path, what string, body func() ([]byte, error), log *slog.Logger) error {
 	url := via
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
-	url = strings.TrimSuffix(url, "/") + "/_cluster/members"
+	url = strings.TrimSuffix(url, "/") + path
 	client := memberClient(15 * time.Second)
 	deadline := time.Now().Add(joinTimeout)
 	backoff := 100 * time.Millisecond
 	for {
-		att, err := attest(keys, transport.ActJoin, name, peer, httpAddr)
+		b, err := body()
 		if err != nil {
 			return err
 		}
-		body, _ := json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: att.String(), Group: group})
-		ans, retry, err := askToJoin(ctx, client, url, body)
+		ans, retry, err := askToJoin(ctx, client, url, b)
 		if err == nil {
 			peers := map[dial.NodeID]string{}
 			for _, m := range ans.Members {
 				peers[dial.IDFromName(m.Name)] = m.Peer
 			}
-			log.Info("joined as a learner", "via", via, "members", len(ans.Members))
+			log.Info(what, "via", via, "members", len(ans.Members))
 			return nd.Introduce(ctx, peers)
 		}
 		if !retry || time.Now().After(deadline) {
 			return err
 		}
-		log.Warn("join not answered yet; retrying", "via", via, "err", err, "in", backoff)
+		log.Warn("not answered yet; retrying", "via", via, "path", path, "err", err, "in", backoff)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
@@ -89,8 +102,7 @@ func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, nam
 // their leader adds it as a learner once the directory names the group.
 // A group added already with this node as its voter is answered as done,
 // so a restart asks again harmlessly. A refusal (a bad attestation, a
-// group out of turn) ends it; anything else is retried with backoff
-// until joinTimeout, each time with a fresh attestation.
+// group out of turn) ends it (askMember).
 func addToFleet(ctx context.Context, nd *realnet.Node, keys transport.Keys, name, peer, httpAddr, via string, group int, log *slog.Logger) error {
 	var mIdx uint64
 	for wait := time.Now().Add(joinTimeout); mIdx == 0; {
@@ -105,42 +117,15 @@ func addToFleet(ctx context.Context, nd *realnet.Node, keys transport.Keys, name
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	url := via
-	if !strings.Contains(url, "://") {
-		url = "http://" + url
-	}
-	url = strings.TrimSuffix(url, "/") + "/_cluster/fleet/groups"
-	client := memberClient(15 * time.Second)
-	deadline := time.Now().Add(joinTimeout)
-	backoff := 100 * time.Millisecond
-	for {
+	return askMember(ctx, nd, via, "/_cluster/fleet/groups", fmt.Sprintf("the fleet added group %d", group), func() ([]byte, error) {
 		req := addGroupRequest{Name: name, Peer: peer, HTTP: httpAddr, Group: group, MIdx: mIdx}
 		att, err := attest(keys, transport.ActAddGroup, addGroupFields(req)...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		req.Attestation = att.String()
-		body, _ := json.Marshal(req)
-		ans, retry, err := askToJoin(ctx, client, url, body)
-		if err == nil {
-			peers := map[dial.NodeID]string{}
-			for _, m := range ans.Members {
-				peers[dial.IDFromName(m.Name)] = m.Peer
-			}
-			log.Info("the fleet added the group", "via", via, "group", group, "control_members", len(ans.Members))
-			return nd.Introduce(ctx, peers)
-		}
-		if !retry || time.Now().After(deadline) {
-			return err
-		}
-		log.Warn("the group's addition not answered yet; retrying", "via", via, "err", err, "in", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
+		return json.Marshal(req)
+	}, log)
 }
 
 func askToJoin(ctx context.Context, client *http.Client, url string, body []byte) (joinAnswer, bool, error) {
