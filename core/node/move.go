@@ -188,24 +188,6 @@ func (n *Node) AddGroup(g int, gr fleet.Group, done func(error)) {
 	n.proposeDirectory(e.Version, next, done)
 }
 
-// takeTable is the bug AddedGroupTakesTable: when the groups divide the
-// table, d spread over all of them at once, every partition the table
-// puts elsewhere published there with no move.
-func takeTable(d *fleet.Directory) *fleet.Directory {
-	if partition.Compatible(d.Groups()) != nil {
-		return d
-	}
-	d, _ = d.WithTarget(d.Groups())
-	for {
-		ps, _, to := d.Misplaced(partition.Count)
-		if len(ps) == 0 {
-			return d
-		}
-		d, _ = d.Fence(ps, to)
-		d, _ = d.Publish(ps)
-	}
-}
-
 // proposeDirectory writes next over the directory at version, answering
 // done once: ErrResizeRaced if the directory changed meanwhile.
 func (n *Node) proposeDirectory(version uint64, next *fleet.Directory, done func(error)) {
