@@ -67,6 +67,11 @@ func DirectoryCurrent(rep Reporter, latest []MembershipChange, nodes []NodeDirec
 			rep.Fail("directory-current", "%s has no group directory at the end of the run", name)
 			continue
 		}
+		if len(view) > len(latest) {
+			// A group no raft group of the run runs: an admin request
+			// the directory should have refused.
+			rep.Fail("directory-current", "%s's directory names %d groups; the fleet runs %d", name, len(view), len(latest))
+		}
 		for g, want := range latest {
 			if g >= len(view) {
 				rep.Fail("directory-current", "%s's directory names %d groups, not %d", name, len(view), len(latest))

@@ -24,3 +24,26 @@ func TestControlMembers(t *testing.T) {
 	require.Contains(t, rec.Failures[0], "b's control group")
 	require.Contains(t, rec.Failures[1], "c's control group")
 }
+
+// A directory that names every group's latest membership passes; one
+// behind on a group, one missing a group, and one naming a group the
+// fleet does not run (an admin request that should have been refused)
+// fail; a node with no directory fails.
+func TestDirectoryCurrent(t *testing.T) {
+	latest := []MembershipChange{{Index: 4, Voters: []dial.NodeID{1, 2, 3}}, {Index: 9, Voters: []dial.NodeID{4, 5}}}
+	g0, g1 := DirectoryView{MIdx: 4, Voters: []dial.NodeID{3, 2, 1}}, DirectoryView{MIdx: 9, Voters: []dial.NodeID{5, 4}}
+	var rec Record
+	judged := DirectoryCurrent(&rec, latest, []NodeDirectory{
+		{Name: "a", Groups: []DirectoryView{g0, g1}},
+		{Name: "b", Groups: []DirectoryView{g0, {MIdx: 8, Voters: []dial.NodeID{4, 5}}}},
+		{Name: "c", Groups: []DirectoryView{g0}},
+		{Name: "d", Groups: []DirectoryView{g0, g1, {MIdx: 1, Voters: []dial.NodeID{9}}}},
+		{Name: "e"},
+	})
+	require.Equal(t, 5, judged)
+	require.Len(t, rec.Failures, 4)
+	require.Contains(t, rec.Failures[0], "b's directory names group 1's voters")
+	require.Contains(t, rec.Failures[1], "c's directory names 1 groups, not 2")
+	require.Contains(t, rec.Failures[2], "d's directory names 3 groups; the fleet runs 2")
+	require.Contains(t, rec.Failures[3], "e has no group directory")
+}

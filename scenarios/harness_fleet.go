@@ -362,11 +362,24 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 		if len(ups) > 0 {
 			n := ups[f.k.Stream("fleet/add").IntN(len(ups))]
 			nd := f.nd[n.Name()]
-			n.Exec(func() {
+			// The requests the fleet must refuse first, each once the
+			// one before is answered, then the real one: a node that took
+			// a bad one would have it in the log before the real one.
+			bad, why := f.badAdd(g)
+			var next func(i int)
+			next = func(i int) {
+				if i < len(bad) {
+					nd.AddGroup(g+bad[i].skip, bad[i].group, func(err error) {
+						f.refused(n, "an added group "+why[i], err)
+						next(i + 1)
+					})
+					return
+				}
 				nd.AddGroup(g, f.entries[g], func(err error) {
 					f.k.Logf("add group %d through %s: %v", g, n.Name(), err)
 				})
-			})
+			}
+			n.Exec(func() { next(0) })
 		}
 		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("add group"), ask)
 	}
@@ -383,6 +396,50 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 		}
 		ask()
 	})
+}
+
+// badAddition is an AddGroup the fleet must refuse: group numbered skip
+// past the next.
+type badAddition struct {
+	group fleet.Group
+	skip  int
+}
+
+// badAdd returns, for the addition of group g, two requests the fleet
+// must refuse, and why: a group out of turn (two past the next, which
+// the record may lag by one), and one drawn among a group with a voter
+// of a founded group, with no voters, with a voter twice, and at
+// membership index 0. Their voters are nodes the run never starts.
+func (f *fleetHarness) badAdd(g int) ([]badAddition, []string) {
+	stranger := fleet.Member{ID: dial.IDFromName(fmt.Sprintf("x%d", g)), Name: fmt.Sprintf("x%d", g), Peer: fmt.Sprintf("x%d:7000", g)}
+	out := []badAddition{{group: fleet.Group{MIdx: 1, Voters: []fleet.Member{stranger}}, skip: 2}}
+	why := []string{fmt.Sprintf("numbered %d, out of turn", g+2)}
+	switch f.k.Stream("fleet/bad-admin").IntN(4) {
+	case 0:
+		out = append(out, badAddition{group: fleet.Group{MIdx: 1, Voters: []fleet.Member{f.entries[0].Voters[0]}}})
+		why = append(why, "naming a voter of group 0")
+	case 1:
+		out = append(out, badAddition{group: fleet.Group{MIdx: 1}})
+		why = append(why, "with no voters")
+	case 2:
+		out = append(out, badAddition{group: fleet.Group{MIdx: 1, Voters: []fleet.Member{stranger, stranger}}})
+		why = append(why, "naming a voter twice")
+	default:
+		out = append(out, badAddition{group: fleet.Group{Voters: []fleet.Member{stranger}}})
+		why = append(why, "at membership index 0")
+	}
+	return out, why
+}
+
+// refused judges the answer to an admin request the fleet must refuse
+// (admin-refusals): an error, whichever; nil means the fleet took it.
+func (f *fleetHarness) refused(n *sim.Machine, what string, err error) {
+	if err == nil {
+		f.run.Fail("admin-refusals", "%s asked through %s at %v was accepted", what, n.Name(), f.k.Now())
+		return
+	}
+	f.run.Did("admin-refusals", 1)
+	f.k.Logf("%s through %s refused: %v", what, n.Name(), err)
 }
 
 // placed reports whether the newest directory the record holds has every
@@ -424,7 +481,7 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 			n := ups[f.k.Stream("fleet/resize").IntN(len(ups))]
 			nd := f.nd[n.Name()]
 			answered := false
-			n.Exec(func() {
+			real := func() {
 				nd.Resize(target, func(err error) {
 					answered = true
 					if err == nil {
@@ -434,6 +491,20 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 					}
 					f.k.Logf("resize to %d groups through %s: %v", target, n.Name(), err)
 					f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("resize"), ask)
+				})
+			}
+			n.Exec(func() {
+				if f.founded == len(f.groups) {
+					real()
+					return
+				}
+				// fleet-grow's adversary first, the real resize once it
+				// is answered: a target the table cannot take, or more
+				// groups than the fleet will ever have.
+				bad := map[bool]int{true: 3, false: 2 * len(f.groups)}[f.k.Stream("fleet/bad-admin").IntN(2) == 0]
+				nd.Resize(bad, func(err error) {
+					f.refused(n, fmt.Sprintf("a resize to %d groups", bad), err)
+					real()
 				})
 			})
 			// An answer lost with a crash: ask again (a committed target

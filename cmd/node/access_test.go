@@ -314,13 +314,14 @@ func TestAnExposedNodesProxiesStayOut(t *testing.T) {
 // Findings 2 and 3: one request no longer bricks a node. Removing the
 // last voter is refused with 409, and the node serves on, after a
 // restart too; the raw KV API cannot write an imposter definition past
-// the admin API's checks.
+// the admin API's checks, nor a fleet's directory or fences (a directory
+// written so could hand a group partitions without a move).
 func TestNoRequestBricksANode(t *testing.T) {
 	p := single(t, "")
 	code, body := removeMember(t, p.http, filepath.Join(p.dir, defaultDataDir, "control.key"), "n1")
 	require.Equal(t, http.StatusConflict, code, body)
 	require.Contains(t, body, "last_voter")
-	for _, key := range []string{"imposter%2F4630", "proxyonce%2F4630:x"} {
+	for _, key := range []string{"imposter%2F4630", "proxyonce%2F4630:x", "fleet%2Fdirectory", "fleet%2Ffences"} {
 		code, body, _ = callAs("PUT", "http://"+p.http+"/_cluster/kv/"+key, `{"value":{"creation":{"protocol":"http"}}}`, "")
 		require.Equal(t, http.StatusForbidden, code, body)
 	}

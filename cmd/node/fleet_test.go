@@ -436,8 +436,11 @@ func TestAFleetGrowsByAnAddedGroup(t *testing.T) {
 	ld := startLoad(t, ps, false)
 	ld.resumed("the start")
 
+	// Not through the raw KV API: the directory is the fleet's own.
+	code, body := call("PUT", "http://127.0.0.2:2525/_cluster/kv/fleet%2Fdirectory", `{"value": "a directory"}`)
+	require.Equal(t, http.StatusForbidden, code, body)
 	// No attestation, then a group out of turn: the fleet's next is 1.
-	code, body := call("POST", "http://127.0.0.1:2525/_cluster/fleet/groups", `{"name": "n9", "peer": "127.0.0.9:25525", "group": 1, "mIdx": 1}`)
+	code, body = call("POST", "http://127.0.0.1:2525/_cluster/fleet/groups", `{"name": "n9", "peer": "127.0.0.9:25525", "group": 1, "mIdx": 1}`)
 	require.Equal(t, http.StatusForbidden, code, body)
 	name, ip := "n9", "127.0.0.9"
 	bad := exec.Command(binPath, "-name", name, "-data-dir", filepath.Join(root, name), "-peer", ip+":25525", "-http", ip+":2525",

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/realnet"
@@ -315,7 +316,7 @@ func (a *api) kvGet(w http.ResponseWriter, r *http.Request) {
 // serverOwned reports whether a KV key lies under a prefix the server
 // writes itself, and which.
 func serverOwned(key string) (string, bool) {
-	for _, p := range []string{imposterPrefix, proxyonce.KVKey("")} {
+	for _, p := range []string{imposterPrefix, proxyonce.KVKey(""), fleet.KeyPrefix} {
 		if strings.HasPrefix(key, p) {
 			return p, true
 		}

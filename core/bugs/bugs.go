@@ -167,6 +167,10 @@ type Set struct {
 	// and every partition the table puts there published to it), with
 	// no move: no fence, no copy.
 	AddedGroupTakesTable bool
+	// UncheckedAddGroup: a node adds a group to the fleet under
+	// whatever number it is asked for, taking it as the next: a request
+	// out of turn (or for a number another founder holds) is accepted.
+	UncheckedAddGroup bool
 	// UnpublishedMembership: no node of a fleet publishes its group's
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
@@ -367,6 +371,7 @@ var Table = []Bug{
 	{"move-before-fence", "a group answers a partition move's copy before its own log fences the partition", func(s *Set) *bool { return &s.MoveBeforeFence }},
 	{"publish-before-copy", "a partition move publishes the new group as holder as soon as it is fenced, without copying the partition there", func(s *Set) *bool { return &s.PublishBeforeCopy }},
 	{"added-group-takes-table", "a group added to a running fleet is handed its share of the table at once, with no fence and no copy", func(s *Set) *bool { return &s.AddedGroupTakesTable }},
+	{"unchecked-add-group", "a node adds a group to the fleet under whatever number it is asked for, out of turn too", func(s *Set) *bool { return &s.UncheckedAddGroup }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},

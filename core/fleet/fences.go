@@ -39,8 +39,15 @@ var FenceAll = func() Fences {
 	return f
 }()
 
+// KeyPrefix begins every KV key the fleet's own code writes (the
+// directory in the control group's KV, the fences in each data group's):
+// the KV API refuses to write under it, since a directory or fences
+// written by anything but the code that guards them could hand a
+// partition to a group without a move.
+const KeyPrefix = "fleet/"
+
 // FencesKey is the data group's KV key holding its Fences.
-const FencesKey = "fleet/fences"
+const FencesKey = KeyPrefix + "fences"
 
 // At is the epoch of the latest move of p out of the group that the
 // group's log has fenced; 0 if none.

@@ -82,7 +82,7 @@ type FleetConfig struct {
 }
 
 // DirectoryKey is the control group's key that holds the directory.
-const DirectoryKey = "fleet/directory"
+const DirectoryKey = fleet.KeyPrefix + "directory"
 
 // ControlJournal is the control replica's journal file, beside the data
 // group's.
