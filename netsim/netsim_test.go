@@ -76,6 +76,16 @@ func TestSendToADownNodeIsRefusedAtOnce(t *testing.T) {
 	require.ErrorIs(t, send(t, nw, n[0], n[1], "x"), dial.ErrUnreachable)
 }
 
+// A node has no link to itself, as a real one has none (realnet knows
+// no address for its own id): a frame to itself is refused at once and
+// never delivered.
+func TestSendToItselfIsRefused(t *testing.T) {
+	k, nw, n, box := cluster(t, DefaultConfig, "a")
+	require.ErrorIs(t, send(t, nw, n[0], n[0], "x"), dial.ErrUnreachable)
+	require.NoError(t, k.RunUntil(time.Second))
+	require.Empty(t, box["a"].got)
+}
+
 func TestSlowNode(t *testing.T) {
 	k, nw, n, box := cluster(t, DefaultConfig, "a", "b")
 	nw.Slow(n[1].ID(), 100*time.Millisecond)

@@ -1,8 +1,10 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -66,6 +68,8 @@ type fleetHarness struct {
 	// founding directory has only the first founded).
 	founded int
 	entries []fleet.Group
+	// badAdmin draws fleet-grow's bad admin requests (adversary).
+	badAdmin *rand.Rand
 	// nd is each node's latest incarnation, by name.
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
@@ -414,7 +418,7 @@ func (f *fleetHarness) badAdd(g int) ([]badAddition, []string) {
 	stranger := fleet.Member{ID: dial.IDFromName(fmt.Sprintf("x%d", g)), Name: fmt.Sprintf("x%d", g), Peer: fmt.Sprintf("x%d:7000", g)}
 	out := []badAddition{{group: fleet.Group{MIdx: 1, Voters: []fleet.Member{stranger}}, skip: 2}}
 	why := []string{fmt.Sprintf("numbered %d, out of turn", g+2)}
-	switch f.k.Stream("fleet/bad-admin").IntN(4) {
+	switch f.adversary().IntN(4) {
 	case 0:
 		out = append(out, badAddition{group: fleet.Group{MIdx: 1, Voters: []fleet.Member{f.entries[0].Voters[0]}}})
 		why = append(why, "naming a voter of group 0")
@@ -431,14 +435,27 @@ func (f *fleetHarness) badAdd(g int) ([]badAddition, []string) {
 	return out, why
 }
 
+// adversary is the stream fleet-grow's bad admin requests are drawn
+// from: one for the run, so that each request draws afresh.
+func (f *fleetHarness) adversary() *rand.Rand {
+	if f.badAdmin == nil {
+		f.badAdmin = f.k.Stream("fleet/bad-admin")
+	}
+	return f.badAdmin
+}
+
 // refused judges the answer to an admin request the fleet must refuse
 // (admin-refusals): an error, whichever; nil means the fleet took it.
+// Only a refusal by a node that holds a directory counts as one judged:
+// a node with none refuses everything.
 func (f *fleetHarness) refused(n *sim.Machine, what string, err error) {
 	if err == nil {
 		f.run.Fail("admin-refusals", "%s asked through %s at %v was accepted", what, n.Name(), f.k.Now())
 		return
 	}
-	f.run.Did("admin-refusals", 1)
+	if !errors.Is(err, node.ErrNoDirectory) {
+		f.run.Did("admin-refusals", 1)
+	}
 	f.k.Logf("%s through %s refused: %v", what, n.Name(), err)
 }
 
@@ -501,7 +518,7 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 				// fleet-grow's adversary first, the real resize once it
 				// is answered: a target the table cannot take, or more
 				// groups than the fleet will ever have.
-				bad := map[bool]int{true: 3, false: 2 * len(f.groups)}[f.k.Stream("fleet/bad-admin").IntN(2) == 0]
+				bad := map[bool]int{true: 3, false: 2 * len(f.groups)}[f.adversary().IntN(2) == 0]
 				nd.Resize(bad, func(err error) {
 					f.refused(n, fmt.Sprintf("a resize to %d groups", bad), err)
 					real()
