@@ -5,7 +5,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -51,12 +50,7 @@ func runFleetGrow(run *Run) error {
 	if k.Stream("knobs/grow/groups").IntN(2) == 0 {
 		founded = 2
 	}
-	pageFlows := 1 + k.Stream("knobs/resize/page").IntN(4)
-	run.Knob("move_page_flows", pageFlows)
-	f, hot, all := fleetSetupAdding(run, 2*founded, founded, 3, flow.Config{MaxMoveFlows: pageFlows})
-	faults := DrawFaults(k.Stream("knobs/faults"), len(f.nodes))
-	run.Knob("faults", faults)
-	DrawClocks(run, f.nodes, 300*time.Millisecond, 100)
+	f, hot, all, faults := resizingFleet(run, 2*founded, founded)
 	addAt := sim.Between(k.Stream("knobs/grow"), 2*time.Second, f.calm/4)
 	run.Knob("add_at", addAt)
 	f.addGroups(addAt)

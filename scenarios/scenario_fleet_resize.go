@@ -54,15 +54,7 @@ func runFleetResize(run *Run) error {
 	if k.Stream("knobs/resize/groups").IntN(4) == 0 {
 		groups = 4
 	}
-	// A batch's copy comes in pages of one to four flows: a batch holds
-	// a handful, so most copies take several pages (a copy that stopped
-	// after its first page survived every seed at 64 a page).
-	pageFlows := 1 + k.Stream("knobs/resize/page").IntN(4)
-	run.Knob("move_page_flows", pageFlows)
-	f, hot, all := fleetSetup(run, groups, 3, flow.Config{MaxMoveFlows: pageFlows})
-	faults := DrawFaults(k.Stream("knobs/faults"), len(f.nodes))
-	run.Knob("faults", faults)
-	DrawClocks(run, f.nodes, 300*time.Millisecond, 100)
+	f, hot, all, faults := resizingFleet(run, groups, 0)
 	shrink := sim.Between(k.Stream("knobs/resize"), 2*time.Second, f.calm/3)
 	run.Knob("shrink_at", shrink)
 	f.resize(groups/2, shrink)
@@ -75,6 +67,23 @@ func runFleetResize(run *Run) error {
 	})
 	f.aimCrash(k.Stream("knobs/resize/crash"))
 	return f.runUnderChaos(faults, hot, all)
+}
+
+// resizingFleet builds a fleet of groups groups of three, the last
+// added of them added while it runs, for a scenario that resizes it, and
+// draws its faults and clocks. A batch's copy comes in pages of one to
+// four flows: a batch holds a handful, so most copies take several pages
+// (a copy that stopped after its first page survived every seed at 64 a
+// page).
+func resizingFleet(run *Run, groups, added int) (*fleetHarness, []string, []string, FaultConfig) {
+	k := run.Kernel
+	pageFlows := 1 + k.Stream("knobs/resize/page").IntN(4)
+	run.Knob("move_page_flows", pageFlows)
+	f, hot, all := fleetSetupAdding(run, groups, added, 3, flow.Config{MaxMoveFlows: pageFlows})
+	faults := DrawFaults(k.Stream("knobs/faults"), len(f.nodes))
+	run.Knob("faults", faults)
+	DrawClocks(run, f.nodes, 300*time.Millisecond, 100)
+	return f, hot, all, faults
 }
 
 // resizeWhen asks for a resize to target groups (named what: knob
