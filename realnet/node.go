@@ -201,7 +201,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		ccfg.Consensus.Bootstrap = []consensus.Member{founder}
 	}
 	if f := cfg.Fleet; f != nil {
-		fc := &node.FleetConfig{Group: f.Group, Founding: f.founding(), Added: f.Added}
+		fc := &node.FleetConfig{Group: f.Group, Founding: f.founding(), Added: f.Added, Keys: cfg.Keys}
 		fc.Control.Name, fc.Control.Addr = cfg.Name, advertise
 		if cfg.Bootstrap && f.Group == 0 && len(f.Founders) > 0 && f.Founders[0].Name == cfg.Name {
 			founder := consensus.NewMember(cfg.Name, advertise)

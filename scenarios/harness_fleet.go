@@ -20,6 +20,7 @@ import (
 	"github.com/fenceline/fenceline/core/partition"
 	"github.com/fenceline/fenceline/core/proxyonce"
 	"github.com/fenceline/fenceline/core/ring"
+	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
@@ -70,6 +71,12 @@ type fleetHarness struct {
 	entries []fleet.Group
 	// badAdmin draws fleet-grow's bad admin requests (adversary).
 	badAdmin *rand.Rand
+	// controlKey is the fleet's control key, whose attestations decide
+	// its admin acts: the operator's (attest); lastResize is the last
+	// resize the operator had committed, as it travelled, which
+	// fleet-grow's adversary captured and sends again (replay).
+	controlKey []byte
+	lastResize *capturedResize
 	// nd is each node's latest incarnation, by name.
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
@@ -210,6 +217,15 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		f.holdings[p] = []holding{{group: g}}
 	}
 	keys := drawKeys(run) // one set for every group: their nodes talk to each other
+	f.controlKey = make([]byte, transport.KeySize)
+	if keys != nil {
+		copy(f.controlKey, keys.Control)
+	} else {
+		r := k.Stream("fleet/control-key")
+		for i := range f.controlKey {
+			f.controlKey[i] = byte(r.Uint32())
+		}
+	}
 	var controlBoot []consensus.Member
 	for _, name := range own[0][:size] {
 		controlBoot = append(controlBoot, consensus.NewMember(name, name+":7000"))
@@ -221,7 +237,7 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 			if g == 0 && slices.Contains(own[0][:size], name) {
 				ctl.Bootstrap = controlBoot
 			}
-			return &node.FleetConfig{Group: g, Founding: f.founding, Added: g >= founded, Control: ctl}
+			return &node.FleetConfig{Group: g, Founding: f.founding, Added: g >= founded, Control: ctl, Keys: transport.Keys{Control: f.controlKey}}
 		})
 		// The fleet's proxyOnce probe (fleet_proxyonce.go): a grant lost
 		// on the way lapses in fleetProxyLapse, and a caller asking again
@@ -370,16 +386,24 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 			// one before is answered, then the real one: a node that took
 			// a bad one would have it in the log before the real one.
 			bad, why := f.badAdd(g)
+			// An attack on the attestation too: the real request, with
+			// one the fleet must not take.
+			forged, how := f.badAttestation(transport.ActAddGroup, node.AddGroupFields(g, f.entries[g]))
+			bad, why = append(bad, badAddition{group: f.entries[g], att: forged}), append(why, "with "+how)
 			var next func(i int)
 			next = func(i int) {
 				if i < len(bad) {
-					nd.AddGroup(g+bad[i].skip, bad[i].group, func(err error) {
+					att := bad[i].att
+					if att == "" {
+						att = f.attest(transport.ActAddGroup, node.AddGroupFields(g+bad[i].skip, bad[i].group))
+					}
+					nd.AddGroup(g+bad[i].skip, bad[i].group, att, func(err error) {
 						f.refused(n, "an added group "+why[i], err)
 						next(i + 1)
 					})
 					return
 				}
-				nd.AddGroup(g, f.entries[g], func(err error) {
+				nd.AddGroup(g, f.entries[g], f.attest(transport.ActAddGroup, node.AddGroupFields(g, f.entries[g])), func(err error) {
 					f.k.Logf("add group %d through %s: %v", g, n.Name(), err)
 				})
 			}
@@ -403,10 +427,12 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 }
 
 // badAddition is an AddGroup the fleet must refuse: group numbered skip
-// past the next.
+// past the next, with attestation att ("": the operator's, of exactly
+// that request).
 type badAddition struct {
 	group fleet.Group
 	skip  int
+	att   string
 }
 
 // badAdd returns, for the addition of group g, two requests the fleet
@@ -498,11 +524,22 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 			n := ups[f.k.Stream("fleet/resize").IntN(len(ups))]
 			nd := f.nd[n.Name()]
 			answered := false
+			// The operator reads the directory's epoch from the node it
+			// asks (its status) and attests the resize against it.
+			epoch := func() uint64 {
+				if d := nd.Directory(); d != nil {
+					return d.Epoch()
+				}
+				return 0
+			}
 			real := func() {
-				nd.Resize(target, func(err error) {
+				e := epoch()
+				att := f.attest(transport.ActResize, node.ResizeFields(target, e))
+				nd.Resize(target, e, att, func(err error) {
 					answered = true
 					if err == nil {
 						f.resized++
+						f.lastResize = &capturedResize{target: target, epoch: e, att: att}
 						f.k.Logf("resize to %d groups committed through %s", target, n.Name())
 						return
 					}
@@ -516,12 +553,29 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 					return
 				}
 				// fleet-grow's adversary first, the real resize once it
-				// is answered: a target the table cannot take, or more
-				// groups than the fleet will ever have.
+				// is answered, each request once the one before is: a
+				// target the table cannot take, or more groups than the
+				// fleet will ever have; the real resize with an
+				// attestation the fleet must not take; and the last
+				// resize committed, as captured, sent again (the fleet
+				// has changed since: it must change nothing).
 				bad := map[bool]int{true: 3, false: 2 * len(f.groups)}[f.adversary().IntN(2) == 0]
-				nd.Resize(bad, func(err error) {
+				e := epoch()
+				forged, how := f.badAttestation(transport.ActResize, node.ResizeFields(target, e))
+				replay := f.lastResize
+				nd.Resize(bad, e, f.attest(transport.ActResize, node.ResizeFields(bad, e)), func(err error) {
 					f.refused(n, fmt.Sprintf("a resize to %d groups", bad), err)
-					real()
+					nd.Resize(target, e, forged, func(err error) {
+						f.refused(n, fmt.Sprintf("a resize to %d groups with %s", target, how), err)
+						if replay == nil {
+							real()
+							return
+						}
+						nd.Resize(replay.target, replay.epoch, replay.att, func(err error) {
+							f.refused(n, fmt.Sprintf("the resize to %d groups attested at epoch %d, sent again", replay.target, replay.epoch), err)
+							real()
+						})
+					})
 				})
 			})
 			// An answer lost with a crash: ask again (a committed target
@@ -944,4 +998,64 @@ func (f *fleetHarness) checkResized() {
 // every group's stores.
 func (f *fleetHarness) report() {
 	flowSummary(f.run, f.groups[0].flowHist, len(f.groups[0].cuts), f.groups...)
+}
+
+// capturedResize is a resize as it travelled: what an eavesdropper on
+// the operator's call holds.
+type capturedResize struct {
+	target int
+	epoch  uint64
+	att    string
+}
+
+// attest is the operator's attestation of act with fields: made with
+// the fleet's control key, now by true time, with a nonce drawn from
+// the run's stream.
+func (f *fleetHarness) attest(act string, fields []string) string {
+	return f.attestAt(f.controlKey, act, fields, f.k.Now())
+}
+
+func (f *fleetHarness) attestAt(key []byte, act string, fields []string, at time.Duration) string {
+	var nonce [transport.AttestNonceSize]byte
+	r := f.k.Stream("fleet/attest")
+	for i := range nonce {
+		nonce[i] = byte(r.Uint32())
+	}
+	a, err := transport.Keys{Control: key}.Attest(act, fields, sim.Epoch.Add(at), nonce)
+	if err != nil {
+		panic(err) // the harness's key: a bug, not input
+	}
+	return a.String()
+}
+
+// badAttestation draws an attestation of act with fields that the fleet
+// must not take, and says what it is: one made with another key, for
+// another act, for other fields, too long ago or too far ahead (beyond
+// the allowed skew by a minute or more, more than any clock step the
+// faults make), or text that is no attestation.
+func (f *fleetHarness) badAttestation(act string, fields []string) (string, string) {
+	r := f.adversary()
+	now := f.k.Now()
+	switch r.IntN(6) {
+	case 0:
+		other := make([]byte, transport.KeySize)
+		for i := range other {
+			other[i] = byte(r.Uint32())
+		}
+		return f.attestAt(other, act, fields, now), "an attestation made with another key"
+	case 1:
+		return f.attest(transport.ActJoin, fields), "a join's attestation"
+	case 2:
+		other := slices.Clone(fields)
+		other[0] += "0"
+		return f.attest(act, other), fmt.Sprintf("an attestation of %q", other)
+	case 3:
+		late := transport.AttestValidity + transport.AttestSkew + time.Minute + sim.Between(r, 0, time.Hour)
+		return f.attestAt(f.controlKey, act, fields, now-late), fmt.Sprintf("an attestation made %v ago", late)
+	case 4:
+		early := transport.AttestSkew + time.Minute + sim.Between(r, 0, time.Hour)
+		return f.attestAt(f.controlKey, act, fields, now+early), fmt.Sprintf("an attestation made %v ahead", early)
+	default:
+		return "v2.0.0.00.00", "no attestation"
+	}
 }

@@ -24,13 +24,15 @@ func init() {
 			// 19 of seeds 1..20, by admin-refusals: the adversary asks
 			// for a group out of turn before each real addition.
 			{Name: "unchecked-add-group", Window: 20, MinCaught: 14},
+			{Name: "unattested-admin", Window: 20, MinCaught: 15},
+			{Name: "resize-any-epoch", Window: 20, MinCaught: 15},
 			// fleet-resize's, on moves into and out of groups that were
 			// added: 19 of seeds 1..20, 25 of 40. (move-before-fence, 4
 			// of 40 here, is pinned in fleet-resize only: CI's time.)
 			{Name: "publish-before-copy", Window: 20, MinCaught: 12},
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 12},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"groups-added", 1}, {"admin-refusals", 2}, {"partitions-moved", 2 * node.MoveBatch}},
+		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"groups-added", 1}, {"admin-refusals", 6}, {"partitions-moved", 2 * node.MoveBatch}},
 		Checkers: plus(fleetCheckers, "resize-complete", "moves-fenced", "admin-refusals"),
 		Run:      runFleetGrow,
 	})

@@ -61,19 +61,21 @@ var scenariosFor = map[string][]string{
 	"core/kv":        {"raft-partitions", "lease-clock-jump", "election-crash", "learner-join", "journal-crash"}, // the last two restore snapshots
 	"core/recfile":   {"journal-crash", "durability-restart", "kernel-selftest"},
 	"core/proxyonce": {"proxyonce-crash", "proxyonce-race"},
-	"core/transport": {"transport-adversary"},
+	// fleet-grow: the attestations of a fleet's admin acts, checked on
+	// the node (core/node's Resize and AddGroup).
+	"core/transport": {"transport-adversary", "fleet-grow"},
 	"core/routing":   {"imposter-scenarios", "one-server", "flow-ops"},
 	"core/ring":      {"flow-ops", "owner-handoff", "imposter-scenarios", "proxyonce-race", "shrink-to-one"},
 	// The table routes only the imposter path (the ring directory), and
 	// with one group every flow is the group's: until a fleet has more,
 	// only its unit tests can tell most of its mutants apart.
 	"core/partition": {"fleet-routing", "imposter-scenarios", "one-server"},
-	// The directory routes a fleet's flows; no partition moves in
-	// fleet-routing, so its moves (Assign) and the receiver's epoch
-	// checks (Admit) are judged by the unit tests alone until a scenario
-	// resizes the fleet. The control group carries it (core/node).
-	"core/fleet": {"fleet-routing"},
-	"core/node":  {"fleet-routing"},
+	// The directory routes a fleet's flows (fleet-routing); its moves,
+	// the receiver's epoch checks (Admit) and added groups are judged by
+	// the two scenarios that resize a fleet. The control group carries
+	// it (core/node).
+	"core/fleet": {"fleet-routing", "fleet-resize", "fleet-grow"},
+	"core/node":  {"fleet-routing", "fleet-resize", "fleet-grow"},
 	"imposter":   {"imposter-scenarios", "one-server", "injected-counter"},
 }
 

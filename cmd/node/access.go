@@ -38,8 +38,8 @@ import (
 //     is the -origin the operator allowed.
 //  4. The API key (mountebank's --apikey, sent as x-api-key): every call
 //     but the members' own, which prove themselves with the control key
-//     instead (a join's or a removal's attestation, a records read's
-//     member MAC).
+//     instead (the attestation of a join, a removal, a resize or an
+//     added group; a records read's member MAC).
 
 // Bounds of the HTTP API's connections and calls.
 const (
@@ -84,6 +84,10 @@ func memberRoute(r *http.Request) bool {
 		return true // a join: the control key's attestation
 	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/_cluster/members/"):
 		return true // a removal: the control key's attestation
+	case r.Method == http.MethodPut && r.URL.Path == "/_cluster/fleet/target":
+		return true // a resize: the control key's attestation
+	case r.Method == http.MethodPost && r.URL.Path == "/_cluster/fleet/groups":
+		return true // an added group: the control key's attestation
 	case r.Method == http.MethodPost && r.URL.Path == "/_cluster/records":
 		return true // a records read: the member MAC
 	}

@@ -106,6 +106,14 @@ func TestTheAPIKeyGuardsEveryCall(t *testing.T) {
 	require.NotEqual(t, http.StatusOK, code, body)
 	code, body, _ = callAs("POST", base+"/_cluster/records", `[{"port":4601,"list":true}]`, "")
 	require.Equal(t, http.StatusForbidden, code, body)
+	// A resize and an added group are the control key's word too (a
+	// fleet's founder asks with its attestation, and has no API key).
+	code, body, _ = callAs("PUT", base+"/_cluster/fleet/target", `{"groups":1,"epoch":1}`, "")
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, "attestation")
+	code, body, _ = callAs("POST", base+"/_cluster/fleet/groups", `{"name":"n9","peer":"127.0.0.9:7000","group":1,"mIdx":1,"attestation":"v2.0.0.00.00"}`, "")
+	require.NotEqual(t, http.StatusOK, code, body)
+	require.NotEqual(t, http.StatusUnauthorized, code, body)
 	code, _, _ = callAs("GET", base+"/imposters/4601", "", "", apiKeyHeader, "s3cret")
 	require.Equal(t, http.StatusOK, code, "still there")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/core/partition"
+	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/realnet"
 )
 
@@ -367,7 +369,13 @@ func TestAFleetResizesUnderLoad(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, 1, runAdmin(resizeCall, []string{"-control-key-file", wrong, "-via", ps[0].http, "1"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "answered 403")
+	errOut.Reset()
+	require.Equal(t, 2, runAdmin(resizeCall, []string{"-control-key-file", ck, "-print", "1"}, &out, &errOut), "-print needs -epoch")
+	require.Contains(t, errOut.String(), "-print needs -epoch")
 	resized(t, ps, 2) // nothing moved
+	var st resizeView
+	require.True(t, ps[0].statusInto(&st))
+	before := st.Fleet.Directory.Epoch
 
 	ld := startLoad(t, ps, false)
 	ld.resumed("the start")
@@ -387,6 +395,24 @@ func TestAFleetResizesUnderLoad(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return ld.count() > 300 }, 60*time.Second, 20*time.Millisecond, "300 operations answered")
 	ld.finish(200)
+
+	// A resize attested against the directory before the two above, as
+	// one captured then and sent again now would be: refused on every
+	// member, with the epoch to attest against, and nothing moves.
+	out.Reset()
+	require.Equal(t, 0, runAdmin(resizeCall, []string{"-control-key-file", ck, "-print", "-epoch", fmt.Sprint(before), "1"}, &out, &errOut), errOut.String())
+	att, err := transport.ParseAttestation(strings.TrimSpace(out.String()))
+	require.NoError(t, err)
+	for _, p := range ps {
+		code, answer, err := askAttested(p.http, http.MethodPut, "/_cluster/fleet/target", []byte(fmt.Sprintf(`{"groups":1,"epoch":%d}`, before)), att)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusConflict, code, answer)
+		var r resizeRefusal
+		require.NoError(t, json.Unmarshal([]byte(answer), &r), answer)
+		require.Equal(t, "stale", r.Reason, answer)
+		require.Greater(t, r.Epoch, before, answer)
+	}
+	resized(t, ps, 2)
 }
 
 // A fleet founded with one group of three grows by a second group of

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -119,7 +118,7 @@ func addToFleet(ctx context.Context, nd *realnet.Node, keys transport.Keys, name
 	}
 	return askMember(ctx, nd, via, "/_cluster/fleet/groups", fmt.Sprintf("the fleet added group %d", group), func() ([]byte, error) {
 		req := addGroupRequest{Name: name, Peer: peer, HTTP: httpAddr, Group: group, MIdx: mIdx}
-		att, err := attest(keys, transport.ActAddGroup, addGroupFields(req)...)
+		att, err := attest(keys, transport.ActAddGroup, node.AddGroupFields(group, fleet.Group{MIdx: mIdx, Voters: []fleet.Member{{Name: name, Peer: peer, HTTP: httpAddr}}})...)
 		if err != nil {
 			return nil, err
 		}
@@ -338,34 +337,60 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 }
 
 // resizeRequest is an operator's resize: the number of groups the
-// fleet's partitions should be spread over.
+// fleet's partitions should be spread over, and the epoch of the
+// directory the attestation was made against.
 type resizeRequest struct {
-	Groups int `json:"groups"`
+	Groups int    `json:"groups"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+// resizeRefusal is a resize's refusal, with the epoch of the directory
+// this node holds when the attestation checked but was made against
+// another (reasons "stale" and "behind"): attest again at that epoch.
+type resizeRefusal struct {
+	failure
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // resize sets the fleet's target (node.Node.Resize), with the control
-// key's attestation of exactly that number in the X-Fenceline-Attestation
-// header (node resize). 200 once the target is committed; the moves
+// key's attestation of exactly that number at exactly that directory
+// epoch in the X-Fenceline-Attestation header (node resize). The node
+// checks it (an attestation is good for one change of the fleet,
+// wherever it is sent). 200 once the target is committed; the moves
 // follow, and the status's fleet.directory shows them.
 func (a *api) resize(w http.ResponseWriter, r *http.Request) {
 	var req resizeRequest
 	if !decode(w, r, &req) {
 		return
 	}
-	if r.Header.Get(attestationHeader) == "" {
+	text := r.Header.Get(attestationHeader)
+	if text == "" {
 		fail(w, http.StatusForbidden, "forbidden",
 			"a resize needs the control key's attestation in the %s header (node resize -control-key-file F -via ADDR %d)", attestationHeader, req.Groups)
-		return
-	}
-	if !a.admitAttestation(w, transport.ActResize, []string{strconv.Itoa(req.Groups)}, r.Header.Get(attestationHeader)) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
-		c.Resize(req.Groups, func(err error) { done(struct{}{}, err) })
+		c.Resize(req.Groups, req.Epoch, text, func(err error) { done(struct{}{}, err) })
 	})
+	epochNow := func() (e uint64) {
+		_ = a.nd.Do(ctx, func(c *node.Node) {
+			if d := c.Directory(); d != nil {
+				e = d.Epoch()
+			}
+		})
+		return e
+	}
 	switch {
+	case errors.Is(err, node.ErrNotAttested):
+		a.log.Warn("refused an attestation", "act", transport.ActResize, "groups", req.Groups, "err", err)
+		fail(w, http.StatusForbidden, "forbidden", "%v", err)
+	case errors.Is(err, node.ErrAttestationStale):
+		writeJSON(w, http.StatusConflict, resizeRefusal{failure{"stale", err.Error()}, epochNow()})
+	case errors.Is(err, node.ErrDirectoryBehind):
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, resizeRefusal{failure{"behind", err.Error()}, epochNow()})
 	case errors.Is(err, fleet.ErrInvalid):
 		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
 	case errors.Is(err, node.ErrResizeRaced):
@@ -406,9 +431,6 @@ func (a *api) addGroup(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad_request", "adding a group names its founder, the founder's peer address, the group's number and its membership index")
 		return
 	}
-	if !a.admitAttestation(w, transport.ActAddGroup, addGroupFields(req), req.Attestation) {
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	var inFleet bool
@@ -422,9 +444,13 @@ func (a *api) addGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	founder := fleet.Member{ID: dial.IDFromName(req.Name), Name: req.Name, Peer: req.Peer, HTTP: req.HTTP}
 	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
-		c.AddGroup(req.Group, fleet.Group{MIdx: req.MIdx, Voters: []fleet.Member{founder}}, func(err error) { done(struct{}{}, err) })
+		c.AddGroup(req.Group, fleet.Group{MIdx: req.MIdx, Voters: []fleet.Member{founder}}, req.Attestation, func(err error) { done(struct{}{}, err) })
 	})
 	switch {
+	case errors.Is(err, node.ErrNotAttested):
+		a.log.Warn("refused an attestation", "act", transport.ActAddGroup, "group", req.Group, "founder", req.Name, "err", err)
+		fail(w, http.StatusForbidden, "forbidden", "%v", err)
+		return
 	case errors.Is(err, node.ErrGroupNumber):
 		fail(w, http.StatusConflict, "out_of_turn", "%v", err)
 		return
@@ -448,11 +474,6 @@ func (a *api) addGroup(w http.ResponseWriter, r *http.Request) {
 		ans.Members = membersJSON(append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...))
 	})
 	writeJSON(w, http.StatusOK, ans)
-}
-
-// addGroupFields are what an attestation to add a group vouches for.
-func addGroupFields(req addGroupRequest) []string {
-	return []string{req.Name, req.Peer, req.HTTP, strconv.Itoa(req.Group), strconv.FormatUint(req.MIdx, 10)}
 }
 
 // otherGroupOf says, in a fleet, that id is a voter of another group than

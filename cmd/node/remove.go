@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,9 +45,17 @@ import (
 //
 //	node resize -control-key-file control.key -via 127.0.0.1:8001 1
 //
-// calls PUT /_cluster/fleet/target at -via with {"groups": 1} and the
-// control key's attestation of exactly that resize. Its 200 means the
-// target is committed; the control group's leader then moves the
+// calls PUT /_cluster/fleet/target at -via with {"groups": 1, "epoch": E}
+// and the control key's attestation of exactly that resize of the
+// directory at epoch E. A resize is written only over the directory it
+// was attested against, so an attestation captured and sent again once
+// the fleet has changed changes nothing, on any member. The command
+// first attests at -epoch (0 unless given); a member whose directory is
+// at a later epoch answers 409 with it, and the command attests again at
+// that epoch (one that has not caught up answers 503, and is asked
+// again), up to five times in all. With
+// -print, give -epoch (the status's fleet.directory.epoch). Its 200 means
+// the target is committed; the control group's leader then moves the
 // partitions, a batch at a time, which GET /_cluster/status shows
 // (fleet.moving, fleet.misplaced).
 //
@@ -69,6 +79,9 @@ type adminCall struct {
 	// request is the call for those fields: method, path, JSON body (nil
 	// for none).
 	request func(fields []string) (method, path string, body []byte)
+	// epoch: the act is attested against the directory's epoch, the last
+	// of its fields (a resize).
+	epoch bool
 }
 
 var removeCall = adminCall{cmd: "remove", usage: "NAME", act: transport.ActRemove,
@@ -94,8 +107,13 @@ var resizeCall = adminCall{cmd: "resize", usage: "GROUPS", act: transport.ActRes
 		return []string{strconv.Itoa(n)}, nil
 	},
 	request: func(f []string) (string, string, []byte) {
-		return http.MethodPut, "/_cluster/fleet/target", []byte(`{"groups":` + f[0] + `}`)
-	}}
+		return http.MethodPut, "/_cluster/fleet/target", []byte(`{"groups":` + f[0] + `,"epoch":` + f[1] + `}`)
+	},
+	epoch: true}
+
+// epochRounds bounds how often `node resize` attests again at the epoch
+// a member answered with, while the fleet changes under it.
+const epochRounds = 5
 
 // runAdmin is `node remove ARGS` or `node resize ARGS`; run calls it when
 // its first argument names one.
@@ -105,10 +123,14 @@ func runAdmin(c adminCall, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	var keyFile, dataDir, via string
 	var printOnly bool
+	var epoch uint64
 	fs.StringVar(&keyFile, "control-key-file", "", "the cluster's control key (32 bytes, raw or 64 hex digits); default: <data-dir>/control.key")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "where to find control.key without -control-key-file")
 	fs.StringVar(&via, "via", defaultHTTP, "HTTP address of any member")
 	fs.BoolVar(&printOnly, "print", false, "print the attestation (for the X-Fenceline-Attestation header) instead of calling the member")
+	if c.epoch {
+		fs.Uint64Var(&epoch, "epoch", 0, "the directory epoch to attest against (the status's fleet.directory.epoch); without it the member answers with its own, and the command attests again")
+	}
 	usage := func() {
 		fmt.Fprintf(stderr, "usage: %s [-control-key-file F | -data-dir D] [-via ADDR | -print] %s\n", name, c.usage)
 		fs.SetOutput(stderr)
@@ -140,27 +162,50 @@ func runAdmin(c adminCall, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	att, err := attest(transport.Keys{Control: control}, c.act, fields...)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if printOnly && c.epoch && epoch == 0 {
+		fmt.Fprintf(stderr, "%s: -print needs -epoch (the status's fleet.directory.epoch)\n", name)
 		return 2
 	}
-	if printOnly {
-		fmt.Fprintln(stdout, att.String())
-		return 0
-	}
-	method, path, body := c.request(fields)
-	code, answer, err := askAttested(via, method, path, body, att)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
-	}
-	if code != http.StatusOK {
+	for round := 1; ; round++ {
+		f := fields
+		if c.epoch {
+			f = append(slices.Clip(fields), strconv.FormatUint(epoch, 10))
+		}
+		att, err := attest(transport.Keys{Control: control}, c.act, f...)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 2
+		}
+		if printOnly {
+			fmt.Fprintln(stdout, att.String())
+			return 0
+		}
+		method, path, body := c.request(f)
+		code, answer, err := askAttested(via, method, path, body, att)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 1
+		}
+		if code == http.StatusOK {
+			fmt.Fprintln(stdout, answer)
+			return 0
+		}
+		// Attested against an older epoch than the member's: again at
+		// the member's; against a newer one: again once it caught up.
+		var r resizeRefusal
+		if c.epoch && round < epochRounds && json.Unmarshal([]byte(answer), &r) == nil {
+			switch {
+			case code == http.StatusConflict && r.Reason == "stale" && r.Epoch > epoch:
+				epoch = r.Epoch
+				continue
+			case code == http.StatusServiceUnavailable && r.Reason == "behind":
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+		}
 		fmt.Fprintf(stderr, "%s: %s answered %d: %s\n", name, via, code, answer)
 		return 1
 	}
-	fmt.Fprintln(stdout, answer)
-	return 0
 }
 
 // askAttested calls method path at via with the attestation and body.

@@ -171,6 +171,14 @@ type Set struct {
 	// whatever number it is asked for, taking it as the next: a request
 	// out of turn (or for a number another founder holds) is accepted.
 	UncheckedAddGroup bool
+	// UnattestedAdmin: a node takes a fleet admin act (a resize, an
+	// added group) without checking its attestation: anyone who can
+	// reach a node can resize the fleet.
+	UnattestedAdmin bool
+	// ResizeAnyEpoch: a node writes a resize over the directory it
+	// holds, whatever epoch the resize was attested against: a resize
+	// captured and sent again after a later one undoes it.
+	ResizeAnyEpoch bool
 	// UnpublishedMembership: no node of a fleet publishes its group's
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
@@ -372,6 +380,8 @@ var Table = []Bug{
 	{"publish-before-copy", "a partition move publishes the new group as holder as soon as it is fenced, without copying the partition there", func(s *Set) *bool { return &s.PublishBeforeCopy }},
 	{"added-group-takes-table", "a group added to a running fleet is handed its share of the table at once, with no fence and no copy", func(s *Set) *bool { return &s.AddedGroupTakesTable }},
 	{"unchecked-add-group", "a node adds a group to the fleet under whatever number it is asked for, out of turn too", func(s *Set) *bool { return &s.UncheckedAddGroup }},
+	{"unattested-admin", "a node takes a resize or an added group without checking its attestation", func(s *Set) *bool { return &s.UnattestedAdmin }},
+	{"resize-any-epoch", "a node writes a resize over the directory it holds, whatever epoch it was attested against (a replayed resize undoes a later one)", func(s *Set) *bool { return &s.ResizeAnyEpoch }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},

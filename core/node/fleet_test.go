@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/partition"
+	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
@@ -28,8 +30,41 @@ func oneNodeFleet(name string) node.Config {
 		Fleet: &node.FleetConfig{
 			Founding: []fleet.Group{{MIdx: 1, Voters: []fleet.Member{{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000"}}}},
 			Control:  consensus.Config{Name: name, Addr: name + ":7000", Bootstrap: boot},
+			Keys:     transport.Keys{Control: controlKey},
 		},
 	}
+}
+
+// controlKey is the test fleets' control key, whose attestations decide
+// their admin acts.
+var controlKey = bytes.Repeat([]byte{7}, transport.KeySize)
+
+// attest is the control key's attestation of act with fields, made now
+// by k's true time (the operator's clock), with a nonce drawn from k's
+// test stream: its text form, as a node is handed it.
+func attest(k *sim.Kernel, key []byte, act string, fields []string, at time.Duration) string {
+	var nonce [transport.AttestNonceSize]byte
+	r := k.Stream("test/attest")
+	for i := range nonce {
+		nonce[i] = byte(r.Uint64())
+	}
+	a, err := transport.Keys{Control: key}.Attest(act, fields, sim.Epoch.Add(at), nonce)
+	if err != nil {
+		panic(err)
+	}
+	return a.String()
+}
+
+// resize asks nd, on m, to resize to target, attested now against the
+// directory nd holds; done gets the answer.
+func resize(k *sim.Kernel, m *sim.Machine, nd *node.Node, target int, done func(error)) {
+	m.Exec(func() {
+		var epoch uint64
+		if d := nd.Directory(); d != nil {
+			epoch = d.Epoch()
+		}
+		nd.Resize(target, epoch, attest(k, controlKey, transport.ActResize, node.ResizeFields(target, epoch), k.Now()), done)
+	})
 }
 
 // startOneNodeFleet starts node a, a fleet of one (oneNodeFleet), on a
@@ -83,6 +118,7 @@ func TestFleetConfigRefusals(t *testing.T) {
 		"PublishEvery must be positive": func(c *node.Config) {
 			c.Fleet.PublishEvery = -time.Second
 		},
+		"need the control key": func(c *node.Config) { c.Fleet.Keys = transport.Keys{} },
 	} {
 		cfg := oneNodeFleet("a")
 		cfg.Consensus.JournalName = "raft.journal"
@@ -99,7 +135,7 @@ func TestResizeAnswersOnce(t *testing.T) {
 	k, m, nd := startOneNodeFleet(t)
 	answers := map[int][]error{}
 	ask := func(target int) {
-		m.Exec(func() { nd.Resize(target, func(err error) { answers[target] = append(answers[target], err) }) })
+		resize(k, m, nd, target, func(err error) { answers[target] = append(answers[target], err) })
 	}
 	ask(1) // before the directory is founded
 	require.Equal(t, []error{node.ErrNoDirectory}, answers[1])
@@ -138,7 +174,9 @@ func TestAddGroupAddsAGroupThatHoldsNothing(t *testing.T) {
 		for _, n := range names {
 			gr.Voters = append(gr.Voters, member(n))
 		}
-		m.Exec(func() { nd.AddGroup(g, gr, func(err error) { answers = append(answers, err) }) })
+		m.Exec(func() {
+			nd.AddGroup(g, gr, attest(k, controlKey, transport.ActAddGroup, node.AddGroupFields(g, gr), k.Now()), func(err error) { answers = append(answers, err) })
+		})
 	}
 	add(1, "b")
 	require.Equal(t, []error{node.ErrNoDirectory}, answers, "before the directory is founded")
@@ -181,7 +219,7 @@ func TestAddGroupAddsAGroupThatHoldsNothing(t *testing.T) {
 	require.NoError(t, k.RunUntil(6*time.Second))
 	require.Equal(t, []error{nil}, wrote)
 	var resized []error
-	m.Exec(func() { nd.Resize(2, func(err error) { resized = append(resized, err) }) })
+	resize(k, m, nd, 2, func(err error) { resized = append(resized, err) })
 	require.NoError(t, k.RunUntil(12*time.Second))
 	require.Equal(t, []error{nil}, resized)
 	d = nd.Directory()
@@ -190,5 +228,67 @@ func TestAddGroupAddsAGroupThatHoldsNothing(t *testing.T) {
 	require.Equal(t, []int{0, 1}, []int{from, to})
 	ps, _, _ := d.Misplaced(partition.Count)
 	require.Less(t, len(ps), partition.Count/2-node.MoveBatch, "empty batches moved before it")
+	require.NoError(t, nd.CheckInvariants())
+}
+
+// A fleet's admin acts are the control key's word, checked on the node
+// by its clock: Resize and AddGroup refuse an attestation made with
+// another key, for another act or other fields, made too long ago or
+// too far ahead, or no attestation at all, and a resize attested
+// against an older directory (one replayed after a later change) or a
+// newer one than the node holds. Each refusal changes nothing.
+func TestAdminActsNeedTheControlKeysWord(t *testing.T) {
+	k, m, nd := startOneNodeFleet(t)
+	require.NoError(t, k.RunUntil(2*time.Second))
+	var e0 uint64
+	m.Exec(func() { e0 = nd.Directory().Epoch() })
+	other := bytes.Repeat([]byte{8}, transport.KeySize)
+	now := k.Now()
+	fields := node.ResizeFields(1, e0)
+	cases := []struct {
+		name  string
+		epoch uint64
+		att   string
+		want  error
+	}{
+		{"another key", e0, attest(k, other, transport.ActResize, fields, now), transport.ErrAttestation},
+		{"another act", e0, attest(k, controlKey, transport.ActRemove, fields, now), transport.ErrAttestation},
+		{"another target", e0, attest(k, controlKey, transport.ActResize, node.ResizeFields(2, e0), now), transport.ErrAttestation},
+		{"another epoch", e0, attest(k, controlKey, transport.ActResize, node.ResizeFields(1, e0+1), now), transport.ErrAttestation},
+		{"made too long ago", e0, attest(k, controlKey, transport.ActResize, fields, now-transport.AttestValidity-transport.AttestSkew-time.Second), transport.ErrAttestationExpired},
+		{"made too far ahead", e0, attest(k, controlKey, transport.ActResize, fields, now+transport.AttestSkew+time.Second), transport.ErrAttestationExpired},
+		{"no attestation", e0, "", node.ErrNotAttested},
+		{"a newer directory", e0 + 1, attest(k, controlKey, transport.ActResize, node.ResizeFields(1, e0+1), now), node.ErrDirectoryBehind},
+	}
+	for _, c := range cases {
+		var got []error
+		m.Exec(func() { nd.Resize(1, c.epoch, c.att, func(err error) { got = append(got, err) }) })
+		require.Len(t, got, 1, c.name)
+		require.ErrorIs(t, got[0], c.want, c.name)
+	}
+	var added []error
+	gr := fleet.Group{MIdx: 1, Voters: []fleet.Member{{ID: dial.IDFromName("b"), Name: "b", Peer: "b:7000"}}}
+	m.Exec(func() {
+		nd.AddGroup(1, gr, attest(k, controlKey, transport.ActAddGroup, node.AddGroupFields(2, gr), now), func(err error) { added = append(added, err) })
+	})
+	require.Len(t, added, 1)
+	require.ErrorIs(t, added[0], transport.ErrAttestation, "attested for group 2, asked for 1")
+	require.NoError(t, k.RunUntil(3*time.Second))
+	require.Equal(t, e0, nd.Directory().Epoch(), "no refusal changed the directory")
+
+	// A good resize, then the same attestation again: the fleet has
+	// changed since, so it changes nothing, here or anywhere.
+	good := attest(k, controlKey, transport.ActResize, fields, k.Now())
+	var got []error
+	m.Exec(func() { nd.Resize(1, e0, good, func(err error) { got = append(got, err) }) })
+	require.NoError(t, k.RunUntil(4*time.Second))
+	require.Equal(t, []error{nil}, got)
+	e1 := nd.Directory().Epoch()
+	require.Greater(t, e1, e0)
+	m.Exec(func() { nd.Resize(1, e0, good, func(err error) { got = append(got, err) }) })
+	require.Len(t, got, 2)
+	require.ErrorIs(t, got[1], node.ErrAttestationStale)
+	require.NoError(t, k.RunUntil(5*time.Second))
+	require.Equal(t, e1, nd.Directory().Epoch())
 	require.NoError(t, nd.CheckInvariants())
 }

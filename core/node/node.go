@@ -105,6 +105,9 @@ type Node struct {
 	view      *directoryView
 	publisher *publisher
 	clk       clock.Clock
+	// adminKeys check the attestations of the fleet's admin acts
+	// (FleetConfig.Keys).
+	adminKeys transport.Keys
 	BadFrames uint64
 	// behind is the shell's nudge (OnBehind).
 	behind func(rev uint64)
@@ -124,6 +127,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 		if err := fc.validate(cfg.Consensus); err != nil {
 			return nil, err
 		}
+		n.adminKeys = fc.Keys
 	}
 	// With the envelope, the parts send through the link, which needs the
 	// boot epoch, read after the journal opens: a frame the consensus part
