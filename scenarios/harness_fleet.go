@@ -71,8 +71,9 @@ type fleetHarness struct {
 	entries []fleet.Group
 	// badAdmin draws fleet-grow's bad admin requests (adversary).
 	badAdmin *rand.Rand
-	// controlKey is the fleet's control key, whose attestations decide
-	// its admin acts: the operator's (attest); lastResize is the last
+	// controlKey is the control key the operator attests the fleet's
+	// admin acts with (attest): the nodes' own, or the one they still
+	// accept amid a rotation (knob admin_rotation); lastResize is the last
 	// resize the operator had committed, as it travelled, which
 	// fleet-grow's adversary captured and sends again (replay).
 	controlKey []byte
@@ -217,14 +218,27 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		f.holdings[p] = []holding{{group: g}}
 	}
 	keys := drawKeys(run) // one set for every group: their nodes talk to each other
+	// The control key attests the admin acts. In a third of the runs
+	// the fleet is amid a key rotation: its nodes hold a new control key
+	// and still accept the old one, which the operator goes on using.
 	f.controlKey = make([]byte, transport.KeySize)
+	rk := k.Stream("fleet/control-key")
 	if keys != nil {
 		copy(f.controlKey, keys.Control)
 	} else {
-		r := k.Stream("fleet/control-key")
 		for i := range f.controlKey {
-			f.controlKey[i] = byte(r.Uint32())
+			f.controlKey[i] = byte(rk.Uint32())
 		}
+	}
+	adminKeys := transport.Keys{Control: f.controlKey}
+	rotating := rk.IntN(3) == 0
+	run.Knob("admin_rotation", rotating)
+	if rotating {
+		adminKeys.Control = make([]byte, transport.KeySize)
+		for i := range adminKeys.Control {
+			adminKeys.Control[i] = byte(rk.Uint32())
+		}
+		adminKeys.AcceptControl = f.controlKey
 	}
 	var controlBoot []consensus.Member
 	for _, name := range own[0][:size] {
@@ -237,7 +251,7 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 			if g == 0 && slices.Contains(own[0][:size], name) {
 				ctl.Bootstrap = controlBoot
 			}
-			return &node.FleetConfig{Group: g, Founding: f.founding, Added: g >= founded, Control: ctl, Keys: transport.Keys{Control: f.controlKey}}
+			return &node.FleetConfig{Group: g, Founding: f.founding, Added: g >= founded, Control: ctl, Keys: adminKeys}
 		})
 		// The fleet's proxyOnce probe (fleet_proxyonce.go): a grant lost
 		// on the way lapses in fleetProxyLapse, and a caller asking again
@@ -389,13 +403,28 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 			// An attack on the attestation too: the real request, with
 			// one the fleet must not take.
 			forged, how := f.badAttestation(transport.ActAddGroup, node.AddGroupFields(g, f.entries[g]))
-			bad, why = append(bad, badAddition{group: f.entries[g], att: forged}), append(why, "with "+how)
+			junk, what := f.malformedAttestation(transport.ActAddGroup, node.AddGroupFields(g, f.entries[g]))
+			bad = append(bad, badAddition{group: f.entries[g], att: &forged}, badAddition{group: f.entries[g], att: &junk})
+			why = append(why, "with "+how, "with "+what)
+			if f.adversary().IntN(2) == 0 {
+				// The operator's attestation of the real request, on a
+				// request whose founder's name takes the first byte of
+				// its peer address: the same bytes, run together.
+				real := f.attest(transport.ActAddGroup, node.AddGroupFields(g, f.entries[g]))
+				moved := f.entries[g]
+				moved.Voters = slices.Clone(moved.Voters)
+				v := &moved.Voters[0]
+				v.Name, v.Peer = v.Name+v.Peer[:1], v.Peer[1:]
+				v.ID = dial.IDFromName(v.Name)
+				bad = append(bad, badAddition{group: moved, att: &real})
+				why = append(why, fmt.Sprintf("founded by %q at %q, with the attestation of the real request", v.Name, v.Peer))
+			}
 			var next func(i int)
 			next = func(i int) {
 				if i < len(bad) {
-					att := bad[i].att
-					if att == "" {
-						att = f.attest(transport.ActAddGroup, node.AddGroupFields(g+bad[i].skip, bad[i].group))
+					att := f.attest(transport.ActAddGroup, node.AddGroupFields(g+bad[i].skip, bad[i].group))
+					if bad[i].att != nil {
+						att = *bad[i].att
 					}
 					nd.AddGroup(g+bad[i].skip, bad[i].group, att, func(err error) {
 						f.refused(n, "an added group "+why[i], err)
@@ -427,12 +456,12 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 }
 
 // badAddition is an AddGroup the fleet must refuse: group numbered skip
-// past the next, with attestation att ("": the operator's, of exactly
+// past the next, with attestation att (nil: the operator's, of exactly
 // that request).
 type badAddition struct {
 	group fleet.Group
 	skip  int
-	att   string
+	att   *string
 }
 
 // badAdd returns, for the addition of group g, two requests the fleet
@@ -562,18 +591,22 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 				bad := map[bool]int{true: 3, false: 2 * len(f.groups)}[f.adversary().IntN(2) == 0]
 				e := epoch()
 				forged, how := f.badAttestation(transport.ActResize, node.ResizeFields(target, e))
+				junk, what := f.malformedAttestation(transport.ActResize, node.ResizeFields(target, e))
 				replay := f.lastResize
 				nd.Resize(bad, e, f.attest(transport.ActResize, node.ResizeFields(bad, e)), func(err error) {
 					f.refused(n, fmt.Sprintf("a resize to %d groups", bad), err)
 					nd.Resize(target, e, forged, func(err error) {
 						f.refused(n, fmt.Sprintf("a resize to %d groups with %s", target, how), err)
-						if replay == nil {
-							real()
-							return
-						}
-						nd.Resize(replay.target, replay.epoch, replay.att, func(err error) {
-							f.refused(n, fmt.Sprintf("the resize to %d groups attested at epoch %d, sent again", replay.target, replay.epoch), err)
-							real()
+						nd.Resize(target, e, junk, func(err error) {
+							f.refused(n, fmt.Sprintf("a resize to %d groups with %s", target, what), err)
+							if replay == nil {
+								real()
+								return
+							}
+							nd.Resize(replay.target, replay.epoch, replay.att, func(err error) {
+								f.refused(n, fmt.Sprintf("the resize to %d groups attested at epoch %d, sent again", replay.target, replay.epoch), err)
+								real()
+							})
 						})
 					})
 				})
@@ -1032,11 +1065,12 @@ func (f *fleetHarness) attestAt(key []byte, act string, fields []string, at time
 // must not take, and says what it is: one made with another key, for
 // another act, for other fields, too long ago or too far ahead (beyond
 // the allowed skew by a minute or more, more than any clock step the
-// faults make), or text that is no attestation.
+// faults make); or the operator's own, tampered with on the way (its
+// issue time, its nonce or its MAC changed).
 func (f *fleetHarness) badAttestation(act string, fields []string) (string, string) {
 	r := f.adversary()
 	now := f.k.Now()
-	switch r.IntN(6) {
+	switch r.IntN(7) {
 	case 0:
 		other := make([]byte, transport.KeySize)
 		for i := range other {
@@ -1055,7 +1089,50 @@ func (f *fleetHarness) badAttestation(act string, fields []string) (string, stri
 	case 4:
 		early := transport.AttestSkew + time.Minute + sim.Between(r, 0, time.Hour)
 		return f.attestAt(f.controlKey, act, fields, now+early), fmt.Sprintf("an attestation made %v ahead", early)
+	default: // 5 and 6: the likeliest attack is on what travels
+		a, err := transport.ParseAttestation(f.attest(act, fields))
+		if err != nil {
+			panic(err) // the harness's own: a bug, not input
+		}
+		switch r.IntN(3) {
+		case 0:
+			a.IssuedAt += 1 + r.Int64N(1000) // ms: still within its validity
+			return a.String(), "the operator's attestation with its issue time moved"
+		case 1:
+			a.Nonce[r.IntN(len(a.Nonce))] ^= 1 << r.IntN(8)
+			return a.String(), "the operator's attestation with its nonce changed"
+		default:
+			a.MAC[r.IntN(len(a.MAC))] ^= 1 << r.IntN(8)
+			return a.String(), "the operator's attestation with its MAC changed"
+		}
+	}
+}
+
+// malformedAttestation draws text that is no attestation of act with
+// fields, and says what it is: the operator's with its nonce or its MAC
+// a byte too long, within the text's bound (a parser that decodes
+// before it measures runs past its arrays), the operator's padded past
+// the bound (its issue time led by zeros: what it says is good, but a
+// text that long is refused unread), cut short, or nothing.
+func (f *fleetHarness) malformedAttestation(act string, fields []string) (string, string) {
+	parts := strings.Split(f.attest(act, fields), ".")
+	r := f.adversary()
+	if r.IntN(5) == 0 {
+		pad := transport.MaxAttestationText + 1 - len(strings.Join(parts, ".")) + r.IntN(8)
+		parts[2] = strings.Repeat("0", pad) + parts[2]
+		return strings.Join(parts, "."), "the operator's attestation padded past the bound"
+	}
+	parts[2] = "0" // room within the text's bound
+	switch r.IntN(4) {
+	case 0:
+		parts[4] += "00"
+		return strings.Join(parts, "."), "an attestation whose MAC is a byte too long"
+	case 1:
+		parts[3] += "00"
+		return strings.Join(parts, "."), "an attestation whose nonce is a byte too long"
+	case 2:
+		return strings.Join(parts[:4], "."), "an attestation cut short"
 	default:
-		return "v2.0.0.00.00", "no attestation"
+		return "", "no attestation"
 	}
 }

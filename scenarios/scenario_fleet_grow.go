@@ -32,7 +32,7 @@ func init() {
 			{Name: "publish-before-copy", Window: 20, MinCaught: 12},
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 12},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"groups-added", 1}, {"admin-refusals", 6}, {"partitions-moved", 2 * node.MoveBatch}},
+		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"groups-added", 1}, {"admin-refusals", 8}, {"partitions-moved", 2 * node.MoveBatch}},
 		Checkers: plus(fleetCheckers, "resize-complete", "moves-fenced", "admin-refusals"),
 		Run:      runFleetGrow,
 	})

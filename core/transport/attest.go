@@ -150,10 +150,16 @@ func ParseAttestation(s string) (Attestation, error) {
 	if a.IssuedAt, err = strconv.ParseInt(parts[2], 10, 64); err != nil {
 		return a, bad
 	}
-	if n, err := hex.Decode(a.Nonce[:], []byte(parts[3])); err != nil || n != AttestNonceSize || len(parts[3]) != 2*AttestNonceSize {
+	// The lengths first: hex.Decode writes as many bytes as it reads,
+	// and a longer part would run past the array (a panic any caller
+	// could cause, on the node's loop).
+	if len(parts[3]) != 2*AttestNonceSize || len(parts[4]) != 2*sha256.Size {
 		return a, bad
 	}
-	if n, err := hex.Decode(a.MAC[:], []byte(parts[4])); err != nil || n != sha256.Size || len(parts[4]) != 2*sha256.Size {
+	if _, err := hex.Decode(a.Nonce[:], []byte(parts[3])); err != nil {
+		return a, bad
+	}
+	if _, err := hex.Decode(a.MAC[:], []byte(parts[4])); err != nil {
 		return a, bad
 	}
 	return a, nil

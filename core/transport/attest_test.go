@@ -97,7 +97,12 @@ func TestAttestationText(t *testing.T) {
 	for _, bad := range []string{"", "v2", s[:len(s)-1], s + "0", strings.Replace(s, "v2.", "v1.", 1),
 		strings.Replace(s, ".", "..", 1), "v2.zzzzzzzz.1.00.00", s + strings.Repeat(".", 200),
 		// the old form: a bare hex MAC
-		"8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92"} {
+		"8d969eef6ecad3c29a3a629280e686cf0c3f5d5a86aff3ca12020c923adc6c92",
+		// a nonce or a MAC a byte too long, within the text's bound
+		// (decoded before their lengths were checked, these ran past
+		// the arrays: a panic)
+		"v2.00000000.0." + strings.Repeat("a", 2*transport.AttestNonceSize) + "." + strings.Repeat("b", 2*32+2),
+		"v2.00000000.0." + strings.Repeat("a", 2*transport.AttestNonceSize+2) + "." + strings.Repeat("b", 2*32)} {
 		_, err := transport.ParseAttestation(bad)
 		require.ErrorIs(t, err, transport.ErrAttestation, "%q", bad)
 	}
@@ -162,4 +167,23 @@ func TestConnProof(t *testing.T) {
 	from, err = rotating.CheckConnProof(other.ConnProof(1, 2, ch), 2, ch)
 	require.NoError(t, err, "the accepted data key, during a rotation")
 	require.Equal(t, dial.NodeID(1), from)
+}
+
+// Whatever text a caller sends, ParseAttestation answers without a panic,
+// and what it reads is what String writes back.
+func FuzzParseAttestation(f *testing.F) {
+	att, err := keys.Attest(transport.ActJoin, joinN4, t0, someNonce)
+	require.NoError(f, err)
+	f.Add(att.String())
+	f.Add("v2.00000000.0." + strings.Repeat("a", 2*transport.AttestNonceSize) + "." + strings.Repeat("b", 66))
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := transport.ParseAttestation(s)
+		if err != nil {
+			require.ErrorIs(t, err, transport.ErrAttestation)
+			return
+		}
+		back, err := transport.ParseAttestation(a.String())
+		require.NoError(t, err)
+		require.Equal(t, a, back)
+	})
 }
