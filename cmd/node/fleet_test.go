@@ -407,7 +407,7 @@ func TestAFleetResizesUnderLoad(t *testing.T) {
 		code, answer, err := askAttested(p.http, http.MethodPut, "/_cluster/fleet/target", []byte(fmt.Sprintf(`{"groups":1,"epoch":%d}`, before)), att)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusConflict, code, answer)
-		var r resizeRefusal
+		var r staleRefusal
 		require.NoError(t, json.Unmarshal([]byte(answer), &r), answer)
 		require.Equal(t, "stale", r.Reason, answer)
 		require.Greater(t, r.Epoch, before, answer)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,12 +44,14 @@ func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, nam
 		log.Info("already a member; not joining again", "via", via)
 		return nil
 	}
-	return askMember(ctx, nd, via, "/_cluster/members", "joined as a learner", func() ([]byte, error) {
-		att, err := attest(keys, transport.ActJoin, name, peer, httpAddr)
+	return askMember(ctx, nd, via, "/_cluster/members", "joined as a learner", func(index uint64) ([]byte, error) {
+		req := joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Index: index, Group: group}
+		att, err := attest(keys, transport.ActJoin, joinFields(req)...)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(joinRequest{Name: name, Peer: peer, HTTP: httpAddr, Attestation: att.String(), Group: group})
+		req.Attestation = att.String()
+		return json.Marshal(req)
 	}, log)
 }
 
@@ -56,9 +59,12 @@ func joinCluster(ctx context.Context, nd *realnet.Node, keys transport.Keys, nam
 // attestation: a member admits each one once) to path at the member at
 // via until it answers, and introduces the node to the members the
 // answer names (it must reach them before it has applied a membership
-// that does), logging what was done. A refusal (400, 403, 409) ends it
-// at once; anything else is retried with backoff until joinTimeout.
-func askMember(ctx context.Context, nd *realnet.Node, via, path, what string, body func() ([]byte, error), log *slog.Logger) error {
+// that does), logging what was done. The body is attested against the
+// membership index given, 0 at first: a member at a later one refuses it
+// as stale with its own, and the next try is attested at that. Any other
+// refusal (400, 403, 409) ends it at once; anything else is retried with
+// backoff until joinTimeout.
+func askMember(ctx context.Context, nd *realnet.Node, via, path, what string, body func(index uint64) ([]byte, error), log *slog.Logger) error {
 	url := via
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
@@ -67,12 +73,18 @@ func askMember(ctx context.Context, nd *realnet.Node, via, path, what string, bo
 	client := memberClient(15 * time.Second)
 	deadline := time.Now().Add(joinTimeout)
 	backoff := 100 * time.Millisecond
+	var index uint64
 	for {
-		b, err := body()
+		b, err := body(index)
 		if err != nil {
 			return err
 		}
 		ans, retry, err := askToJoin(ctx, client, url, b)
+		var stale *staleMembershipError
+		if errors.As(err, &stale) && stale.index > index && time.Now().Before(deadline) {
+			index = stale.index // attest again at the member's: at once
+			continue
+		}
 		if err == nil {
 			peers := map[dial.NodeID]string{}
 			for _, m := range ans.Members {
@@ -116,7 +128,7 @@ func addToFleet(ctx context.Context, nd *realnet.Node, keys transport.Keys, name
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return askMember(ctx, nd, via, "/_cluster/fleet/groups", fmt.Sprintf("the fleet added group %d", group), func() ([]byte, error) {
+	return askMember(ctx, nd, via, "/_cluster/fleet/groups", fmt.Sprintf("the fleet added group %d", group), func(uint64) ([]byte, error) {
 		req := addGroupRequest{Name: name, Peer: peer, HTTP: httpAddr, Group: group, MIdx: mIdx}
 		att, err := attest(keys, transport.ActAddGroup, node.AddGroupFields(group, fleet.Group{MIdx: mIdx, Voters: []fleet.Member{{Name: name, Peer: peer, HTTP: httpAddr}}})...)
 		if err != nil {
@@ -125,6 +137,14 @@ func addToFleet(ctx context.Context, nd *realnet.Node, keys transport.Keys, name
 		req.Attestation = att.String()
 		return json.Marshal(req)
 	}, log)
+}
+
+// staleMembershipError is a member's refusal of a join attested against
+// an older membership index than its own, index.
+type staleMembershipError struct{ index uint64 }
+
+func (e *staleMembershipError) Error() string {
+	return fmt.Sprintf("attested against an older membership than the member's, at %d", e.index)
 }
 
 func askToJoin(ctx context.Context, client *http.Client, url string, body []byte) (joinAnswer, bool, error) {
@@ -146,7 +166,13 @@ func askToJoin(ctx context.Context, client *http.Client, url string, body []byte
 			return ans, false, fmt.Errorf("join answer: %w", err)
 		}
 		return ans, false, nil
-	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusConflict:
+	case resp.StatusCode == http.StatusConflict:
+		var r staleRefusal
+		if json.Unmarshal(b, &r) == nil && r.Reason == "stale" && r.Index > 0 {
+			return ans, true, &staleMembershipError{r.Index}
+		}
+		return ans, false, errors.New(strings.TrimSpace(string(b)))
+	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest:
 		return ans, false, errors.New(strings.TrimSpace(string(b)))
 	default:
 		return ans, true, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
@@ -215,13 +241,14 @@ func (a *api) admitAttestation(w http.ResponseWriter, act string, fields []strin
 
 // --- the cluster API's membership calls
 
-// joinRequest is a node asking to join: who it is, where it listens, and
-// the control key's attestation of exactly that (transport.Attestation's
-// text form).
+// joinRequest is a node asking to join: who it is, where it listens, the
+// membership index it asks to be added to, and the control key's
+// attestation of exactly that (transport.Attestation's text form).
 type joinRequest struct {
 	Name        string `json:"name"`
 	Peer        string `json:"peer"`
 	HTTP        string `json:"http"`
+	Index       uint64 `json:"index"`
 	Attestation string `json:"attestation"`
 	// Group is the fleet's data group the node joins; nil outside a
 	// fleet.
@@ -230,6 +257,33 @@ type joinRequest struct {
 
 type joinAnswer struct {
 	Members []memberJSON `json:"members"`
+}
+
+// joinFields are what a join's attestation vouches for.
+func joinFields(req joinRequest) []string {
+	return []string{req.Name, req.Peer, req.HTTP, strconv.FormatUint(req.Index, 10)}
+}
+
+// staleMembership answers an act attested against membership index at
+// when this node's membership is at cur, and reports whether it did: an
+// attestation is good for one membership, so one captured and sent again
+// after the membership changed (to this node or any other: each
+// remembers only the nonces it saw) does nothing. A join replayed after
+// the node was removed would add it back; a removal replayed after it
+// rejoined would remove it again.
+func staleMembership(w http.ResponseWriter, at, cur uint64) bool {
+	switch {
+	case at < cur:
+		writeJSON(w, http.StatusConflict, staleRefusal{failure: failure{"stale",
+			fmt.Sprintf("attested against membership index %d; the membership is at %d: attest again", at, cur)}, Index: cur})
+	case at > cur:
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, staleRefusal{failure: failure{"behind",
+			fmt.Sprintf("attested against membership index %d; this node has applied %d: ask again", at, cur)}, Index: cur})
+	default:
+		return false
+	}
+	return true
 }
 
 func (a *api) join(w http.ResponseWriter, r *http.Request) {
@@ -241,7 +295,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad_request", "a join names the node and its peer address")
 		return
 	}
-	if !a.admitAttestation(w, transport.ActJoin, []string{req.Name, req.Peer, req.HTTP}, req.Attestation) {
+	if !a.admitAttestation(w, transport.ActJoin, joinFields(req), req.Attestation) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -250,9 +304,11 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 	var member bool
 	var group int
 	var inFleet bool
+	var cur uint64
 	if err := a.nd.Do(ctx, func(c *node.Node) {
 		group, inFleet = c.FleetGroup()
 		ms := c.Consensus.Membership()
+		cur = ms.Index
 		for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
 			member = member || m.ID == id
 		}
@@ -269,6 +325,11 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 		return
 	case inFleet && *req.Group != group:
 		fail(w, http.StatusBadRequest, "bad_request", "this node is of group %d; the joiner was started for group %d: join through a member of that group", group, *req.Group)
+		return
+	}
+	// A member asking again (its answer lost) is answered, whatever the
+	// membership has become since.
+	if !member && staleMembership(w, req.Index, cur) {
 		return
 	}
 	if !member {
@@ -292,16 +353,18 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 }
 
 // remove removes a member. It takes the control key's attestation of the
-// removal of exactly that name, in the X-Fenceline-Attestation header,
-// good once and for AttestValidity; an operator makes one with the node
-// binary (remove.go):
+// removal of exactly that name from the membership at ?index=, in the
+// X-Fenceline-Attestation header, good once, for AttestValidity, and
+// only while the membership is at that index; an operator makes one
+// with the node binary (remove.go):
 //
 //	node remove -control-key-file control.key -via 127.0.0.1:2525 n3
 //
-// or prints it for another client with -print:
+// or prints it for another client with -print, given the index (the
+// status's m_idx):
 //
-//	curl -X DELETE -H "X-Fenceline-Attestation: $(node remove -print -control-key-file control.key n3)" \
-//	    http://127.0.0.1:2525/_cluster/members/n3
+//	curl -X DELETE -H "X-Fenceline-Attestation: $(node remove -print -index 7 -control-key-file control.key n3)" \
+//	    'http://127.0.0.1:2525/_cluster/members/n3?index=7'
 func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if r.Header.Get(attestationHeader) == "" {
@@ -309,7 +372,12 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 			"a removal needs the control key's attestation in the %s header (node remove -control-key-file F -via ADDR %s)", attestationHeader, name)
 		return
 	}
-	if !a.admitAttestation(w, transport.ActRemove, []string{name}, r.Header.Get(attestationHeader)) {
+	at, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "bad_request", "a removal names the membership index it was attested against (?index=)")
+		return
+	}
+	if !a.admitAttestation(w, transport.ActRemove, []string{name, strconv.FormatUint(at, 10)}, r.Header.Get(attestationHeader)) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -317,7 +385,11 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 	// In a fleet, a node is removed through a member of its own group: a
 	// removal proposed in another group removes nothing there.
 	var elsewhere string
-	if err := a.nd.Do(ctx, func(c *node.Node) { elsewhere = otherGroupOf(c, dial.IDFromName(name)) }); err != nil {
+	var cur uint64
+	if err := a.nd.Do(ctx, func(c *node.Node) {
+		elsewhere = otherGroupOf(c, dial.IDFromName(name))
+		cur = c.Consensus.Membership().Index
+	}); err != nil {
 		failErr(w, err)
 		return
 	}
@@ -325,7 +397,10 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad_request", "%s %s: remove it through a member of its group", name, elsewhere)
 		return
 	}
-	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
+	if staleMembership(w, at, cur) {
+		return
+	}
+	_, err = realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
 		c.Consensus.RemoveMember(dial.IDFromName(name), func(err error) { done(struct{}{}, err) })
 	})
 	if err != nil {
@@ -344,12 +419,15 @@ type resizeRequest struct {
 	Epoch  uint64 `json:"epoch"`
 }
 
-// resizeRefusal is a resize's refusal, with the epoch of the directory
-// this node holds when the attestation checked but was made against
-// another (reasons "stale" and "behind"): attest again at that epoch.
-type resizeRefusal struct {
+// staleRefusal refuses an act whose attestation checked but was made
+// against another version of what it changes than this node holds
+// (reasons "stale": an older one, and "behind": a newer one than it has
+// seen), with the version it holds: the directory's epoch for a resize,
+// the membership's index for a join or a removal. Attest again at it.
+type staleRefusal struct {
 	failure
 	Epoch uint64 `json:"epoch,omitempty"`
+	Index uint64 `json:"index,omitempty"`
 }
 
 // resize sets the fleet's target (node.Node.Resize), with the control
@@ -387,10 +465,10 @@ func (a *api) resize(w http.ResponseWriter, r *http.Request) {
 		a.log.Warn("refused an attestation", "act", transport.ActResize, "groups", req.Groups, "err", err)
 		fail(w, http.StatusForbidden, "forbidden", "%v", err)
 	case errors.Is(err, node.ErrAttestationStale):
-		writeJSON(w, http.StatusConflict, resizeRefusal{failure{"stale", err.Error()}, epochNow()})
+		writeJSON(w, http.StatusConflict, staleRefusal{failure: failure{"stale", err.Error()}, Epoch: epochNow()})
 	case errors.Is(err, node.ErrDirectoryBehind):
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, resizeRefusal{failure{"behind", err.Error()}, epochNow()})
+		writeJSON(w, http.StatusServiceUnavailable, staleRefusal{failure: failure{"behind", err.Error()}, Epoch: epochNow()})
 	case errors.Is(err, fleet.ErrInvalid):
 		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
 	case errors.Is(err, node.ErrResizeRaced):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -60,13 +61,30 @@ func (m *memberNode) members(t *testing.T) []string {
 	return names
 }
 
+// index is the membership index m has applied.
+func (m *memberNode) index(t *testing.T) uint64 {
+	var i uint64
+	require.NoError(t, m.nd.Do(context.Background(), func(c *node.Node) { i = c.Consensus.Membership().Index }))
+	return i
+}
+
+// attestJoin is the control key's attestation of r (at r.Index), made at.
+func (m *memberNode) attestJoin(t *testing.T, keys transport.Keys, at time.Time, r joinRequest) string {
+	return attestAt(t, keys, at, transport.ActJoin, joinFields(r)...)
+}
+
+// removal is the control key's attestation of name's removal at index.
+func (m *memberNode) removal(t *testing.T, keys transport.Keys, at time.Time, name string, index uint64) string {
+	return attestAt(t, keys, at, transport.ActRemove, name, fmt.Sprint(index))
+}
+
 func (m *memberNode) join(t *testing.T, body joinRequest) (int, string) {
 	b, _ := json.Marshal(body)
 	return call("POST", "http://"+m.http+"/_cluster/members", string(b))
 }
 
-func (m *memberNode) remove(t *testing.T, name, att string) (int, string) {
-	req, _ := http.NewRequest("DELETE", "http://"+m.http+"/_cluster/members/"+name, nil)
+func (m *memberNode) remove(t *testing.T, name string, index uint64, att string) (int, string) {
+	req, _ := http.NewRequest("DELETE", fmt.Sprintf("http://%s/_cluster/members/%s?index=%d", m.http, name, index), nil)
 	if att != "" {
 		req.Header.Set(attestationHeader, att)
 	}
@@ -85,14 +103,17 @@ func attestAt(t *testing.T, keys transport.Keys, at time.Time, act string, field
 	return a.String()
 }
 
-// A join's attestation is good once, for a while: a captured join
-// replayed is refused, and so are attestations made too long ago or too
-// far in the future, for another name or address, or under another key.
+// A join's attestation is good once, for a while, and for one
+// membership: a captured join replayed is refused, by the node that saw
+// it and, once the membership has changed, by any node (a join attested
+// at an older index); so are attestations made too long ago or too far
+// in the future, for another name, address or index, or under another
+// key.
 func TestJoinAttestationIsFreshAndGoodOnce(t *testing.T) {
 	m := startMemberNode(t, "127.0.0.41")
-	req := joinRequest{Name: "n2", Peer: "127.0.0.42:1", HTTP: "127.0.0.42:2"}
+	req := joinRequest{Name: "n2", Peer: "127.0.0.42:1", HTTP: "127.0.0.42:2", Index: m.index(t)}
 	good := req
-	good.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, req.Name, req.Peer, req.HTTP)
+	good.Attestation = m.attestJoin(t, m.keys, time.Now(), req)
 	code, body := m.join(t, good)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, m.members(t), "n2")
@@ -102,14 +123,19 @@ func TestJoinAttestationIsFreshAndGoodOnce(t *testing.T) {
 	require.Contains(t, body, "already used")
 
 	// Attestations for n3 that must not add it.
-	n3 := joinRequest{Name: "n3", Peer: "127.0.0.43:1", HTTP: "127.0.0.43:2"}
+	n3 := joinRequest{Name: "n3", Peer: "127.0.0.43:1", HTTP: "127.0.0.43:2", Index: m.index(t)}
 	other := transport.Keys{Control: realnet.GenerateKey(), Data: m.keys.Data}
+	moved := n3
+	moved.Peer = "127.0.0.99:1"
+	later := n3
+	later.Index++
 	for name, att := range map[string]string{
-		"made 7 minutes ago":        attestAt(t, m.keys, time.Now().Add(-7*time.Minute), transport.ActJoin, n3.Name, n3.Peer, n3.HTTP),
-		"made 2 minutes from now":   attestAt(t, m.keys, time.Now().Add(2*time.Minute), transport.ActJoin, n3.Name, n3.Peer, n3.HTTP),
-		"for another peer address":  attestAt(t, m.keys, time.Now(), transport.ActJoin, n3.Name, "127.0.0.99:1", n3.HTTP),
-		"for a removal":             attestAt(t, m.keys, time.Now(), transport.ActRemove, n3.Name),
-		"under another control key": attestAt(t, other, time.Now(), transport.ActJoin, n3.Name, n3.Peer, n3.HTTP),
+		"made 7 minutes ago":        m.attestJoin(t, m.keys, time.Now().Add(-7*time.Minute), n3),
+		"made 2 minutes from now":   m.attestJoin(t, m.keys, time.Now().Add(2*time.Minute), n3),
+		"for another peer address":  m.attestJoin(t, m.keys, time.Now(), moved),
+		"for another index":         m.attestJoin(t, m.keys, time.Now(), later),
+		"for a removal":             m.removal(t, m.keys, time.Now(), n3.Name, n3.Index),
+		"under another control key": m.attestJoin(t, other, time.Now(), n3),
 		"the old form, a bare MAC":  hex.EncodeToString(bytes.Repeat([]byte{1}, 32)),
 		"none":                      "",
 	} {
@@ -118,85 +144,138 @@ func TestJoinAttestationIsFreshAndGoodOnce(t *testing.T) {
 		code, body := m.join(t, r)
 		require.Equal(t, http.StatusForbidden, code, "%s: %s", name, body)
 	}
+	// Attested at an index the node has not reached: ask again later.
+	later.Attestation = m.attestJoin(t, m.keys, time.Now(), later)
+	code, body = m.join(t, later)
+	require.Equal(t, http.StatusServiceUnavailable, code, body)
+	require.Contains(t, body, `"reason":"behind"`)
+
 	// Four minutes old, from a clock a little behind: still good.
-	r := joinRequest{Name: "n4", Peer: "127.0.0.44:1", HTTP: "127.0.0.44:2"}
-	r.Attestation = attestAt(t, m.keys, time.Now().Add(-4*time.Minute), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	r := joinRequest{Name: "n4", Peer: "127.0.0.44:1", HTTP: "127.0.0.44:2", Index: m.index(t)}
+	r.Attestation = m.attestJoin(t, m.keys, time.Now().Add(-4*time.Minute), r)
 	code, body = m.join(t, r)
 	require.Equal(t, http.StatusOK, code, body)
 	require.NotContains(t, m.members(t), "n3")
+
+	// n4 removed, its join sent again as another member would see it
+	// (the same request, a nonce this node never saw): the membership
+	// has changed since it was attested, so it adds nothing, and the
+	// answer names the index to attest against.
+	code, body = removeMember(t, m.http, writeKey(t, m.keys.Control), "n4")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, m.members(t), "n4")
+	r.Attestation = m.attestJoin(t, m.keys, time.Now(), r)
+	code, body = m.join(t, r)
+	require.Equal(t, http.StatusConflict, code, body)
+	var stale staleRefusal
+	require.NoError(t, json.Unmarshal([]byte(body), &stale))
+	require.Equal(t, "stale", stale.Reason)
+	require.Equal(t, m.index(t), stale.Index)
+	require.NotContains(t, m.members(t), "n4")
 }
 
-// A removal needs the control key's attestation of exactly that removal,
-// good once.
+// A removal needs the control key's attestation of exactly that removal
+// from the membership at hand, good once.
 func TestRemoveNeedsAnAttestation(t *testing.T) {
 	m := startMemberNode(t, "127.0.0.45")
-	r := joinRequest{Name: "n2", Peer: "127.0.0.46:1", HTTP: "127.0.0.46:2"}
-	r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	r := joinRequest{Name: "n2", Peer: "127.0.0.46:1", HTTP: "127.0.0.46:2", Index: m.index(t)}
+	r.Attestation = m.attestJoin(t, m.keys, time.Now(), r)
 	code, body := m.join(t, r)
 	require.Equal(t, http.StatusOK, code, body)
 
-	code, body = m.remove(t, "n2", "")
+	idx := m.index(t)
+	code, body = m.remove(t, "n2", idx, "")
 	require.Equal(t, http.StatusForbidden, code, body)
 	require.Contains(t, body, attestationHeader)
 	other := transport.Keys{Control: realnet.GenerateKey(), Data: m.keys.Data}
 	for name, att := range map[string]string{
-		"for another name":          attestAt(t, m.keys, time.Now(), transport.ActRemove, "n3"),
-		"a join's":                  attestAt(t, m.keys, time.Now(), transport.ActJoin, "n2", r.Peer, r.HTTP),
-		"made 10 minutes ago":       attestAt(t, m.keys, time.Now().Add(-10*time.Minute), transport.ActRemove, "n2"),
-		"under another control key": attestAt(t, other, time.Now(), transport.ActRemove, "n2"),
+		"for another name":          m.removal(t, m.keys, time.Now(), "n3", idx),
+		"for another index":         m.removal(t, m.keys, time.Now(), "n2", idx+1),
+		"a join's":                  m.attestJoin(t, m.keys, time.Now(), r),
+		"made 10 minutes ago":       m.removal(t, m.keys, time.Now().Add(-10*time.Minute), "n2", idx),
+		"under another control key": m.removal(t, other, time.Now(), "n2", idx),
 		"garbage":                   "please",
 	} {
-		code, body := m.remove(t, "n2", att)
+		code, body := m.remove(t, "n2", idx, att)
 		require.Equal(t, http.StatusForbidden, code, "%s: %s", name, body)
 	}
 	require.Contains(t, m.members(t), "n2", "nothing removed it")
 
-	att := attestAt(t, m.keys, time.Now(), transport.ActRemove, "n2")
-	code, body = m.remove(t, "n2", att)
+	att := m.removal(t, m.keys, time.Now(), "n2", idx)
+	code, body = m.remove(t, "n2", idx, att)
 	require.Equal(t, http.StatusOK, code, body)
 	require.NotContains(t, m.members(t), "n2")
-	code, body = m.remove(t, "n2", att)
+	code, body = m.remove(t, "n2", idx, att)
 	require.Equal(t, http.StatusForbidden, code, "replayed: %s", body)
+
+	// n2 back, and its removal sent again as another member would see
+	// it (a nonce this node never saw): the membership has changed
+	// since, so it removes nothing.
+	r.Index = m.index(t)
+	r.Attestation = m.attestJoin(t, m.keys, time.Now(), r)
+	code, body = m.join(t, r)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = m.remove(t, "n2", idx, m.removal(t, m.keys, time.Now(), "n2", idx))
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Contains(t, body, `"reason":"stale"`)
+	require.Contains(t, m.members(t), "n2")
+	code, body = m.remove(t, "n2", 0, m.removal(t, m.keys, time.Now(), "n2", 0))
+	require.Equal(t, http.StatusConflict, code, "no index given is the oldest: %s", body)
+	req, _ := http.NewRequest("DELETE", "http://"+m.http+"/_cluster/members/n2", nil)
+	req.Header.Set(attestationHeader, m.removal(t, m.keys, time.Now(), "n2", idx))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "no ?index=")
 }
 
 // `node remove` makes the attestation from the key file and calls the
-// member; -print only prints it.
+// member, attesting again at the membership index the member answers
+// with; -print only prints it, for the index given.
 func TestRemoveSubcommand(t *testing.T) {
 	m := startMemberNode(t, "127.0.0.47")
-	r := joinRequest{Name: "n2", Peer: "127.0.0.48:1", HTTP: "127.0.0.48:2"}
-	r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	r := joinRequest{Name: "n2", Peer: "127.0.0.48:1", HTTP: "127.0.0.48:2", Index: m.index(t)}
+	r.Attestation = m.attestJoin(t, m.keys, time.Now(), r)
 	code, body := m.join(t, r)
 	require.Equal(t, http.StatusOK, code, body)
-	keyFile := filepath.Join(t.TempDir(), "control.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte(hex.EncodeToString(m.keys.Control)+"\n"), 0o600))
+	keyFile := writeKey(t, m.keys.Control)
 
 	var out, errOut bytes.Buffer
-	require.Equal(t, 0, runAdmin(removeCall, []string{"-print", "-control-key-file", keyFile, "n2"}, &out, &errOut), errOut.String())
+	require.Equal(t, 2, runAdmin(removeCall, []string{"-print", "-control-key-file", keyFile, "n2"}, &out, &errOut), "-print needs -index")
+	require.Contains(t, errOut.String(), "-print needs -index")
+	idx := m.index(t)
+	require.Equal(t, 0, runAdmin(removeCall, []string{"-print", "-index", fmt.Sprint(idx), "-control-key-file", keyFile, "n2"}, &out, &errOut), errOut.String())
 	att, err := transport.ParseAttestation(strings.TrimSpace(out.String()))
 	require.NoError(t, err)
-	require.NoError(t, m.keys.CheckAttestation(transport.ActRemove, []string{"n2"}, att, time.Now()))
+	require.NoError(t, m.keys.CheckAttestation(transport.ActRemove, []string{"n2", fmt.Sprint(idx)}, att, time.Now()))
 
 	out.Reset()
 	require.Equal(t, 0, runAdmin(removeCall, []string{"-control-key-file", keyFile, "-via", m.http, "n2"}, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "n2")
 	require.NotContains(t, m.members(t), "n2")
 
-	r = joinRequest{Name: "n3", Peer: "127.0.0.48:3", HTTP: "127.0.0.48:4"}
-	r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+	r = joinRequest{Name: "n3", Peer: "127.0.0.48:3", HTTP: "127.0.0.48:4", Index: m.index(t)}
+	r.Attestation = m.attestJoin(t, m.keys, time.Now(), r)
 	code, body = m.join(t, r)
 	require.Equal(t, http.StatusOK, code, body)
 	code, body = removeMember(t, m.http, keyFile, "n3")
 	require.Equal(t, http.StatusOK, code, body)
 	require.NotContains(t, m.members(t), "n3")
 
-	wrong := filepath.Join(t.TempDir(), "wrong.key")
-	require.NoError(t, os.WriteFile(wrong, []byte(hex.EncodeToString(realnet.GenerateKey())), 0o600))
+	wrong := writeKey(t, realnet.GenerateKey())
 	errOut.Reset()
 	require.Equal(t, 1, runAdmin(removeCall, []string{"-control-key-file", wrong, "-via", m.http, "n1"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "403")
 	require.Contains(t, m.members(t), "n1")
 	require.Equal(t, 2, runAdmin(removeCall, []string{"-control-key-file", keyFile}, &out, &errOut), "no name")
 	require.Equal(t, 2, runAdmin(removeCall, []string{"-control-key-file", filepath.Join(t.TempDir(), "absent"), "n1"}, &out, &errOut))
+}
+
+// writeKey writes key, hex, to a file of its own, and returns its path.
+func writeKey(t *testing.T, key []byte) string {
+	f := filepath.Join(t.TempDir(), "control.key")
+	require.NoError(t, os.WriteFile(f, []byte(hex.EncodeToString(key)+"\n"), 0o600))
+	return f
 }
 
 // At its bound the guard refuses a good attestation with 503 and
@@ -210,8 +289,8 @@ func TestAttestationGuardFull(t *testing.T) {
 	attestations.Unlock()
 	t.Cleanup(func() { attestations.Lock(); attestations.g = saved; attestations.Unlock() })
 	for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable} {
-		r := joinRequest{Name: "n" + string(rune('2'+i)), Peer: "127.0.0.50:1", HTTP: "127.0.0.50:2"}
-		r.Attestation = attestAt(t, m.keys, time.Now(), transport.ActJoin, r.Name, r.Peer, r.HTTP)
+		r := joinRequest{Name: "n" + string(rune('2'+i)), Peer: "127.0.0.50:1", HTTP: "127.0.0.50:2", Index: m.index(t)}
+		r.Attestation = m.attestJoin(t, m.keys, time.Now(), r)
 		b, _ := json.Marshal(r)
 		resp, err := http.Post("http://"+m.http+"/_cluster/members", "application/json", bytes.NewReader(b))
 		require.NoError(t, err)
@@ -252,10 +331,7 @@ func removeMember(t testing.TB, httpAddr, keyFile, name string) (int, string) {
 	require.NoError(t, err)
 	control, err := parseKey(keyFile, b)
 	require.NoError(t, err)
-	att, err := attest(transport.Keys{Control: control}, transport.ActRemove, name)
-	require.NoError(t, err)
-	method, path, _ := removeCall.request([]string{name})
-	code, body, err := askAttested(httpAddr, method, path, nil, att)
+	code, body, err := askAdmin(removeCall, control, httpAddr, []string{name}, 0)
 	require.NoError(t, err)
 	return code, body
 }

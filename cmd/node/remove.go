@@ -26,14 +26,18 @@ import (
 //
 // asks the member at -via (any member's HTTP address; http:// is assumed,
 // https:// may be given) to remove n3, with the control key's attestation
-// of exactly that removal (made now, good once, for 5 minutes:
-// transport.AttestValidity, clocks allowed to disagree by a minute either
-// way), in the X-Fenceline-Attestation header of
-// DELETE /_cluster/members/n3. With -print it only prints the attestation,
-// for another client:
+// of exactly that removal from the membership at index I (made now, good
+// once, for 5 minutes: transport.AttestValidity, clocks allowed to
+// disagree by a minute either way, and only while the membership is at
+// I), in the X-Fenceline-Attestation header of
+// DELETE /_cluster/members/n3?index=I. It attests at -index (0 unless
+// given) and again at the index a member answers with (409 stale), as
+// `node resize` does with epochs. With -print it only prints the
+// attestation, for another client, and needs -index (the status's
+// m_idx):
 //
-//	curl -X DELETE -H "X-Fenceline-Attestation: $(node remove -print -control-key-file control.key n3)" \
-//	    http://127.0.0.1:2525/_cluster/members/n3
+//	curl -X DELETE -H "X-Fenceline-Attestation: $(node remove -print -index 7 -control-key-file control.key n3)" \
+//	    'http://127.0.0.1:2525/_cluster/members/n3?index=7'
 //
 // Ask a member that stays: its 200 means it has applied the removal, and
 // only then may the removed member be stopped (in a group of two, the
@@ -79,9 +83,11 @@ type adminCall struct {
 	// request is the call for those fields: method, path, JSON body (nil
 	// for none).
 	request func(fields []string) (method, path string, body []byte)
-	// epoch: the act is attested against the directory's epoch, the last
-	// of its fields (a resize).
-	epoch bool
+	// version names what the act is attested against, the last of its
+	// fields: "epoch" (a resize: the directory's) or "index" (a removal:
+	// the membership's). A member that holds a later one refuses the act
+	// as stale and answers with it (staleRefusal).
+	version string
 }
 
 var removeCall = adminCall{cmd: "remove", usage: "NAME", act: transport.ActRemove,
@@ -92,8 +98,9 @@ var removeCall = adminCall{cmd: "remove", usage: "NAME", act: transport.ActRemov
 		return args, nil
 	},
 	request: func(f []string) (string, string, []byte) {
-		return http.MethodDelete, "/_cluster/members/" + url.PathEscape(f[0]), nil
-	}}
+		return http.MethodDelete, "/_cluster/members/" + url.PathEscape(f[0]) + "?index=" + f[1], nil
+	},
+	version: "index"}
 
 var resizeCall = adminCall{cmd: "resize", usage: "GROUPS", act: transport.ActResize,
 	fields: func(args []string) ([]string, error) {
@@ -109,11 +116,11 @@ var resizeCall = adminCall{cmd: "resize", usage: "GROUPS", act: transport.ActRes
 	request: func(f []string) (string, string, []byte) {
 		return http.MethodPut, "/_cluster/fleet/target", []byte(`{"groups":` + f[0] + `,"epoch":` + f[1] + `}`)
 	},
-	epoch: true}
+	version: "epoch"}
 
-// epochRounds bounds how often `node resize` attests again at the epoch
-// a member answered with, while the fleet changes under it.
-const epochRounds = 5
+// staleRounds bounds how often an admin call attests again at the
+// version a member answered with, while the cluster changes under it.
+const staleRounds = 5
 
 // runAdmin is `node remove ARGS` or `node resize ARGS`; run calls it when
 // its first argument names one.
@@ -123,13 +130,16 @@ func runAdmin(c adminCall, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	var keyFile, dataDir, via string
 	var printOnly bool
-	var epoch uint64
+	var version uint64
 	fs.StringVar(&keyFile, "control-key-file", "", "the cluster's control key (32 bytes, raw or 64 hex digits); default: <data-dir>/control.key")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "where to find control.key without -control-key-file")
 	fs.StringVar(&via, "via", defaultHTTP, "HTTP address of any member")
 	fs.BoolVar(&printOnly, "print", false, "print the attestation (for the X-Fenceline-Attestation header) instead of calling the member")
-	if c.epoch {
-		fs.Uint64Var(&epoch, "epoch", 0, "the directory epoch to attest against (the status's fleet.directory.epoch); without it the member answers with its own, and the command attests again")
+	switch c.version {
+	case "epoch":
+		fs.Uint64Var(&version, "epoch", 0, "the directory epoch to attest against (the status's fleet.directory.epoch); without it the member answers with its own, and the command attests again")
+	case "index":
+		fs.Uint64Var(&version, "index", 0, "the membership index to attest against (the status's m_idx); without it the member answers with its own, and the command attests again")
 	}
 	usage := func() {
 		fmt.Fprintf(stderr, "usage: %s [-control-key-file F | -data-dir D] [-via ADDR | -print] %s\n", name, c.usage)
@@ -162,49 +172,74 @@ func runAdmin(c adminCall, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	if printOnly && c.epoch && epoch == 0 {
-		fmt.Fprintf(stderr, "%s: -print needs -epoch (the status's fleet.directory.epoch)\n", name)
-		return 2
-	}
-	for round := 1; ; round++ {
-		f := fields
-		if c.epoch {
-			f = append(slices.Clip(fields), strconv.FormatUint(epoch, 10))
+	if printOnly {
+		if c.version != "" && version == 0 {
+			fmt.Fprintf(stderr, "%s: -print needs -%s (read it from the status)\n", name, c.version)
+			return 2
 		}
-		att, err := attest(transport.Keys{Control: control}, c.act, f...)
+		att, err := attest(transport.Keys{Control: control}, c.act, c.withVersion(fields, version)...)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 			return 2
 		}
-		if printOnly {
-			fmt.Fprintln(stdout, att.String())
-			return 0
+		fmt.Fprintln(stdout, att.String())
+		return 0
+	}
+	code, answer, err := askAdmin(c, control, via, fields, version)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	if code != http.StatusOK {
+		fmt.Fprintf(stderr, "%s: %s answered %d: %s\n", name, via, code, answer)
+		return 1
+	}
+	fmt.Fprintln(stdout, answer)
+	return 0
+}
+
+// withVersion is fields with the version the act is attested against
+// appended, for an act that names one.
+func (c adminCall) withVersion(fields []string, version uint64) []string {
+	if c.version == "" {
+		return fields
+	}
+	return append(slices.Clip(fields), strconv.FormatUint(version, 10))
+}
+
+// askAdmin asks the member at via for the act with fields, attested at
+// version (for an act that names one): attested at an older version than
+// the member's, again at the member's; at a newer one than it has seen,
+// again once it has caught up; up to staleRounds in all. It returns the
+// last answer.
+func askAdmin(c adminCall, control []byte, via string, fields []string, version uint64) (int, string, error) {
+	for round := 1; ; round++ {
+		f := c.withVersion(fields, version)
+		att, err := attest(transport.Keys{Control: control}, c.act, f...)
+		if err != nil {
+			return 0, "", err
 		}
 		method, path, body := c.request(f)
 		code, answer, err := askAttested(via, method, path, body, att)
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return 1
+		if err != nil || code == http.StatusOK || c.version == "" || round == staleRounds {
+			return code, answer, err
 		}
-		if code == http.StatusOK {
-			fmt.Fprintln(stdout, answer)
-			return 0
+		var r staleRefusal
+		if json.Unmarshal([]byte(answer), &r) != nil {
+			return code, answer, nil
 		}
-		// Attested against an older epoch than the member's: again at
-		// the member's; against a newer one: again once it caught up.
-		var r resizeRefusal
-		if c.epoch && round < epochRounds && json.Unmarshal([]byte(answer), &r) == nil {
-			switch {
-			case code == http.StatusConflict && r.Reason == "stale" && r.Epoch > epoch:
-				epoch = r.Epoch
-				continue
-			case code == http.StatusServiceUnavailable && r.Reason == "behind":
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
+		now := r.Epoch
+		if c.version == "index" {
+			now = r.Index
 		}
-		fmt.Fprintf(stderr, "%s: %s answered %d: %s\n", name, via, code, answer)
-		return 1
+		switch {
+		case code == http.StatusConflict && r.Reason == "stale" && now > version:
+			version = now
+		case code == http.StatusServiceUnavailable && r.Reason == "behind":
+			time.Sleep(200 * time.Millisecond)
+		default:
+			return code, answer, nil
+		}
 	}
 }
 

@@ -26,15 +26,28 @@ import (
 // checker refuses one made more than AttestValidity ago or more than
 // AttestSkew in its future (clocks disagree, both ways, by up to
 // AttestSkew), and, with an AttestGuard, one whose nonce it has seen: a
-// captured join or removal cannot be replayed, now or later. This package
-// reads no clock: callers pass the times in.
+// captured join or removal cannot be replayed to the node that took it,
+// now or later (to another node, see the acts' versions below). This
+// package reads no clock: callers pass the times in.
 
 // The acts an attestation may vouch for; the MAC covers the act, so one
 // made for a join never passes for a removal.
+//
+// A nonce is remembered by the node that admitted it, which is no
+// defence on another node: so each act also names the version of what
+// it changes (the membership index, the directory's epoch), and a node
+// takes it only while it holds that version. Replayed anywhere once the
+// membership or the directory has changed, it does nothing.
 const (
-	ActJoin   = "join"   // fields: name, peer address, HTTP address
-	ActRemove = "remove" // fields: name
-	ActResize = "resize" // fields: the number of groups (decimal)
+	// ActJoin: a node's name, peer address, HTTP address, and the
+	// membership index it is added to (decimal).
+	ActJoin = "join"
+	// ActRemove: the name removed, and the membership index it is
+	// removed from (decimal).
+	ActRemove = "remove"
+	// ActResize: the number of groups, and the epoch of the directory
+	// it changes (decimal).
+	ActResize = "resize"
 	// ActAddGroup adds a group to a running fleet, founded by the node
 	// named. Fields: its name, peer address, HTTP address, the group's
 	// number and its founding membership index (decimal).
