@@ -78,6 +78,9 @@ type fleetHarness struct {
 	// fleet-grow's adversary captured and sends again (replay).
 	controlKey []byte
 	lastResize *capturedResize
+	// padAttest: the operator writes each attestation exactly
+	// transport.MaxAttestationText long (knob attest_padded).
+	padAttest bool
 	// nd is each node's latest incarnation, by name.
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
@@ -240,6 +243,10 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		}
 		adminKeys.AcceptControl = f.controlKey
 	}
+	// In a quarter of the runs the operator's attestations are written
+	// at the text's bound exactly (the issue time led by zeros): good.
+	f.padAttest = rk.IntN(4) == 0
+	run.Knob("attest_padded", f.padAttest)
 	var controlBoot []consensus.Member
 	for _, name := range own[0][:size] {
 		controlBoot = append(controlBoot, consensus.NewMember(name, name+":7000"))
@@ -1058,12 +1065,17 @@ func (f *fleetHarness) attestAt(key []byte, act string, fields []string, at time
 	if err != nil {
 		panic(err) // the harness's key: a bug, not input
 	}
-	return a.String()
+	if !f.padAttest {
+		return a.String()
+	}
+	parts := strings.Split(a.String(), ".")
+	parts[2] = strings.Repeat("0", transport.MaxAttestationText-len(a.String())) + parts[2]
+	return strings.Join(parts, ".")
 }
 
 // badAttestation draws an attestation of act with fields that the fleet
 // must not take, and says what it is: one made with another key, for
-// another act, for other fields, too long ago or too far ahead (beyond
+// another act, for other fields of the same lengths, too long ago or too far ahead (beyond
 // the allowed skew by a minute or more, more than any clock step the
 // faults make); or the operator's own, tampered with on the way (its
 // issue time, its nonce or its MAC changed).
@@ -1080,8 +1092,12 @@ func (f *fleetHarness) badAttestation(act string, fields []string) (string, stri
 	case 1:
 		return f.attest(transport.ActJoin, fields), "a join's attestation"
 	case 2:
+		// Other fields of the same lengths: the MAC must cover what they
+		// say, not only how long they are.
 		other := slices.Clone(fields)
-		other[0] += "0"
+		b := []byte(other[0])
+		b[len(b)-1] ^= 1
+		other[0] = string(b)
 		return f.attest(act, other), fmt.Sprintf("an attestation of %q", other)
 	case 3:
 		late := transport.AttestValidity + transport.AttestSkew + time.Minute + sim.Between(r, 0, time.Hour)

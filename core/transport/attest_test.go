@@ -48,6 +48,10 @@ func TestAttestation(t *testing.T) {
 	_, err = dataOnly.Attest(transport.ActJoin, joinN4, t0, someNonce)
 	require.Error(t, err, "a node without the control key cannot attest")
 	require.Error(t, dataOnly.CheckAttestation(transport.ActJoin, joinN4, att, t0))
+	// Nor does it take one made with the key it lacks, an empty one (its
+	// key id is an empty key's).
+	empty := transport.AttestUnchecked(nil, transport.ActJoin, joinN4, transport.Attestation{IssuedAt: att.IssuedAt, Nonce: someNonce})
+	require.Error(t, dataOnly.CheckAttestation(transport.ActJoin, joinN4, empty, t0), "an attestation made with no key")
 	stranger := transport.Keys{Control: bytes.Repeat([]byte{7}, 32), Data: keys.Data}
 	forged, err := stranger.Attest(transport.ActJoin, joinN4, t0, someNonce)
 	require.NoError(t, err)
