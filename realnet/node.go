@@ -201,7 +201,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		ccfg.Consensus.Bootstrap = []consensus.Member{founder}
 	}
 	if f := cfg.Fleet; f != nil {
-		fc := &node.FleetConfig{Group: f.Group, Founding: f.founding(), Added: f.Added, Keys: cfg.Keys}
+		fc := &node.FleetConfig{Group: f.Group, Founding: f.founding(), Added: f.Added}
 		fc.Control.Name, fc.Control.Addr = cfg.Name, advertise
 		if cfg.Bootstrap && f.Group == 0 && len(f.Founders) > 0 && f.Founders[0].Name == cfg.Name {
 			founder := consensus.NewMember(cfg.Name, advertise)
@@ -210,7 +210,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		}
 		ccfg.Fleet = fc
 	}
-	ccfg.Transport.Keys = cfg.Keys
+	ccfg.Transport.Keys, ccfg.AdminKeys = cfg.Keys, cfg.Keys
 	booted := make(chan error, 1)
 	if err := n.loop.Post(func() {
 		core, err := node.Open(ccfg, node.Env{Clock: n.clk, Net: n.tcp, FS: fs, Rand: rnd, Shard: bolt, Worker: n.worker})

@@ -79,8 +79,14 @@ type fleetHarness struct {
 	controlKey []byte
 	lastResize *capturedResize
 	// padAttest: the operator writes each attestation exactly
-	// transport.MaxAttestationText long (knob attest_padded).
+	// transport.MaxAttestationText long (knob attest_padded); nonces
+	// draws their nonces.
 	padAttest bool
+	nonces    *rand.Rand
+	// spareJoin is the spare's last join as it travelled; joinReplayed:
+	// fleet-grow's adversary sent it again (replayJoin).
+	spareJoin    *capturedJoin
+	joinReplayed bool
 	// nd is each node's latest incarnation, by name.
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
@@ -258,12 +264,13 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 			if g == 0 && slices.Contains(own[0][:size], name) {
 				ctl.Bootstrap = controlBoot
 			}
-			return &node.FleetConfig{Group: g, Founding: f.founding, Added: g >= founded, Control: ctl, Keys: adminKeys}
+			return &node.FleetConfig{Group: g, Founding: f.founding, Added: g >= founded, Control: ctl}
 		})
 		// The fleet's proxyOnce probe (fleet_proxyonce.go): a grant lost
 		// on the way lapses in fleetProxyLapse, and a caller asking again
 		// wins afresh.
 		c.proxyCfg = proxyonce.ServiceConfig{Claims: proxyonce.Config{Lapse: fleetProxyLapse}, Wait: proxyWait, Deadline: proxyDeadline}
+		c.adminKeys = adminKeys
 		if g == 0 {
 			// The control group runs on group 0's drawn timing.
 			f.control = c.cfg
@@ -575,7 +582,7 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 					answered = true
 					if err == nil {
 						f.resized++
-						f.lastResize = &capturedResize{target: target, epoch: e, att: att}
+						f.lastResize = &capturedResize{target: target, epoch: e, att: att, via: n}
 						f.k.Logf("resize to %d groups committed through %s", target, n.Name())
 						return
 					}
@@ -610,9 +617,20 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 								real()
 								return
 							}
-							nd.Resize(replay.target, replay.epoch, replay.att, func(err error) {
-								f.refused(n, fmt.Sprintf("the resize to %d groups attested at epoch %d, sent again", replay.target, replay.epoch), err)
+							// Sent to another node than the one that took
+							// it, which never saw its nonce: only the
+							// epoch it names can refuse it there.
+							others := slices.DeleteFunc(slices.Clone(ups), func(m *sim.Machine) bool { return m == replay.via })
+							if len(others) == 0 {
 								real()
+								return
+							}
+							o := others[f.adversary().IntN(len(others))]
+							o.Exec(func() {
+								f.nd[o.Name()].Resize(replay.target, replay.epoch, replay.att, func(err error) {
+									f.refused(o, fmt.Sprintf("the resize to %d groups attested at epoch %d, sent again", replay.target, replay.epoch), err)
+									n.Exec(real)
+								})
 							})
 						})
 					})
@@ -733,9 +751,16 @@ func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 			spare.Start()
 		}
 		for _, via := range h.nodes[:len(h.nodes)-1] {
-			if via.Up() {
-				h.call(via, func(cn *consensus.Node) {
-					cn.AddLearner(consensus.NewMember(spare.Name(), spare.Name()+":7000"), func(error) {})
+			if nd := f.nd[via.Name()]; via.Up() && nd != nil {
+				// The spare asks with the control key's attestation of
+				// its join at the membership the member holds (as a
+				// real joiner learns it from a stale answer).
+				via.Exec(func() {
+					m := consensus.NewMember(spare.Name(), spare.Name()+":7000")
+					index := nd.Consensus.Membership().Index
+					att := f.attest(transport.ActJoin, node.JoinFields(m, index))
+					nd.Join(m, f.groupOf(h), index, att, func(error) {})
+					f.spareJoin = &capturedJoin{m: m, group: f.groupOf(h), index: index, att: att, via: via}
 				})
 				break
 			}
@@ -758,13 +783,19 @@ func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
 		ms := h.membership()
 		voter := slices.ContainsFunc(ms.Voters, func(m consensus.Member) bool { return m.ID == spare.ID() })
 		if !voter && f.removed {
+			if !h.isMember(spare.ID()) {
+				f.replayJoin(h)
+			}
 			return // out of its group
 		}
 		if voter {
 			for _, via := range h.nodes[:len(h.nodes)-1] {
-				if via.Up() {
+				if nd := f.nd[via.Name()]; via.Up() && nd != nil {
 					f.removed = true
-					h.call(via, func(cn *consensus.Node) { cn.RemoveMember(spare.ID(), func(error) {}) })
+					via.Exec(func() {
+						index := nd.Consensus.Membership().Index
+						nd.Remove(spare.Name(), index, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), index)), func(error) {})
+					})
 					break
 				}
 			}
@@ -772,6 +803,50 @@ func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
 		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
 	}
 	f.k.At(at, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
+}
+
+// groupOf is h's group number.
+func (f *fleetHarness) groupOf(h *flowHarness) int { return slices.Index(f.groups, h) }
+
+// capturedJoin is the spare's last join as it travelled, and the node it
+// was sent to.
+type capturedJoin struct {
+	m     consensus.Member
+	group int
+	index uint64
+	att   string
+	via   *sim.Machine
+}
+
+// replayJoin is fleet-grow's adversary once the spare is out of its group:
+// its last join, as captured, sent to another member of the group than
+// the one it went to (which never saw its nonce), once that member has
+// applied the removal. The membership has changed since it was
+// attested, so it must add nothing (admin-refusals).
+func (f *fleetHarness) replayJoin(h *flowHarness) {
+	j := f.spareJoin
+	if f.founded == len(f.groups) || j == nil || f.joinReplayed {
+		return
+	}
+	// Only a member that has applied the removal: one that has not
+	// rightly answers the spare as a member still.
+	var others []*sim.Machine
+	for _, n := range h.nodes[:len(h.nodes)-1] {
+		if nd := f.nd[n.Name()]; n != j.via && n.Up() && nd != nil && h.isMember(n.ID()) &&
+			!slices.ContainsFunc(slices.Concat(nd.Consensus.Membership().Voters, nd.Consensus.Membership().Learners), func(m consensus.Member) bool { return m.ID == j.m.ID }) {
+			others = append(others, n)
+		}
+	}
+	if len(others) == 0 {
+		return // asked again on the next turn
+	}
+	f.joinReplayed = true
+	o := others[f.adversary().IntN(len(others))]
+	o.Exec(func() {
+		f.nd[o.Name()].Join(j.m, j.group, j.index, j.att, func(err error) {
+			f.refused(o, fmt.Sprintf("%s's join attested at membership index %d, sent again after its removal", j.m.Name, j.index), err)
+		})
+	})
 }
 
 // members are h's nodes that are members of its group now.
@@ -1046,6 +1121,7 @@ type capturedResize struct {
 	target int
 	epoch  uint64
 	att    string
+	via    *sim.Machine // the node that took it
 }
 
 // attest is the operator's attestation of act with fields: made with
@@ -1057,7 +1133,10 @@ func (f *fleetHarness) attest(act string, fields []string) string {
 
 func (f *fleetHarness) attestAt(key []byte, act string, fields []string, at time.Duration) string {
 	var nonce [transport.AttestNonceSize]byte
-	r := f.k.Stream("fleet/attest")
+	if f.nonces == nil {
+		f.nonces = f.k.Stream("fleet/attest") // one for the run: each nonce afresh
+	}
+	r := f.nonces
 	for i := range nonce {
 		nonce[i] = byte(r.Uint32())
 	}

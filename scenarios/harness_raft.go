@@ -59,9 +59,11 @@ type raftCluster struct {
 	flowCfg *flow.Config
 	flows   map[string]*flow.Store
 	// proxies are the nodes' proxyOnce claim services (flow clusters);
-	// proxyCfg configures them.
-	proxies  map[string]*proxyonce.Service
-	proxyCfg proxyonce.ServiceConfig
+	// proxyCfg configures them, and adminKeys decide their admin acts
+	// (node.Config.AdminKeys).
+	proxies   map[string]*proxyonce.Service
+	proxyCfg  proxyonce.ServiceConfig
+	adminKeys transport.Keys
 	// onBoot, if set, is told of every flow node that boots, as it
 	// boots: the shell a scenario runs beside the core (one-server).
 	onBoot func(m *sim.Machine, env *sim.Env, nd *node.Node)
@@ -245,7 +247,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 				cfg.Bootstrap = boot
 			}
 			if c.flowCfg != nil {
-				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg, ProxyOnce: c.proxyCfg}
+				ncfg := node.Config{Consensus: cfg, Flow: *c.flowCfg, ProxyOnce: c.proxyCfg, AdminKeys: c.adminKeys}
 				nenv := node.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk}
 				if c.place != nil {
 					ncfg.Fleet = c.place(name, cfg)

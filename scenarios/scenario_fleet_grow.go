@@ -25,7 +25,7 @@ func init() {
 			// for a group out of turn before each real addition.
 			{Name: "unchecked-add-group", Window: 20, MinCaught: 14},
 			{Name: "unattested-admin", Window: 20, MinCaught: 15},
-			{Name: "resize-any-epoch", Window: 20, MinCaught: 15},
+			{Name: "any-version-admin", Window: 20, MinCaught: 15},
 			// fleet-resize's, on moves into and out of groups that were
 			// added: 19 of seeds 1..20, 25 of 40. (move-before-fence, 4
 			// of 40 here, is pinned in fleet-resize only: CI's time.)

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fenceline/fenceline/core/consensus"
@@ -189,54 +188,44 @@ func attest(keys transport.Keys, act string, fields ...string) (transport.Attest
 	return keys.Attest(act, fields, time.Now(), nonce)
 }
 
-// maxAttestations bounds the attestations a node remembers (each for
-// AttestValidity plus twice AttestSkew, 7 minutes): joins and removals
-// are an operator's acts, a few a day. Past it, a good attestation is
-// answered 503 until some are forgotten; only holders of the control key
-// can make attestations that get that far.
-const maxAttestations = 1024
-
-// attestations is what this process admitted, so that each attestation is
-// good once. (One per process: a process is one node.)
-var attestations = struct {
-	sync.Mutex
-	g *transport.AttestGuard
-}{g: transport.NewAttestGuard(maxAttestations)}
-
-// attestationHeader carries a removal's attestation.
+// attestationHeader carries a removal's or a resize's attestation.
 const attestationHeader = "X-Fenceline-Attestation"
 
-// admitAttestation checks text as the control key's attestation of act
-// with fields, now, and admits it once; or answers the call (403 for an
-// attestation that does not check, has expired or was used; 503 while
-// too many are remembered) and returns false.
-func (a *api) admitAttestation(w http.ResponseWriter, act string, fields []string, text string) bool {
-	now := time.Now()
-	att, err := transport.ParseAttestation(text)
-	if err == nil {
-		err = a.keys.CheckAttestation(act, fields, att, now)
-	}
-	if err == nil {
-		attestations.Lock()
-		err = attestations.g.Admit(att, now)
-		attestations.Unlock()
-	}
+// adminRefused answers an admin act the node refused for its attestation
+// (node/admin.go), and reports whether it did: 403 for one that is not
+// the control key's word, has expired or was taken before; 503 while
+// the node remembers too many to take another; 409 "stale" for one made
+// against an older version than the node holds, and 503 "behind" for a
+// newer one, each with the version the node holds (the directory's epoch
+// for a resize, the membership's index otherwise), to attest again at.
+func (a *api) adminRefused(w http.ResponseWriter, act, what string, err error) bool {
+	var v *node.VersionError
 	switch {
-	case err == nil:
-		return true
+	case errors.Is(err, node.ErrNotAttested):
+		// Who may join, who is removed, how the fleet is spread: the
+		// control key's word, never the caller's.
+		a.log.Warn("refused an attestation", "act", act, "of", what, "err", err)
+		fail(w, http.StatusForbidden, "forbidden", "the attestation to %s %q: %v", act, what, err)
 	case errors.Is(err, transport.ErrAttestGuardFull):
 		w.Header().Set("Retry-After", "60")
 		fail(w, http.StatusServiceUnavailable, "busy", "%v", err)
-	case errors.Is(err, transport.ErrAttestationExpired), errors.Is(err, transport.ErrAttestationUsed):
-		a.log.Warn("refused an attestation", "act", act, "fields", fields, "err", err)
-		fail(w, http.StatusForbidden, "forbidden", "the attestation to %s %q: %v", act, fields[0], err)
+	case errors.As(err, &v):
+		ans := staleRefusal{failure: failure{"stale", err.Error()}}
+		code := http.StatusConflict
+		if errors.Is(err, node.ErrAttestationAhead) {
+			ans.Reason, code = "behind", http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "1")
+		}
+		if act == transport.ActResize {
+			ans.Epoch = v.Now
+		} else {
+			ans.Index = v.Now
+		}
+		writeJSON(w, code, ans)
 	default:
-		// Who may join, and who is removed, is the control key's word,
-		// never the caller's.
-		a.log.Warn("refused an attestation", "act", act, "fields", fields, "err", err)
-		fail(w, http.StatusForbidden, "forbidden", "the attestation to %s %q does not check against this cluster's control key", act, fields[0])
+		return false
 	}
-	return false
+	return true
 }
 
 // --- the cluster API's membership calls
@@ -259,33 +248,23 @@ type joinAnswer struct {
 	Members []memberJSON `json:"members"`
 }
 
-// joinFields are what a join's attestation vouches for.
+// joinFields are what a join's attestation vouches for
+// (node.JoinFields).
 func joinFields(req joinRequest) []string {
-	return []string{req.Name, req.Peer, req.HTTP, strconv.FormatUint(req.Index, 10)}
+	return node.JoinFields(joinMember(req), req.Index)
 }
 
-// staleMembership answers an act attested against membership index at
-// when this node's membership is at cur, and reports whether it did: an
-// attestation is good for one membership, so one captured and sent again
-// after the membership changed (to this node or any other: each
-// remembers only the nonces it saw) does nothing. A join replayed after
-// the node was removed would add it back; a removal replayed after it
-// rejoined would remove it again.
-func staleMembership(w http.ResponseWriter, at, cur uint64) bool {
-	switch {
-	case at < cur:
-		writeJSON(w, http.StatusConflict, staleRefusal{failure: failure{"stale",
-			fmt.Sprintf("attested against membership index %d; the membership is at %d: attest again", at, cur)}, Index: cur})
-	case at > cur:
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, staleRefusal{failure: failure{"behind",
-			fmt.Sprintf("attested against membership index %d; this node has applied %d: ask again", at, cur)}, Index: cur})
-	default:
-		return false
-	}
-	return true
+// joinMember is the member a join asks to add.
+func joinMember(req joinRequest) consensus.Member {
+	m := consensus.NewMember(req.Name, req.Peer)
+	m.HTTP = req.HTTP // attested with the rest
+	return m
 }
 
+// join adds the node a request names as a learner (node.Node.Join), with
+// the control key's attestation of exactly that node, at exactly the
+// membership index it names: 200 with the members once it is one (or
+// was already), the node checks the rest (adminRefused).
 func (a *api) join(w http.ResponseWriter, r *http.Request) {
 	var req joinRequest
 	if !decode(w, r, &req) {
@@ -295,55 +274,26 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad_request", "a join names the node and its peer address")
 		return
 	}
-	if !a.admitAttestation(w, transport.ActJoin, joinFields(req), req.Attestation) {
-		return
+	group := node.NoGroup
+	if req.Group != nil {
+		group = *req.Group
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	id := dial.IDFromName(req.Name)
-	var member bool
-	var group int
-	var inFleet bool
-	var cur uint64
-	if err := a.nd.Do(ctx, func(c *node.Node) {
-		group, inFleet = c.FleetGroup()
-		ms := c.Consensus.Membership()
-		cur = ms.Index
-		for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
-			member = member || m.ID == id
-		}
-	}); err != nil {
+	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
+		c.Join(joinMember(req), group, req.Index, req.Attestation, func(err error) { done(struct{}{}, err) })
+	})
+	switch {
+	case a.adminRefused(w, transport.ActJoin, req.Name, err):
+		return
+	case errors.Is(err, node.ErrWrongGroup):
+		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+		return
+	case err != nil:
 		failErr(w, err)
 		return
 	}
-	switch {
-	case inFleet && req.Group == nil:
-		fail(w, http.StatusBadRequest, "bad_request", "this node is of group %d of a fleet; the joiner was started outside a fleet (give it -fleet-founders and -fleet-group)", group)
-		return
-	case !inFleet && req.Group != nil:
-		fail(w, http.StatusBadRequest, "bad_request", "this node is in no fleet; the joiner was started for group %d of one", *req.Group)
-		return
-	case inFleet && *req.Group != group:
-		fail(w, http.StatusBadRequest, "bad_request", "this node is of group %d; the joiner was started for group %d: join through a member of that group", group, *req.Group)
-		return
-	}
-	// A member asking again (its answer lost) is answered, whatever the
-	// membership has become since.
-	if !member && staleMembership(w, req.Index, cur) {
-		return
-	}
-	if !member {
-		_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
-			m := consensus.NewMember(req.Name, req.Peer)
-			m.HTTP = req.HTTP // attested with the rest
-			c.Consensus.AddLearner(m, func(err error) { done(struct{}{}, err) })
-		})
-		if err != nil {
-			failErr(w, err)
-			return
-		}
-		a.log.Info("added a learner", "name", req.Name, "peer", req.Peer, "http", req.HTTP)
-	}
+	a.log.Info("joined", "name", req.Name, "peer", req.Peer, "http", req.HTTP)
 	var ans joinAnswer
 	_ = a.nd.Do(ctx, func(c *node.Node) {
 		ms := c.Consensus.Membership()
@@ -352,11 +302,11 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
-// remove removes a member. It takes the control key's attestation of the
-// removal of exactly that name from the membership at ?index=, in the
-// X-Fenceline-Attestation header, good once, for AttestValidity, and
-// only while the membership is at that index; an operator makes one
-// with the node binary (remove.go):
+// remove removes a member (node.Node.Remove). It takes the control key's
+// attestation of the removal of exactly that name from the membership at
+// ?index=, in the X-Fenceline-Attestation header, good once, for
+// AttestValidity, and only while the membership is at that index; an
+// operator makes one with the node binary (remove.go):
 //
 //	node remove -control-key-file control.key -via 127.0.0.1:2525 n3
 //
@@ -377,33 +327,18 @@ func (a *api) remove(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "bad_request", "a removal names the membership index it was attested against (?index=)")
 		return
 	}
-	if !a.admitAttestation(w, transport.ActRemove, []string{name, strconv.FormatUint(at, 10)}, r.Header.Get(attestationHeader)) {
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	// In a fleet, a node is removed through a member of its own group: a
-	// removal proposed in another group removes nothing there.
-	var elsewhere string
-	var cur uint64
-	if err := a.nd.Do(ctx, func(c *node.Node) {
-		elsewhere = otherGroupOf(c, dial.IDFromName(name))
-		cur = c.Consensus.Membership().Index
-	}); err != nil {
-		failErr(w, err)
-		return
-	}
-	if elsewhere != "" {
-		fail(w, http.StatusBadRequest, "bad_request", "%s %s: remove it through a member of its group", name, elsewhere)
-		return
-	}
-	if staleMembership(w, at, cur) {
-		return
-	}
 	_, err = realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
-		c.Consensus.RemoveMember(dial.IDFromName(name), func(err error) { done(struct{}{}, err) })
+		c.Remove(name, at, r.Header.Get(attestationHeader), func(err error) { done(struct{}{}, err) })
 	})
-	if err != nil {
+	switch {
+	case a.adminRefused(w, transport.ActRemove, name, err):
+		return
+	case errors.Is(err, node.ErrWrongGroup):
+		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
+		return
+	case err != nil:
 		failErr(w, err)
 		return
 	}
@@ -452,23 +387,8 @@ func (a *api) resize(w http.ResponseWriter, r *http.Request) {
 	_, err := realnet.Await(ctx, a.nd, func(c *node.Node, done func(struct{}, error)) {
 		c.Resize(req.Groups, req.Epoch, text, func(err error) { done(struct{}{}, err) })
 	})
-	epochNow := func() (e uint64) {
-		_ = a.nd.Do(ctx, func(c *node.Node) {
-			if d := c.Directory(); d != nil {
-				e = d.Epoch()
-			}
-		})
-		return e
-	}
 	switch {
-	case errors.Is(err, node.ErrNotAttested):
-		a.log.Warn("refused an attestation", "act", transport.ActResize, "groups", req.Groups, "err", err)
-		fail(w, http.StatusForbidden, "forbidden", "%v", err)
-	case errors.Is(err, node.ErrAttestationStale):
-		writeJSON(w, http.StatusConflict, staleRefusal{failure: failure{"stale", err.Error()}, Epoch: epochNow()})
-	case errors.Is(err, node.ErrDirectoryBehind):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, staleRefusal{failure: failure{"behind", err.Error()}, Epoch: epochNow()})
+	case a.adminRefused(w, transport.ActResize, fmt.Sprint(req.Groups), err):
 	case errors.Is(err, fleet.ErrInvalid):
 		fail(w, http.StatusBadRequest, "bad_request", "%v", err)
 	case errors.Is(err, node.ErrResizeRaced):
@@ -525,9 +445,7 @@ func (a *api) addGroup(w http.ResponseWriter, r *http.Request) {
 		c.AddGroup(req.Group, fleet.Group{MIdx: req.MIdx, Voters: []fleet.Member{founder}}, req.Attestation, func(err error) { done(struct{}{}, err) })
 	})
 	switch {
-	case errors.Is(err, node.ErrNotAttested):
-		a.log.Warn("refused an attestation", "act", transport.ActAddGroup, "group", req.Group, "founder", req.Name, "err", err)
-		fail(w, http.StatusForbidden, "forbidden", "%v", err)
+	case a.adminRefused(w, transport.ActAddGroup, req.Name, err):
 		return
 	case errors.Is(err, node.ErrGroupNumber):
 		fail(w, http.StatusConflict, "out_of_turn", "%v", err)
@@ -552,26 +470,4 @@ func (a *api) addGroup(w http.ResponseWriter, r *http.Request) {
 		ans.Members = membersJSON(append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...))
 	})
 	writeJSON(w, http.StatusOK, ans)
-}
-
-// otherGroupOf says, in a fleet, that id is a voter of another group than
-// this node's, by the directory, and which: "" when it is not (outside a
-// fleet, a member of this group, or named by no group). It runs on the
-// loop.
-func otherGroupOf(c *node.Node, id dial.NodeID) string {
-	mine, inFleet := c.FleetGroup()
-	d := c.Directory()
-	if !inFleet || d == nil {
-		return ""
-	}
-	ms := c.Consensus.Membership()
-	for _, m := range append(append([]consensus.Member(nil), ms.Voters...), ms.Learners...) {
-		if m.ID == id {
-			return ""
-		}
-	}
-	if g, _, named := d.Member(id); named && g != mine {
-		return fmt.Sprintf("is a voter of group %d; this node is of group %d", g, mine)
-	}
-	return ""
 }

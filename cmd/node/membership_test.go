@@ -32,12 +32,17 @@ type memberNode struct {
 }
 
 func startMemberNode(t *testing.T, ip string) *memberNode {
+	return startMemberNodeWith(t, ip, node.Config{})
+}
+
+// startMemberNodeWith is startMemberNode with the core configured so.
+func startMemberNodeWith(t *testing.T, ip string, core node.Config) *memberNode {
 	keys := transport.Keys{Control: realnet.GenerateKey(), Data: realnet.GenerateKey()}
 	ln, err := net.Listen("tcp", ip+":0")
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	nd, err := realnet.OpenNode(realnet.NodeConfig{Name: "n1", DataDir: t.TempDir(), PeerAddr: ip + ":0", HTTP: ln.Addr().String(),
-		Keys: keys, Bootstrap: true, Log: log})
+		Keys: keys, Bootstrap: true, Log: log, Core: core})
 	require.NoError(t, err)
 	srv := &http.Server{Handler: newAPI(nd, keys, "n1", ln.Addr().String(), log), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -282,12 +287,7 @@ func writeKey(t *testing.T, key []byte) string {
 // Retry-After (fail closed), rather than forget one that could be
 // replayed.
 func TestAttestationGuardFull(t *testing.T) {
-	m := startMemberNode(t, "127.0.0.49")
-	attestations.Lock()
-	saved := attestations.g
-	attestations.g = transport.NewAttestGuard(1)
-	attestations.Unlock()
-	t.Cleanup(func() { attestations.Lock(); attestations.g = saved; attestations.Unlock() })
+	m := startMemberNodeWith(t, "127.0.0.49", node.Config{MaxAttestations: 1})
 	for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable} {
 		r := joinRequest{Name: "n" + string(rune('2'+i)), Peer: "127.0.0.50:1", HTTP: "127.0.0.50:2", Index: m.index(t)}
 		r.Attestation = m.attestJoin(t, m.keys, time.Now(), r)

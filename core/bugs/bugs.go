@@ -171,14 +171,15 @@ type Set struct {
 	// whatever number it is asked for, taking it as the next: a request
 	// out of turn (or for a number another founder holds) is accepted.
 	UncheckedAddGroup bool
-	// UnattestedAdmin: a node takes a fleet admin act (a resize, an
-	// added group) without checking its attestation: anyone who can
-	// reach a node can resize the fleet.
+	// UnattestedAdmin: a node takes an admin act (a join, a removal, a
+	// resize, an added group) without checking its attestation: anyone
+	// who can reach a node can change the cluster.
 	UnattestedAdmin bool
-	// ResizeAnyEpoch: a node writes a resize over the directory it
-	// holds, whatever epoch the resize was attested against: a resize
-	// captured and sent again after a later one undoes it.
-	ResizeAnyEpoch bool
+	// AnyVersionAdmin: a node takes an admin act whatever version of
+	// what it changes the act was attested against (a resize over the
+	// directory it holds, a join or a removal at any membership index):
+	// one captured and sent again after a later change undoes it.
+	AnyVersionAdmin bool
 	// UnpublishedMembership: no node of a fleet publishes its group's
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
@@ -380,8 +381,8 @@ var Table = []Bug{
 	{"publish-before-copy", "a partition move publishes the new group as holder as soon as it is fenced, without copying the partition there", func(s *Set) *bool { return &s.PublishBeforeCopy }},
 	{"added-group-takes-table", "a group added to a running fleet is handed its share of the table at once, with no fence and no copy", func(s *Set) *bool { return &s.AddedGroupTakesTable }},
 	{"unchecked-add-group", "a node adds a group to the fleet under whatever number it is asked for, out of turn too", func(s *Set) *bool { return &s.UncheckedAddGroup }},
-	{"unattested-admin", "a node takes a resize or an added group without checking its attestation", func(s *Set) *bool { return &s.UnattestedAdmin }},
-	{"resize-any-epoch", "a node writes a resize over the directory it holds, whatever epoch it was attested against (a replayed resize undoes a later one)", func(s *Set) *bool { return &s.ResizeAnyEpoch }},
+	{"unattested-admin", "a node takes an admin act (a join, a removal, a resize, an added group) without checking its attestation", func(s *Set) *bool { return &s.UnattestedAdmin }},
+	{"any-version-admin", "a node takes an admin act attested against any version of what it changes (a replayed resize undoes a later one, a replayed join adds a removed node back)", func(s *Set) *bool { return &s.AnyVersionAdmin }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},

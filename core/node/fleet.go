@@ -13,7 +13,6 @@ import (
 	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
-	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -80,10 +79,6 @@ type FleetConfig struct {
 	// PublishEvery is how often the node takes its publishing turn.
 	// Default 100ms.
 	PublishEvery time.Duration
-	// Keys hold the control key (and, during a rotation, the one still
-	// accepted) whose attestations alone decide the fleet's admin acts,
-	// Resize and AddGroup. Required.
-	Keys transport.Keys
 }
 
 // DirectoryKey is the control group's key that holds the directory.
@@ -130,8 +125,6 @@ func (c FleetConfig) validate(data consensus.Config) error {
 		return fmt.Errorf("node: fleet: an added group is numbered from %d (the founded groups) to %d, not %d", len(c.Founding), fleet.MaxGroups-1, c.Group)
 	case c.PublishEvery <= 0:
 		return errors.New("node: fleet: PublishEvery must be positive")
-	case len(c.Keys.Control) != transport.KeySize:
-		return errors.New("node: fleet: the fleet's admin acts need the control key (Keys.Control)")
 	case c.Control.JournalName == data.JournalName || c.Control.JournalName == FlowLog:
 		return fmt.Errorf("node: fleet: the control journal %q would share a file with the data group", c.Control.JournalName)
 	case c.Control.Name != data.Name:

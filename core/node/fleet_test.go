@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -30,8 +31,8 @@ func oneNodeFleet(name string) node.Config {
 		Fleet: &node.FleetConfig{
 			Founding: []fleet.Group{{MIdx: 1, Voters: []fleet.Member{{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000"}}}},
 			Control:  consensus.Config{Name: name, Addr: name + ":7000", Bootstrap: boot},
-			Keys:     transport.Keys{Control: controlKey},
 		},
+		AdminKeys: transport.Keys{Control: controlKey},
 	}
 }
 
@@ -39,15 +40,16 @@ func oneNodeFleet(name string) node.Config {
 // their admin acts.
 var controlKey = bytes.Repeat([]byte{7}, transport.KeySize)
 
-// attest is the control key's attestation of act with fields, made now
-// by k's true time (the operator's clock), with a nonce drawn from k's
-// test stream: its text form, as a node is handed it.
+// nonces numbers the tests' attestations: each its own nonce.
+var nonces uint64
+
+// attest is the control key's attestation of act with fields, made at at
+// by k's true time (the operator's clock), with a nonce of its own: its
+// text form, as a node is handed it.
 func attest(k *sim.Kernel, key []byte, act string, fields []string, at time.Duration) string {
 	var nonce [transport.AttestNonceSize]byte
-	r := k.Stream("test/attest")
-	for i := range nonce {
-		nonce[i] = byte(r.Uint64())
-	}
+	nonces++
+	binary.BigEndian.PutUint64(nonce[:], nonces)
 	a, err := transport.Keys{Control: key}.Attest(act, fields, sim.Epoch.Add(at), nonce)
 	if err != nil {
 		panic(err)
@@ -118,7 +120,7 @@ func TestFleetConfigRefusals(t *testing.T) {
 		"PublishEvery must be positive": func(c *node.Config) {
 			c.Fleet.PublishEvery = -time.Second
 		},
-		"need the control key": func(c *node.Config) { c.Fleet.Keys = transport.Keys{} },
+		"need the control key": func(c *node.Config) { c.AdminKeys = transport.Keys{} },
 	} {
 		cfg := oneNodeFleet("a")
 		cfg.Consensus.JournalName = "raft.journal"
@@ -258,7 +260,7 @@ func TestAdminActsNeedTheControlKeysWord(t *testing.T) {
 		{"made too long ago", e0, attest(k, controlKey, transport.ActResize, fields, now-transport.AttestValidity-transport.AttestSkew-time.Second), transport.ErrAttestationExpired},
 		{"made too far ahead", e0, attest(k, controlKey, transport.ActResize, fields, now+transport.AttestSkew+time.Second), transport.ErrAttestationExpired},
 		{"no attestation", e0, "", node.ErrNotAttested},
-		{"a newer directory", e0 + 1, attest(k, controlKey, transport.ActResize, node.ResizeFields(1, e0+1), now), node.ErrDirectoryBehind},
+		{"a newer directory", e0 + 1, attest(k, controlKey, transport.ActResize, node.ResizeFields(1, e0+1), now), node.ErrAttestationAhead},
 	}
 	for _, c := range cases {
 		var got []error
@@ -287,8 +289,69 @@ func TestAdminActsNeedTheControlKeysWord(t *testing.T) {
 	require.Greater(t, e1, e0)
 	m.Exec(func() { nd.Resize(1, e0, good, func(err error) { got = append(got, err) }) })
 	require.Len(t, got, 2)
-	require.ErrorIs(t, got[1], node.ErrAttestationStale)
+	require.ErrorIs(t, got[1], transport.ErrAttestationUsed, "taken here before")
+	// As another node would see it: a nonce it never took, but an epoch
+	// the fleet has left.
+	m.Exec(func() {
+		nd.Resize(1, e0, attest(k, controlKey, transport.ActResize, fields, k.Now()), func(err error) { got = append(got, err) })
+	})
+	require.Len(t, got, 3)
+	require.ErrorIs(t, got[2], node.ErrAttestationStale)
+	var v *node.VersionError
+	require.ErrorAs(t, got[2], &v)
+	require.Equal(t, []uint64{e0, e1}, []uint64{v.At, v.Now})
 	require.NoError(t, k.RunUntil(5*time.Second))
 	require.Equal(t, e1, nd.Directory().Epoch())
+	require.NoError(t, nd.CheckInvariants())
+}
+
+// Join and Remove take the control key's word for exactly that node at
+// exactly the membership index they change: a join of a member is
+// answered at once, one asked of a member of another group (or from
+// outside the fleet) is refused, and a join captured and sent again
+// after the node was removed (with a nonce this node never took, as
+// another member would see it) adds nothing.
+func TestJoinAndRemoveAreAttestedAtAnIndex(t *testing.T) {
+	k, m, nd := startOneNodeFleet(t)
+	require.NoError(t, k.RunUntil(2*time.Second))
+	b := consensus.NewMember("b", "b:7000")
+	var answers []error
+	join := func(group int, index uint64, att string) {
+		m.Exec(func() { nd.Join(b, group, index, att, func(err error) { answers = append(answers, err) }) })
+	}
+	idx := nd.Consensus.Membership().Index
+	join(0, idx, attest(k, controlKey, transport.ActJoin, node.JoinFields(b, idx+1), k.Now()))
+	join(1, idx, attest(k, controlKey, transport.ActJoin, node.JoinFields(b, idx), k.Now()))
+	join(node.NoGroup, idx, attest(k, controlKey, transport.ActJoin, node.JoinFields(b, idx), k.Now()))
+	join(0, idx+1, attest(k, controlKey, transport.ActJoin, node.JoinFields(b, idx+1), k.Now()))
+	require.Len(t, answers, 4)
+	require.ErrorIs(t, answers[0], transport.ErrAttestation, "attested at another index")
+	require.ErrorIs(t, answers[1], node.ErrWrongGroup)
+	require.ErrorIs(t, answers[2], node.ErrWrongGroup)
+	require.ErrorIs(t, answers[3], node.ErrAttestationAhead)
+
+	answers = nil
+	good := attest(k, controlKey, transport.ActJoin, node.JoinFields(b, idx), k.Now())
+	join(0, idx, good)
+	require.NoError(t, k.RunUntil(3*time.Second))
+	require.Equal(t, []error{nil}, answers)
+	ms := nd.Consensus.Membership()
+	require.Len(t, ms.Learners, 1, "b joined as a learner")
+	join(0, idx, good)
+	require.ErrorIs(t, answers[1], transport.ErrAttestationUsed)
+	join(0, idx, attest(k, controlKey, transport.ActJoin, node.JoinFields(b, idx), k.Now()))
+	require.NoError(t, answers[2], "a member asking again is answered")
+
+	var removed []error
+	m.Exec(func() {
+		nd.Remove("b", ms.Index, attest(k, controlKey, transport.ActRemove, node.RemoveFields("b", ms.Index), k.Now()), func(err error) { removed = append(removed, err) })
+	})
+	require.NoError(t, k.RunUntil(4*time.Second))
+	require.Equal(t, []error{nil}, removed)
+	require.Empty(t, nd.Consensus.Membership().Learners)
+	join(0, idx, attest(k, controlKey, transport.ActJoin, node.JoinFields(b, idx), k.Now()))
+	require.ErrorIs(t, answers[3], node.ErrAttestationStale, "a removed node's join, sent again")
+	require.NoError(t, k.RunUntil(5*time.Second))
+	require.Empty(t, nd.Consensus.Membership().Learners)
 	require.NoError(t, nd.CheckInvariants())
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/fenceline/fenceline/core/fleet"
 	"github.com/fenceline/fenceline/core/flow"
@@ -133,59 +132,6 @@ var ErrNoDirectory = errors.New("node: no group directory here (not in a fleet, 
 // written; ask again.
 var ErrResizeRaced = errors.New("node: the directory changed while the resize was written; nothing changed, ask again")
 
-// ErrNotAttested is an admin act's answer (Resize, AddGroup) when its
-// attestation is not the control key's word for exactly that act, now:
-// it wraps the reason (transport.ErrAttestation, ErrAttestationExpired,
-// or a text that is no attestation). Nothing is proposed.
-var ErrNotAttested = errors.New("node: the act is not attested by this fleet's control key")
-
-// ErrAttestationStale is Resize's answer when its attestation was made
-// against an older directory than this node holds: the fleet changed
-// since, and a resize is only ever applied to the directory it was
-// attested against, so one captured and sent again later, to any node,
-// changes nothing. Make a new attestation against the current epoch.
-var ErrAttestationStale = errors.New("node: the resize was attested against an older directory")
-
-// ErrDirectoryBehind is Resize's answer when its attestation names a
-// directory newer than this node holds yet: ask again (here once it has
-// caught up, or elsewhere).
-var ErrDirectoryBehind = errors.New("node: this node has not yet seen the directory the resize was attested against; ask again")
-
-// attested checks text as the control key's attestation of act with
-// fields, by this node's clock. The check runs here, on the node's loop,
-// rather than in the HTTP layer, so that the simulator judges the same
-// check the real node makes.
-func (n *Node) attested(act string, fields []string, text string) error {
-	if n.publisher.bugs.UnattestedAdmin {
-		return nil
-	}
-	a, err := transport.ParseAttestation(text)
-	if err == nil {
-		err = n.adminKeys.CheckAttestation(act, fields, a, n.clk.Now())
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotAttested, err)
-	}
-	return nil
-}
-
-// ResizeFields are what an attestation of a resize vouches for: the
-// target, and the epoch of the directory it is made against.
-func ResizeFields(target int, epoch uint64) []string {
-	return []string{strconv.Itoa(target), strconv.FormatUint(epoch, 10)}
-}
-
-// AddGroupFields are what an attestation of an added group vouches for:
-// its founder's name and addresses, its number and its founding
-// membership index.
-func AddGroupFields(g int, gr fleet.Group) []string {
-	var f fleet.Member
-	if len(gr.Voters) > 0 {
-		f = gr.Voters[0]
-	}
-	return []string{f.Name, f.Peer, f.HTTP, strconv.Itoa(g), strconv.FormatUint(gr.MIdx, 10)}
-}
-
 // Resize sets the number of groups the fleet's table should be spread
 // over (a power of two, at most the fleet's groups); the control group's
 // leader then moves the partitions, a batch at a time. done runs once,
@@ -193,12 +139,12 @@ func AddGroupFields(g int, gr fleet.Group) []string {
 // fleet, or before this node holds a directory, it is refused.
 //
 // attestation is the control key's word for the resize (ResizeFields):
-// to target, from the directory at epoch. The change is written only
-// over that very directory (a compare-and-set of the entry this node
-// holds at that epoch), so an attestation is good for one change of the
-// fleet, wherever it is sent: a resize captured and replayed after the
-// operator resized again would otherwise undo the later one, and the
-// nonce a node remembers is no defence on another node.
+// to target, from the directory at epoch (admin.go). The change is
+// written only over that very directory (a compare-and-set of the entry
+// this node holds at that epoch), so an attestation is good for one
+// change of the fleet, wherever it is sent: a resize captured and
+// replayed after the operator resized again would otherwise undo the
+// later one.
 func (n *Node) Resize(target int, epoch uint64, attestation string, done func(error)) {
 	d := n.Directory()
 	if d == nil {
@@ -209,13 +155,8 @@ func (n *Node) Resize(target int, epoch uint64, attestation string, done func(er
 		done(err)
 		return
 	}
-	switch {
-	case n.publisher.bugs.ResizeAnyEpoch:
-	case epoch < d.Epoch():
-		done(fmt.Errorf("%w: made at epoch %d, the directory is at %d", ErrAttestationStale, epoch, d.Epoch()))
-		return
-	case epoch > d.Epoch():
-		done(fmt.Errorf("%w: made at epoch %d, this node holds %d", ErrDirectoryBehind, epoch, d.Epoch()))
+	if err := atVersion("directory epoch", epoch, d.Epoch()); err != nil && !n.bugs.AnyVersionAdmin {
+		done(err)
 		return
 	}
 	e, _ := n.Control.LocalGet(DirectoryKey) // d came from it
@@ -255,7 +196,7 @@ func (n *Node) AddGroup(g int, gr fleet.Group, attestation string, done func(err
 		done(nil) // added already (the group may have published since)
 		return
 	}
-	if g != d.Groups() && !n.publisher.bugs.UncheckedAddGroup {
+	if g != d.Groups() && !n.bugs.UncheckedAddGroup {
 		done(fmt.Errorf("%w: group %d asked for, the fleet's next is %d", ErrGroupNumber, g, d.Groups()))
 		return
 	}
@@ -265,7 +206,7 @@ func (n *Node) AddGroup(g int, gr fleet.Group, attestation string, done func(err
 		done(err)
 		return
 	}
-	if n.publisher.bugs.AddedGroupTakesTable {
+	if n.bugs.AddedGroupTakesTable {
 		next = takeTable(next)
 	}
 	n.proposeDirectory(e.Version, next, done)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/kv"
@@ -69,6 +70,14 @@ type Config struct {
 	// Rollout configures how an admin change waits for every member to
 	// serve it.
 	Rollout rollout.Config
+	// AdminKeys hold the control key (and, amid a rotation, the one
+	// still accepted) whose attestations alone decide admin acts: Join,
+	// Remove, Resize, AddGroup (admin.go). Without a control key every
+	// act is refused; a fleet requires one.
+	AdminKeys transport.Keys
+	// MaxAttestations bounds the attestations the node remembers.
+	// Default MaxAttestations.
+	MaxAttestations int
 	// Fleet, when set, places the node's raft group in a fleet of
 	// several and runs its replica of the fleet's control group
 	// (fleet.go): the flow store sends another group's flows to that
@@ -105,10 +114,12 @@ type Node struct {
 	view      *directoryView
 	publisher *publisher
 	clk       clock.Clock
-	// adminKeys check the attestations of the fleet's admin acts
-	// (FleetConfig.Keys).
-	adminKeys transport.Keys
-	BadFrames uint64
+	// adminKeys check the attestations of admin acts (Config.AdminKeys),
+	// and attestations remembers the nonces of those taken (admin.go).
+	adminKeys    transport.Keys
+	attestations *transport.AttestGuard
+	bugs         bugs.Set
+	BadFrames    uint64
 	// behind is the shell's nudge (OnBehind).
 	behind func(rev uint64)
 	// Quarantined, when set, says the flow shard's log was found damaged
@@ -120,14 +131,21 @@ type Node struct {
 // Open boots the node: the consensus part from its journal, then the flow
 // store, which asks the consensus part for membership and isolation.
 func Open(cfg Config, env Env) (*Node, error) {
-	n := &Node{clk: env.Clock}
+	n := &Node{clk: env.Clock, adminKeys: cfg.AdminKeys, bugs: cfg.Consensus.Bugs}
+	maxAtt := cfg.MaxAttestations
+	if maxAtt == 0 {
+		maxAtt = MaxAttestations
+	}
+	n.attestations = transport.NewAttestGuard(maxAtt)
 	var fc FleetConfig
 	if cfg.Fleet != nil {
 		fc = cfg.Fleet.withDefaults()
 		if err := fc.validate(cfg.Consensus); err != nil {
 			return nil, err
 		}
-		n.adminKeys = fc.Keys
+		if len(cfg.AdminKeys.Control) != transport.KeySize {
+			return nil, errors.New("node: fleet: the fleet's admin acts need the control key (AdminKeys.Control)")
+		}
 	}
 	// With the envelope, the parts send through the link, which needs the
 	// boot epoch, read after the journal opens: a frame the consensus part
