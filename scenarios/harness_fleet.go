@@ -87,6 +87,8 @@ type fleetHarness struct {
 	// fleet-grow's adversary sent it again (replayJoin).
 	spareJoin    *capturedJoin
 	joinReplayed bool
+	wrongJoined  bool // the spare's join was asked of another group (wrongGroupJoin)
+	badRemoved   bool // the adversary's removals were sent (badRemovals)
 	// nd is each node's latest incarnation, by name.
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
@@ -750,6 +752,7 @@ func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 		if !spare.Up() {
 			spare.Start()
 		}
+		f.wrongGroupJoin(h, spare)
 		for _, via := range h.nodes[:len(h.nodes)-1] {
 			if nd := f.nd[via.Name()]; via.Up() && nd != nil {
 				// The spare asks with the control key's attestation of
@@ -794,7 +797,10 @@ func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
 					f.removed = true
 					via.Exec(func() {
 						index := nd.Consensus.Membership().Index
-						nd.Remove(spare.Name(), index, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), index)), func(error) {})
+						real := func() {
+							nd.Remove(spare.Name(), index, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), index)), func(error) {})
+						}
+						f.badRemovals(h, spare, via, index, real)
 					})
 					break
 				}
@@ -803,6 +809,94 @@ func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
 		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
 	}
 	f.k.At(at, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
+}
+
+// wrongGroupJoin is fleet-grow's adversary before the spare's first
+// join: the same join, attested at the membership of the member it is
+// sent to, asked of a member of another group. A node joins its own
+// group only, so it must be refused (admin-refusals).
+func (f *fleetHarness) wrongGroupJoin(h *flowHarness, spare *sim.Machine) {
+	if f.founded == len(f.groups) || f.wrongJoined {
+		return
+	}
+	var others []*sim.Machine
+	for g, o := range f.groups {
+		if o == h || g >= f.latest.Groups() {
+			continue
+		}
+		for _, n := range f.members(o) {
+			if n.Up() && f.nd[n.Name()] != nil {
+				others = append(others, n)
+			}
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	f.wrongJoined = true
+	o := others[f.adversary().IntN(len(others))]
+	nd := f.nd[o.Name()]
+	o.Exec(func() {
+		m := consensus.NewMember(spare.Name(), spare.Name()+":7000")
+		index := nd.Consensus.Membership().Index
+		nd.Join(m, f.groupOf(h), index, f.attest(transport.ActJoin, node.JoinFields(m, index)), func(err error) {
+			f.refused(o, fmt.Sprintf("%s's join to group %d asked of a member of another group", spare.Name(), f.groupOf(h)), err)
+		})
+	})
+}
+
+// badRemovals is fleet-grow's adversary before the spare's first
+// removal, through via at membership index: the removal with an
+// attestation the fleet must not take, then one attested at the index
+// before (a removal captured earlier), then one asked of a member of
+// another group, each once the one before is answered, and real last
+// (a node that took a bad one would have it in the log first). Each
+// must be refused (admin-refusals).
+func (f *fleetHarness) badRemovals(h *flowHarness, spare, via *sim.Machine, index uint64, real func()) {
+	if f.founded == len(f.groups) || f.badRemoved {
+		real()
+		return
+	}
+	f.badRemoved = true
+	nd := f.nd[via.Name()]
+	forged, how := f.badAttestation(transport.ActRemove, node.RemoveFields(spare.Name(), index))
+	nd.Remove(spare.Name(), index, forged, func(err error) {
+		f.refused(via, fmt.Sprintf("%s's removal with %s", spare.Name(), how), err)
+		old := index - 1
+		nd.Remove(spare.Name(), old, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), old)), func(err error) {
+			f.refused(via, fmt.Sprintf("%s's removal attested at membership index %d, a change ago", spare.Name(), old), err)
+			// Only to a node whose directory names the spare in its
+			// group: one that does not yet cannot tell it is another
+			// group's (and removing a node its group does not hold
+			// removes nothing).
+			var others []*sim.Machine
+			for g, o := range f.groups {
+				if o != h && g < f.latest.Groups() {
+					others = append(others, slices.DeleteFunc(f.members(o), func(n *sim.Machine) bool {
+						nd := f.nd[n.Name()]
+						if !n.Up() || nd == nil || nd.Directory() == nil {
+							return true
+						}
+						sg, _, named := nd.Directory().Member(spare.ID())
+						return !named || sg != f.groupOf(h)
+					})...)
+				}
+			}
+			if len(others) == 0 {
+				real()
+				return
+			}
+			o := others[f.adversary().IntN(len(others))]
+			ond := f.nd[o.Name()]
+			o.Exec(func() {
+				at := ond.Consensus.Membership().Index
+				ond.Remove(spare.Name(), at, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), at)), func(err error) {
+					f.refused(o, fmt.Sprintf("%s's removal asked of a member of another group", spare.Name()), err)
+					via.Exec(real)
+				})
+			})
+		})
+	})
 }
 
 // groupOf is h's group number.
