@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -31,9 +32,15 @@ type FlowService struct {
 // MembershipChange is a committed membership and the instant the first
 // node applied it.
 type MembershipChange struct {
-	Index  uint64
-	Voters []dial.NodeID
-	At     time.Duration
+	Index    uint64
+	Voters   []dial.NodeID
+	Learners []dial.NodeID
+	At       time.Duration
+}
+
+// Lists reports whether m names id as a voter or a learner.
+func (m MembershipChange) Lists(id dial.NodeID) bool {
+	return slices.Contains(m.Voters, id) || slices.Contains(m.Learners, id)
 }
 
 // FaultRecord is the simulator's record of what could stop a handover.

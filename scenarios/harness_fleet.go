@@ -28,7 +28,7 @@ import (
 
 // fleetCheckers are what a fleet of groups is judged by: each group's
 // flow checkers, and partition-holder across the fleet.
-var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current", "control-members", "fleet-records-once")
+var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current", "control-members", "fleet-records-once", "admin-acts")
 
 // fleetHarness is a fleet of raft groups on one network (core/fleet):
 // each group a raftCluster with its own flow harness, and every node a
@@ -88,7 +88,14 @@ type fleetHarness struct {
 	spareJoin    *capturedJoin
 	joinReplayed bool
 	wrongJoined  bool // the spare's join was asked of another group (wrongGroupJoin)
-	badRemoved   bool // the adversary's removals were sent (badRemovals)
+	badJoined    bool // the spare's join was sent with a bad attestation (join)
+	joinedAgain  bool // the spare, a member, asked to join again (joinAgain)
+	// behind is a founder of the spare's group that hears nothing of its
+	// group's log from just before the spare's join until its removal
+	// has applied elsewhere (knob join_replay_behind): the replayed join
+	// goes to it (replayJoin). nil: none.
+	behind     *sim.Machine
+	badRemoved bool // the adversary's removals were sent (badRemovals)
 	// nd is each node's latest incarnation, by name.
 	nd   map[string]*node.Node
 	grow int // the group a spare node joins (-1: none)
@@ -97,6 +104,14 @@ type fleetHarness struct {
 	probe *fleetProbe
 	// removed: the spare's removal was asked for.
 	removed bool
+	// alone: the added groups are founded by one node each, and their
+	// other nodes join (fleetShape.alone).
+	alone bool
+	// adminActs are the operator's joins and removals, by group, as
+	// asked and answered (admin-acts); adminAsks are every admin
+	// request sent, theirs and the adversary's (checkUnanswered).
+	adminActs map[int][]*checker.AdminAct
+	adminAsks []*adminAsk
 	// holdings is, for each partition, the groups that held it in turn
 	// and when a node first held the directory that gave it to each:
 	// founding at 0, then each publication of a move (partition-holder's
@@ -158,8 +173,11 @@ func fleetSetupAdding(run *Run, groups, added, size int, cfg flow.Config) (*flee
 	// the clients need healthy time after them to do their floors' work
 	// before the quiet the convergence check asks for.
 	calm := run.Duration * 45 / 100
+	// A spare in half the runs; in every run of a fleet that grows by
+	// added groups (fleet-grow), whose adversary attacks its join and
+	// its removal too (admin-refusals, admin-acts).
 	grow := -1
-	if kg := k.Stream("knobs/fleet/grow"); kg.IntN(2) == 0 {
+	if kg := k.Stream("knobs/fleet/grow"); kg.IntN(2) == 0 || added > 0 {
 		grow = kg.IntN(groups - added) // a founded group's spare
 	}
 	total := groups * size
@@ -173,7 +191,15 @@ func fleetSetupAdding(run *Run, groups, added, size int, cfg flow.Config) (*flee
 	if added > 0 {
 		run.Knob("added_groups", added)
 	}
-	f := buildFleet(run, fleetShape{groups: groups, added: added, size: size, grow: grow, calm: calm, perNode: perNode, net: netCfg, disk: disk}, cfg)
+	// In half the runs of a fleet that grows by added groups, each added
+	// group is founded by one node, and its others join it: the binary's
+	// way, and a group of one voter, then two, then three.
+	alone := false
+	if added > 0 {
+		alone = k.Stream("knobs/fleet/alone").IntN(2) == 0
+		run.Knob("added_founded_alone", alone)
+	}
+	f := buildFleet(run, fleetShape{groups: groups, added: added, size: size, grow: grow, alone: alone, calm: calm, perNode: perNode, net: netCfg, disk: disk}, cfg)
 	hot, cold2 := fleetFlowIDs(groups, cold)
 	return f, hot, cold2
 }
@@ -184,9 +210,13 @@ func fleetSetupAdding(run *Run, groups, added, size int, cfg flow.Config) (*flee
 // and disks configured so, with perNode clients on each node until calm.
 type fleetShape struct {
 	groups, added, size, grow, perNode int
-	calm                               time.Duration
-	net                                netsim.Config
-	disk                               sim.DiskConfig
+	// alone: each added group's raft group is founded by its first node
+	// alone, as the binary's founder of an added group does, and its
+	// other nodes join it (attested) once they start (addGroups).
+	alone bool
+	calm  time.Duration
+	net   netsim.Config
+	disk  sim.DiskConfig
 }
 
 // buildFleet builds a fleet of shape's groups (fleetSetup draws the
@@ -201,7 +231,8 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 	if grow >= 0 {
 		total++
 	}
-	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow, founded: founded}
+	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow, founded: founded,
+		adminActs: map[int][]*checker.AdminAct{}}
 	all := names(total)
 	own := make([][]string, groups)
 	next := 0
@@ -212,9 +243,16 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		}
 		own[g], next = all[next:next+n], next+n
 	}
+	founders := func(g int) int {
+		if shape.alone && g >= founded {
+			return 1
+		}
+		return size
+	}
+	f.alone = shape.alone
 	entries := make([]fleet.Group, groups)
 	for g := range groups {
-		for _, name := range own[g][:size] {
+		for _, name := range own[g][:founders(g)] {
 			entries[g].Voters = append(entries[g].Voters, fleet.Member{ID: dial.IDFromName(name), Name: name, Peer: name + ":7000", HTTP: name + ":8080"})
 		}
 		entries[g].MIdx = 1 // every group's founding membership
@@ -260,7 +298,7 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		controlBoot = append(controlBoot, consensus.NewMember(name, name+":7000"))
 	}
 	for g := range groups {
-		c := newGroupCluster(run, f.nw, own[g], size, disk, func(name string, data consensus.Config) *node.FleetConfig {
+		c := newGroupCluster(run, f.nw, own[g], founders(g), disk, func(name string, data consensus.Config) *node.FleetConfig {
 			ctl := f.control
 			ctl.Name, ctl.Addr, ctl.Bootstrap = name, data.Addr, nil
 			if g == 0 && slices.Contains(own[0][:size], name) {
@@ -442,13 +480,12 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 					if bad[i].att != nil {
 						att = *bad[i].att
 					}
-					nd.AddGroup(g+bad[i].skip, bad[i].group, att, func(err error) {
-						f.refused(n, "an added group "+why[i], err)
-						next(i + 1)
-					})
+					nd.AddGroup(g+bad[i].skip, bad[i].group, att, f.refusal(n, "an added group "+why[i], func() { next(i + 1) }))
 					return
 				}
+				sent := f.asked("admin-acts", n, fmt.Sprintf("the addition of group %d", g))
 				nd.AddGroup(g, f.entries[g], f.attest(transport.ActAddGroup, node.AddGroupFields(g, f.entries[g])), func(err error) {
+					sent.answered = true
 					f.k.Logf("add group %d through %s: %v", g, n.Name(), err)
 				})
 			}
@@ -458,13 +495,19 @@ func (f *fleetHarness) addGroups(at time.Duration) {
 	}
 	f.k.At(at, sim.EvClient, xxhash.Sum64String("add group"), func() {
 		for g := f.founded; g < len(f.groups); g++ {
-			for _, n := range f.groups[g].nodes {
+			h := f.groups[g]
+			for _, n := range h.nodes {
 				if !n.Up() {
 					n.Start()
 				}
 			}
 			if f.chaos != nil {
-				f.chaos.Add(f.groups[g].nodes...)
+				f.chaos.Add(h.nodes...)
+			}
+			if f.alone {
+				for _, n := range h.nodes[1:] {
+					f.joinFounded(h, n)
+				}
 			}
 		}
 		ask()
@@ -515,19 +558,61 @@ func (f *fleetHarness) adversary() *rand.Rand {
 	return f.badAdmin
 }
 
-// refused judges the answer to an admin request the fleet must refuse
-// (admin-refusals): an error, whichever; nil means the fleet took it.
-// Only a refusal by a node that holds a directory counts as one judged:
-// a node with none refuses everything.
-func (f *fleetHarness) refused(n *sim.Machine, what string, err error) {
-	if err == nil {
-		f.run.Fail("admin-refusals", "%s asked through %s at %v was accepted", what, n.Name(), f.k.Now())
-		return
+// refusal is the answer callback of an admin request the fleet must
+// refuse, asked of n now (admin-refusals): an error, whichever, and
+// then next runs (if any); nil means the fleet took it. Only a refusal
+// by a node that holds a directory counts as one judged: a node with
+// none refuses everything. A request a node never answers, though it
+// stayed up, fails too (checkUnanswered): a chain of requests stops
+// there.
+func (f *fleetHarness) refusal(n *sim.Machine, what string, next func()) func(error) {
+	ask := f.asked("admin-refusals", n, what)
+	return func(err error) {
+		ask.answered = true
+		switch {
+		case err == nil:
+			f.run.Fail("admin-refusals", "%s asked through %s at %v was accepted", what, n.Name(), f.k.Now())
+			return
+		case !errors.Is(err, node.ErrNoDirectory):
+			f.run.Did("admin-refusals", 1)
+		}
+		f.k.Logf("%s through %s refused: %v", what, n.Name(), err)
+		if next != nil {
+			next()
+		}
 	}
-	if !errors.Is(err, node.ErrNoDirectory) {
-		f.run.Did("admin-refusals", 1)
+}
+
+// adminAsk is an admin request sent, real or the adversary's: to whom,
+// in which incarnation of it, and whether it was answered; judged by
+// the checker named.
+type adminAsk struct {
+	checker  string
+	n        *sim.Machine
+	inc      uint64
+	what     string
+	at       time.Duration
+	answered bool
+}
+
+// asked notes an admin request sent to n now, for checkUnanswered.
+func (f *fleetHarness) asked(checker string, n *sim.Machine, what string) *adminAsk {
+	ask := &adminAsk{checker: checker, n: n, inc: n.Incarnation(), what: what, at: f.k.Now()}
+	f.adminAsks = append(f.adminAsks, ask)
+	return ask
+}
+
+// checkUnanswered fails each admin request that its node never answered,
+// though it has been up since, bar those asked in the run's last 5s,
+// where a proposal of theirs could still be in flight (its timeout is
+// 2s): its asker waits for good (admin-refusals for the adversary's,
+// admin-acts for the operator's).
+func (f *fleetHarness) checkUnanswered() {
+	for _, a := range f.adminAsks {
+		if !a.answered && a.n.Incarnation() == a.inc && a.at < f.k.Now()-5*time.Second {
+			f.run.Fail(a.checker, "%s asked through %s at %v was never answered, and %s stayed up", a.what, a.n.Name(), a.at, a.n.Name())
+		}
 	}
-	f.k.Logf("%s through %s refused: %v", what, n.Name(), err)
 }
 
 // placed reports whether the newest directory the record holds has every
@@ -580,8 +665,9 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 			real := func() {
 				e := epoch()
 				att := f.attest(transport.ActResize, node.ResizeFields(target, e))
+				sent := f.asked("admin-acts", n, fmt.Sprintf("the resize to %d groups", target))
 				nd.Resize(target, e, att, func(err error) {
-					answered = true
+					answered, sent.answered = true, true
 					if err == nil {
 						f.resized++
 						f.lastResize = &capturedResize{target: target, epoch: e, att: att, via: n}
@@ -609,12 +695,9 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 				forged, how := f.badAttestation(transport.ActResize, node.ResizeFields(target, e))
 				junk, what := f.malformedAttestation(transport.ActResize, node.ResizeFields(target, e))
 				replay := f.lastResize
-				nd.Resize(bad, e, f.attest(transport.ActResize, node.ResizeFields(bad, e)), func(err error) {
-					f.refused(n, fmt.Sprintf("a resize to %d groups", bad), err)
-					nd.Resize(target, e, forged, func(err error) {
-						f.refused(n, fmt.Sprintf("a resize to %d groups with %s", target, how), err)
-						nd.Resize(target, e, junk, func(err error) {
-							f.refused(n, fmt.Sprintf("a resize to %d groups with %s", target, what), err)
+				nd.Resize(bad, e, f.attest(transport.ActResize, node.ResizeFields(bad, e)), f.refusal(n, fmt.Sprintf("a resize to %d groups", bad), func() {
+					nd.Resize(target, e, forged, f.refusal(n, fmt.Sprintf("a resize to %d groups with %s", target, how), func() {
+						nd.Resize(target, e, junk, f.refusal(n, fmt.Sprintf("a resize to %d groups with %s", target, what), func() {
 							if replay == nil {
 								real()
 								return
@@ -629,14 +712,12 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 							}
 							o := others[f.adversary().IntN(len(others))]
 							o.Exec(func() {
-								f.nd[o.Name()].Resize(replay.target, replay.epoch, replay.att, func(err error) {
-									f.refused(o, fmt.Sprintf("the resize to %d groups attested at epoch %d, sent again", replay.target, replay.epoch), err)
-									n.Exec(real)
-								})
+								f.nd[o.Name()].Resize(replay.target, replay.epoch, replay.att,
+									f.refusal(o, fmt.Sprintf("the resize to %d groups attested at epoch %d, sent again", replay.target, replay.epoch), func() { n.Exec(real) }))
 							})
-						})
-					})
-				})
+						}))
+					}))
+				}))
 			})
 			// An answer lost with a crash: ask again (a committed target
 			// asked for twice moves nothing twice).
@@ -708,10 +789,16 @@ func (f *fleetHarness) runUnderChaos(faults FaultConfig, hot, all []string) erro
 	}
 	if f.grow >= 0 {
 		f.join(f.groups[f.grow], sim.Between(f.k.Stream("fleet/grow"), time.Second, f.calm/3))
-		// In half of those runs the spare is removed again once it
-		// votes: its group publishes the removal, and the control
-		// group's leader removes it there too.
-		if ks := f.k.Stream("knobs/fleet/shrink"); ks.IntN(2) == 0 {
+		// In half of those runs (three in four of a fleet that grows by
+		// added groups) the spare is removed again once it votes: its
+		// group publishes the removal, and the control group's leader
+		// removes it there too.
+		ks := f.k.Stream("knobs/fleet/shrink")
+		shrink := ks.IntN(2) == 0
+		if f.founded < len(f.groups) {
+			shrink = ks.IntN(4) != 0
+		}
+		if shrink {
 			at := sim.Between(ks, f.calm/2, f.calm*3/4)
 			f.run.Knob("remove_spare_at", at)
 			f.removeSpare(f.groups[f.grow], at)
@@ -740,13 +827,19 @@ func (f *fleetHarness) runUnderChaos(faults FaultConfig, hot, all []string) erro
 
 // join adds h's spare node (its last) to its group as a learner at at,
 // asking again each second until it is a member (raft promotes it once
-// it has caught up): the group's membership changes twice under load,
-// and each change reaches the other groups only through the directory.
+// it has caught up), in calm too, as an operator would (admin-acts: it
+// must land): the group's membership changes twice under load, and each
+// change reaches the other groups only through the directory.
 func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 	spare := h.nodes[len(h.nodes)-1]
+	var act *checker.AdminAct
 	var ask func()
 	ask = func() {
-		if h.isMember(spare.ID()) || f.k.Now() >= f.calm || f.removed {
+		joined := h.committed().Lists(spare.ID())
+		if joined && !f.removed {
+			f.joinAgain(h, spare)
+		}
+		if joined || f.removed || (f.k.Now() >= f.calm && act == nil) {
 			return
 		}
 		if !spare.Up() {
@@ -762,8 +855,28 @@ func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 					m := consensus.NewMember(spare.Name(), spare.Name()+":7000")
 					index := nd.Consensus.Membership().Index
 					att := f.attest(transport.ActJoin, node.JoinFields(m, index))
-					nd.Join(m, f.groupOf(h), index, att, func(error) {})
-					f.spareJoin = &capturedJoin{m: m, group: f.groupOf(h), index: index, att: att, via: via}
+					real := func() {
+						if act == nil {
+							act = &checker.AdminAct{Join: true, Node: spare.ID(), Asked: f.k.Now()}
+							f.adminActs[f.groupOf(h)] = append(f.adminActs[f.groupOf(h)], act)
+							f.holdBehind(h, via)
+						}
+						nd.Join(m, f.groupOf(h), index, att, f.answered(via, act))
+						f.spareJoin = &capturedJoin{m: m, group: f.groupOf(h), index: index, att: att, via: via}
+					}
+					if f.founded == len(f.groups) || f.badJoined {
+						real()
+						return
+					}
+					// fleet-grow's adversary first: the spare's join with
+					// an attestation the fleet must not take; the real
+					// one once it is answered.
+					f.badJoined = true
+					bad, how := f.badAttestation(transport.ActJoin, node.JoinFields(m, index))
+					if f.adversary().IntN(2) == 0 {
+						bad, how = f.malformedAttestation(transport.ActJoin, node.JoinFields(m, index))
+					}
+					nd.Join(m, f.groupOf(h), index, bad, f.refusal(via, fmt.Sprintf("%s's join with %s", spare.Name(), how), real))
 				})
 				break
 			}
@@ -773,20 +886,53 @@ func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 	f.k.At(at, sim.EvClient, xxhash.Sum64String("join "+spare.Name()), ask)
 }
 
-// removeSpare removes h's spare node (its last) from its group at at,
-// once it is a voter, asking again each second until it is no member or
-// the faults stop; a spare never promoted by then stays.
-func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
-	spare := h.nodes[len(h.nodes)-1]
+// joinFounded asks, from now, for n to join its group h, founded by its
+// first node alone, through a member of h that is up, again each second
+// until it is a member, in calm too (admin-acts: it must land, and be
+// promoted). The join is attested at the membership the member holds.
+func (f *fleetHarness) joinFounded(h *flowHarness, n *sim.Machine) {
+	var act *checker.AdminAct
 	var ask func()
 	ask = func() {
-		if f.k.Now() >= f.calm {
+		if h.committed().Lists(n.ID()) {
 			return
 		}
-		ms := h.membership()
-		voter := slices.ContainsFunc(ms.Voters, func(m consensus.Member) bool { return m.ID == spare.ID() })
+		for _, via := range f.members(h) {
+			if nd := f.nd[via.Name()]; via != n && via.Up() && nd != nil {
+				via.Exec(func() {
+					m := consensus.NewMember(n.Name(), n.Name()+":7000")
+					index := nd.Consensus.Membership().Index
+					if act == nil {
+						act = &checker.AdminAct{Join: true, Node: n.ID(), Asked: f.k.Now()}
+						f.adminActs[f.groupOf(h)] = append(f.adminActs[f.groupOf(h)], act)
+					}
+					nd.Join(m, f.groupOf(h), index, f.attest(transport.ActJoin, node.JoinFields(m, index)), f.answered(via, act))
+				})
+				break
+			}
+		}
+		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("join "+n.Name()), ask)
+	}
+	ask()
+}
+
+// removeSpare removes h's spare node (its last) from its group at at,
+// once it is a voter, asking again each second until it is no member, in
+// calm too (admin-acts: it must land); a spare not promoted before the
+// faults stop stays.
+func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
+	spare := h.nodes[len(h.nodes)-1]
+	var act *checker.AdminAct
+	var ask func()
+	ask = func() {
+		if f.k.Now() >= f.calm && !f.removed {
+			return
+		}
+		// By the record: the nodes up now may all be behind it.
+		rec := h.committed()
+		voter := slices.Contains(rec.Voters, spare.ID())
 		if !voter && f.removed {
-			if !h.isMember(spare.ID()) {
+			if !rec.Lists(spare.ID()) {
 				f.replayJoin(h)
 			}
 			return // out of its group
@@ -798,7 +944,11 @@ func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
 					via.Exec(func() {
 						index := nd.Consensus.Membership().Index
 						real := func() {
-							nd.Remove(spare.Name(), index, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), index)), func(error) {})
+							if act == nil {
+								act = &checker.AdminAct{Node: spare.ID(), Asked: f.k.Now()}
+								f.adminActs[f.groupOf(h)] = append(f.adminActs[f.groupOf(h)], act)
+							}
+							nd.Remove(spare.Name(), index, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), index)), f.answered(via, act))
 						}
 						f.badRemovals(h, spare, via, index, real)
 					})
@@ -809,6 +959,86 @@ func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
 		f.k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
 	}
 	f.k.At(at, sim.EvClient, xxhash.Sum64String("remove "+spare.Name()), ask)
+}
+
+// answered notes the operator's act asked of n now, and records the
+// instants a node answers it with nil (admin-acts holds each to the
+// record).
+func (f *fleetHarness) answered(n *sim.Machine, act *checker.AdminAct) func(error) {
+	what := f.k.Machine(act.Node).Name() + "'s removal"
+	if act.Join {
+		what = f.k.Machine(act.Node).Name() + "'s join"
+	}
+	ask := f.asked("admin-acts", n, what)
+	return func(err error) {
+		ask.answered = true
+		if err == nil {
+			act.OKs = append(act.OKs, f.k.Now())
+		}
+	}
+}
+
+// holdBehind, in half of fleet-grow's runs (knob join_replay_behind),
+// cuts a founder of the spare's group other than via off its group's log
+// (the frames of its raft group to it are dropped) from now, as the
+// spare's first join is asked, until the adversary replays that join to
+// it once the spare is removed again (replayJoin), or the heal: a member
+// that never applied the join still holds the index it was attested at,
+// so the index is checked where the change commits, not only where it is
+// asked (consensus.Node.AddLearnerAt).
+func (f *fleetHarness) holdBehind(h *flowHarness, via *sim.Machine) {
+	if f.founded == len(f.groups) {
+		return
+	}
+	r := f.k.Stream("knobs/fleet/behind")
+	if r.IntN(2) != 0 {
+		return
+	}
+	founders := slices.DeleteFunc(slices.Clone(h.nodes[:len(h.nodes)-1]), func(n *sim.Machine) bool { return n == via })
+	b := founders[r.IntN(len(founders))]
+	f.run.Knob("join_replay_behind", b.Name())
+	f.behind = b
+	f.run.Inject(f.run.Fault(), fmt.Sprintf("cut %s off its group's log until the spare's join is replayed to it", b.Name()), func() {
+		prev := f.lagging
+		f.lagging = func(to dial.NodeID, frame []byte) bool {
+			if f.behind == b && to == b.ID() && f.k.Now() < f.calm {
+				if p := h.plain(frame); len(p) > 0 && p[0] == consensus.FramePrefix {
+					return true
+				}
+			}
+			return prev != nil && prev(to, frame)
+		}
+		f.nw.DropIf(func(_, to dial.NodeID, frame []byte) bool { return f.lagging(to, frame) })
+	})
+}
+
+// joinAgain asks, once, for the spare's join again once it is a member,
+// as a joiner does whose answer was lost: attested afresh at the index
+// it first asked at, which the member has moved past since. A member
+// asked to join again is answered nil at once, whatever the index
+// (admin-acts): refused as stale, a joiner that lost its answer could
+// never be told it is in. Sent to a member whose own membership lists
+// the spare (one that does not yet rightly refuses it as stale).
+func (f *fleetHarness) joinAgain(h *flowHarness, spare *sim.Machine) {
+	j := f.spareJoin
+	if j == nil || f.joinedAgain {
+		return
+	}
+	for _, n := range f.members(h) {
+		if nd := f.nd[n.Name()]; n != spare && n.Up() && nd != nil && nd.Consensus.Membership().Lists(spare.ID()) {
+			f.joinedAgain = true
+			n.Exec(func() {
+				sent := f.asked("admin-acts", n, "the spare's join asked again")
+				nd.Join(j.m, j.group, j.index, f.attest(transport.ActJoin, node.JoinFields(j.m, j.index)), func(err error) {
+					sent.answered = true
+					if err != nil {
+						f.run.Fail("admin-acts", "%s's join asked again through %s at %v, once a member, was refused: %v", spare.Name(), n.Name(), f.k.Now(), err)
+					}
+				})
+			})
+			return
+		}
+	}
 }
 
 // wrongGroupJoin is fleet-grow's adversary before the spare's first
@@ -839,9 +1069,8 @@ func (f *fleetHarness) wrongGroupJoin(h *flowHarness, spare *sim.Machine) {
 	o.Exec(func() {
 		m := consensus.NewMember(spare.Name(), spare.Name()+":7000")
 		index := nd.Consensus.Membership().Index
-		nd.Join(m, f.groupOf(h), index, f.attest(transport.ActJoin, node.JoinFields(m, index)), func(err error) {
-			f.refused(o, fmt.Sprintf("%s's join to group %d asked of a member of another group", spare.Name(), f.groupOf(h)), err)
-		})
+		nd.Join(m, f.groupOf(h), index, f.attest(transport.ActJoin, node.JoinFields(m, index)),
+			f.refusal(o, fmt.Sprintf("%s's join to group %d asked of a member of another group", spare.Name(), f.groupOf(h)), nil))
 	})
 }
 
@@ -860,11 +1089,9 @@ func (f *fleetHarness) badRemovals(h *flowHarness, spare, via *sim.Machine, inde
 	f.badRemoved = true
 	nd := f.nd[via.Name()]
 	forged, how := f.badAttestation(transport.ActRemove, node.RemoveFields(spare.Name(), index))
-	nd.Remove(spare.Name(), index, forged, func(err error) {
-		f.refused(via, fmt.Sprintf("%s's removal with %s", spare.Name(), how), err)
-		old := index - 1
-		nd.Remove(spare.Name(), old, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), old)), func(err error) {
-			f.refused(via, fmt.Sprintf("%s's removal attested at membership index %d, a change ago", spare.Name(), old), err)
+	old := index - 1
+	nd.Remove(spare.Name(), index, forged, f.refusal(via, fmt.Sprintf("%s's removal with %s", spare.Name(), how), func() {
+		nd.Remove(spare.Name(), old, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), old)), f.refusal(via, fmt.Sprintf("%s's removal attested at membership index %d, a change ago", spare.Name(), old), func() {
 			// Only to a node whose directory names the spare in its
 			// group: one that does not yet cannot tell it is another
 			// group's (and removing a node its group does not hold
@@ -890,13 +1117,11 @@ func (f *fleetHarness) badRemovals(h *flowHarness, spare, via *sim.Machine, inde
 			ond := f.nd[o.Name()]
 			o.Exec(func() {
 				at := ond.Consensus.Membership().Index
-				ond.Remove(spare.Name(), at, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), at)), func(err error) {
-					f.refused(o, fmt.Sprintf("%s's removal asked of a member of another group", spare.Name()), err)
-					via.Exec(real)
-				})
+				ond.Remove(spare.Name(), at, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), at)),
+					f.refusal(o, fmt.Sprintf("%s's removal asked of a member of another group", spare.Name()), func() { via.Exec(real) }))
 			})
-		})
-	})
+		}))
+	}))
 }
 
 // groupOf is h's group number.
@@ -922,12 +1147,28 @@ func (f *fleetHarness) replayJoin(h *flowHarness) {
 	if f.founded == len(f.groups) || j == nil || f.joinReplayed {
 		return
 	}
+	if b := f.behind; b != nil {
+		// The founder held behind hears its group's log again from now;
+		// first, on its loop, it is asked for the join as captured, at
+		// the index it still holds: its local check passes, and the
+		// change must apply as nothing where it commits, after the
+		// removal.
+		f.behind = nil
+		if nd := f.nd[b.Name()]; b.Up() && nd != nil && nd.Consensus.Membership().Index == j.index {
+			f.joinReplayed = true
+			b.Exec(func() {
+				nd.Join(j.m, j.group, j.index, j.att,
+					f.refusal(b, fmt.Sprintf("%s's join attested at membership index %d, sent again after its removal to a member still at that index", j.m.Name, j.index), nil))
+			})
+			return
+		}
+	}
 	// Only a member that has applied the removal: one that has not
 	// rightly answers the spare as a member still.
 	var others []*sim.Machine
 	for _, n := range h.nodes[:len(h.nodes)-1] {
 		if nd := f.nd[n.Name()]; n != j.via && n.Up() && nd != nil && h.isMember(n.ID()) &&
-			!slices.ContainsFunc(slices.Concat(nd.Consensus.Membership().Voters, nd.Consensus.Membership().Learners), func(m consensus.Member) bool { return m.ID == j.m.ID }) {
+			!nd.Consensus.Membership().Lists(j.m.ID) {
 			others = append(others, n)
 		}
 	}
@@ -937,9 +1178,8 @@ func (f *fleetHarness) replayJoin(h *flowHarness) {
 	f.joinReplayed = true
 	o := others[f.adversary().IntN(len(others))]
 	o.Exec(func() {
-		f.nd[o.Name()].Join(j.m, j.group, j.index, j.att, func(err error) {
-			f.refused(o, fmt.Sprintf("%s's join attested at membership index %d, sent again after its removal", j.m.Name, j.index), err)
-		})
+		f.nd[o.Name()].Join(j.m, j.group, j.index, j.att,
+			f.refusal(o, fmt.Sprintf("%s's join attested at membership index %d, sent again after its removal", j.m.Name, j.index), nil))
 	})
 }
 
@@ -1018,6 +1258,17 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 	})
 	checker.BridgeSeq(f.run, first.flowHist.All(), waited, first.deadline, 1000, "client deadline", flow.ErrShed.Error())
 	f.checkDirectories()
+	f.checkUnanswered()
+	for g, h := range f.groups {
+		if len(f.adminActs[g]) == 0 {
+			continue
+		}
+		acts := make([]checker.AdminAct, len(f.adminActs[g]))
+		for i, a := range f.adminActs[g] {
+			acts[i] = *a
+		}
+		f.run.Did("admin-acts", checker.AdminActs(f.run, acts, h.memberships, f.calm, f.k.Now(), name))
+	}
 	if f.target > 0 {
 		f.checkResized()
 	}
@@ -1263,6 +1514,9 @@ func (f *fleetHarness) badAttestation(act string, fields []string) (string, stri
 		}
 		return f.attestAt(other, act, fields, now), "an attestation made with another key"
 	case 1:
+		if act == transport.ActJoin {
+			return f.attest(transport.ActRemove, fields), "a removal's attestation"
+		}
 		return f.attest(transport.ActJoin, fields), "a join's attestation"
 	case 2:
 		// Other fields of the same lengths: the MAC must cover what they

@@ -364,11 +364,27 @@ func (c *raftCluster) recordMembership(ms consensus.Membership) {
 	}
 	c.seenM[ms.Index] = true
 	c.checkPromotions(ms)
-	voters := make([]dial.NodeID, len(ms.Voters))
-	for i, m := range ms.Voters {
-		voters[i] = m.ID
+	ids := func(ms []consensus.Member) []dial.NodeID {
+		out := make([]dial.NodeID, len(ms))
+		for i, m := range ms {
+			out[i] = m.ID
+		}
+		return out
 	}
-	c.memberships = append(c.memberships, checker.MembershipChange{Index: ms.Index, Voters: voters, At: c.k.Now()})
+	c.memberships = append(c.memberships, checker.MembershipChange{Index: ms.Index, Voters: ids(ms.Voters), Learners: ids(ms.Learners), At: c.k.Now()})
+}
+
+// committed is the newest membership the record holds: the latest any
+// node has applied, whichever nodes are up now (membership reads what
+// the live nodes hold, which may all be behind).
+func (c *raftCluster) committed() checker.MembershipChange {
+	var best checker.MembershipChange
+	for _, m := range c.memberships {
+		if m.Index >= best.Index {
+			best = m
+		}
+	}
+	return best
 }
 
 // node returns the consensus node running on machine n, if it is up.
@@ -762,17 +778,7 @@ func (c *raftCluster) membership() consensus.Membership {
 // isMember reports whether id is a voter or learner in the most advanced
 // membership any live node has applied.
 func (c *raftCluster) isMember(id dial.NodeID) bool {
-	return lists(c.membership(), id)
-}
-
-// lists reports whether id is a voter or learner of ms.
-func lists(ms consensus.Membership, id dial.NodeID) bool {
-	for _, m := range append(ms.Voters, ms.Learners...) {
-		if m.ID == id {
-			return true
-		}
-	}
-	return false
+	return c.membership().Lists(id)
 }
 
 // retire stops n, removed from the membership, as an operator may: once
@@ -792,7 +798,7 @@ func (c *raftCluster) retire(n *sim.Machine, pause time.Duration, then func()) {
 		if s == n || cn == nil {
 			continue
 		}
-		if ms := cn.Membership(); lists(ms, s.ID()) && !lists(ms, n.ID()) {
+		if ms := cn.Membership(); ms.Lists(s.ID()) && !ms.Lists(n.ID()) {
 			c.k.Logf("%s removed, applied by %s; stopped in %v", n.Name(), s.Name(), pause)
 			c.k.After(pause, sim.EvFault, xxhash.Sum64String("stop "+n.Name()), func() {
 				c.run.Retire(n)

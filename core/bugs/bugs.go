@@ -180,6 +180,19 @@ type Set struct {
 	// directory it holds, a join or a removal at any membership index):
 	// one captured and sent again after a later change undoes it.
 	AnyVersionAdmin bool
+	// EarlyAdminAnswer: a node answers a join or a removal done as soon
+	// as it has proposed it, before it has applied it: an operator told
+	// so acts on a change the group may still lose.
+	EarlyAdminAnswer bool
+	// SilentAdminRefusal: a node that refuses an admin act (a join, a
+	// removal, a resize, an added group) before proposing it never
+	// answers: its asker waits until it gives up, told nothing.
+	SilentAdminRefusal bool
+	// ProposalTimeVersion: a membership change asked for at a membership
+	// index applies whatever membership is in force by then: the index
+	// is checked only where the change was asked, which may be a member
+	// far behind.
+	ProposalTimeVersion bool
 	// UnpublishedMembership: no node of a fleet publishes its group's
 	// new memberships to the directory: callers from other groups route
 	// by the group's founding voters and m_idx for good.
@@ -383,6 +396,9 @@ var Table = []Bug{
 	{"unchecked-add-group", "a node adds a group to the fleet under whatever number it is asked for, out of turn too", func(s *Set) *bool { return &s.UncheckedAddGroup }},
 	{"unattested-admin", "a node takes an admin act (a join, a removal, a resize, an added group) without checking its attestation", func(s *Set) *bool { return &s.UnattestedAdmin }},
 	{"any-version-admin", "a node takes an admin act attested against any version of what it changes (a replayed resize undoes a later one, a replayed join adds a removed node back)", func(s *Set) *bool { return &s.AnyVersionAdmin }},
+	{"early-admin-answer", "a node answers a join or a removal done once it has proposed it, before it has applied it", func(s *Set) *bool { return &s.EarlyAdminAnswer }},
+	{"silent-admin-refusal", "a node that refuses an admin act before proposing it never answers", func(s *Set) *bool { return &s.SilentAdminRefusal }},
+	{"proposal-time-version", "a membership change asked for at a membership index applies whatever membership is in force when it commits", func(s *Set) *bool { return &s.ProposalTimeVersion }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},
 	{"loser-refused", "a proxyOnce call that loses its claim gets a 503 at once instead of the winner's recording", func(s *Set) *bool { return &s.LoserRefused }},

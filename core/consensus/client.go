@@ -308,8 +308,16 @@ func (n *Node) Digest() (index uint64, digest uint64) {
 // Adding as a learner the only voter would demote it and leave the group
 // without a voter: that is refused with ErrLastVoter, as RemoveMember
 // refuses removing it.
-func (n *Node) AddLearner(m Member, done func(error)) {
-	n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddLearnerNode, NodeID: uint64(m.ID)}, m, done)
+func (n *Node) AddLearner(m Member, done func(error)) { n.AddLearnerAt(m, 0, done) }
+
+// AddLearnerAt is AddLearner asked for at the membership of index at (0:
+// whatever membership is in force): if another is in force when its
+// entry applies, every member applies it as nothing, and done gets
+// ErrMembershipMoved. An admin act attested at a membership index takes
+// effect only at that membership, wherever it was asked and however late
+// it commits.
+func (n *Node) AddLearnerAt(m Member, at uint64, done func(error)) {
+	n.proposeConf(pb.ConfChange{Type: pb.ConfChangeAddLearnerNode, NodeID: uint64(m.ID)}, m, at, done)
 }
 
 // RemoveMember proposes removing a voter or learner. A crashed voter stays a
@@ -321,20 +329,24 @@ func (n *Node) AddLearner(m Member, done func(error)) {
 // A removal proposed on a view that is stale by the time it commits (two
 // removals racing in a two-voter group) is caught where it applies: every
 // member applies it as nothing, and its proposer gets ErrLastVoter.
-func (n *Node) RemoveMember(id dial.NodeID, done func(error)) {
+func (n *Node) RemoveMember(id dial.NodeID, done func(error)) { n.RemoveMemberAt(id, 0, done) }
+
+// RemoveMemberAt is RemoveMember asked for at the membership of index at,
+// as AddLearnerAt.
+func (n *Node) RemoveMemberAt(id dial.NodeID, at uint64, done func(error)) {
 	m, ok := n.members[id]
 	if !ok {
 		m = Member{ID: id}
 	}
-	n.proposeConf(pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: uint64(id)}, m, done)
+	n.proposeConf(pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: uint64(id)}, m, at, done)
 }
 
-func (n *Node) proposeConf(cc pb.ConfChange, m Member, done func(error)) {
+func (n *Node) proposeConf(cc pb.ConfChange, m Member, at uint64, done func(error)) {
 	if leavesNoVoter(n.conf, cc) && !n.cfg.Bugs.RemoveLastVoter {
 		done(ErrLastVoter)
 		return
 	}
-	n.proposeConfOnce(cc, m, false, done)
+	n.proposeConfOnce(cc, m, at, false, done)
 }
 
 // handOffBefore reports whether cc takes this node out of a group of two
@@ -445,13 +457,13 @@ func leavesNoVoter(cs pb.ConfState, cc pb.ConfChange) bool {
 }
 
 // proposeConfOnce is proposeConf, with once: never proposed again.
-func (n *Node) proposeConfOnce(cc pb.ConfChange, m Member, once bool, done func(error)) {
+func (n *Node) proposeConfOnce(cc pb.ConfChange, m Member, at uint64, once bool, done func(error)) {
 	seq, err := n.admit()
 	if err != nil {
 		done(err)
 		return
 	}
-	cc.Context = appendContext(propID{n.id, n.session, seq}, m)
+	cc.Context = appendContext(propID{n.id, n.session, seq}, m, at)
 	p := &pendingProp{conf: done, cc: &cc}
 	p.try.once = once
 	if err := n.propose(p); err != nil {

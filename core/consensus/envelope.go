@@ -108,26 +108,40 @@ func readMember(b []byte, withHTTP bool) (Member, []byte, error) {
 	return m, b, nil
 }
 
-// A conf change's context is a proposal id and the member, which ends it:
-// the HTTP address follows only when the member has one.
-func appendContext(id propID, m Member) []byte {
-	return m.append(id.append(nil), m.HTTP != "")
+// A conf change's context is a proposal id and the member: the HTTP
+// address follows only when the member has one, or when the change names
+// the membership index it was asked for at (at, non-zero), which ends it.
+// A context without either is the one this driver always wrote.
+func appendContext(id propID, m Member, at uint64) []byte {
+	b := m.append(id.append(nil), m.HTTP != "" || at != 0)
+	if at != 0 {
+		b = binary.LittleEndian.AppendUint64(b, at)
+	}
+	return b
 }
 
-func readContextMember(b []byte) (Member, error) {
+// readContext reads what follows a conf change context's proposal id:
+// the member, and the membership index it was asked for at (0: any).
+func readContext(b []byte) (Member, uint64, error) {
 	m, rest, err := readMember(b, false)
 	if err != nil {
-		return Member{}, err
+		return Member{}, 0, err
 	}
 	if len(rest) > 0 {
 		if m.HTTP, rest, err = readString(rest); err != nil {
-			return Member{}, err
+			return Member{}, 0, err
+		}
+	}
+	var at uint64
+	if len(rest) == 8 {
+		if at, rest = binary.LittleEndian.Uint64(rest), nil; at == 0 {
+			return Member{}, 0, errEnvelope // written only when not 0
 		}
 	}
 	if len(rest) > 0 {
-		return Member{}, errEnvelope
+		return Member{}, 0, errEnvelope
 	}
-	return m, nil
+	return m, at, nil
 }
 
 // snapshotState is what a raft snapshot carries besides the ConfState: the

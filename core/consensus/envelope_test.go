@@ -18,22 +18,39 @@ func TestMemberHTTPAddressEncodings(t *testing.T) {
 	withHTTP := plain
 	withHTTP.HTTP = "10.0.0.1:2525"
 
-	ctx := appendContext(id, plain)
-	require.Equal(t, plain.append(id.append(nil), false), ctx, "no HTTP address: the old context")
+	ctx := appendContext(id, plain, 0)
+	require.Equal(t, plain.append(id.append(nil), false), ctx, "no HTTP address, no index: the old context")
 	for _, m := range []Member{plain, withHTTP} {
-		_, rest, err := splitPropID(appendContext(id, m))
-		require.NoError(t, err)
-		got, err := readContextMember(rest)
-		require.NoError(t, err)
-		require.Equal(t, m, got)
+		for _, at := range []uint64{0, 1, 1 << 40} {
+			_, rest, err := splitPropID(appendContext(id, m, at))
+			require.NoError(t, err)
+			got, gotAt, err := readContext(rest)
+			require.NoError(t, err)
+			require.Equal(t, m, got)
+			require.Equal(t, at, gotAt)
+		}
 	}
-	_, rest, _ := splitPropID(appendContext(id, withHTTP))
-	for cut := 1; cut < len(withHTTP.HTTP)+1; cut++ {
-		_, err := readContextMember(rest[:len(rest)-cut])
-		require.Error(t, err, "context cut by %d bytes", cut)
+	// Cut within its last field, a context is an error. (Cut by exactly
+	// the index's eight bytes it is the context without one: the index is
+	// optional, and entries reach the log whole, checksummed.)
+	for _, at := range []uint64{0, 7} {
+		_, rest, _ := splitPropID(appendContext(id, withHTTP, at))
+		last := len(withHTTP.HTTP)
+		if at != 0 {
+			last = 7
+		}
+		for cut := 1; cut <= last; cut++ {
+			_, _, err := readContext(rest[:len(rest)-cut])
+			require.Error(t, err, "context (index %d) cut by %d bytes", at, cut)
+		}
+		_, _, err := readContext(append(append([]byte(nil), rest...), 0))
+		require.Error(t, err, "a byte after the context's end (index %d)", at)
 	}
-	_, err := readContextMember(append(append([]byte(nil), rest...), 0))
-	require.Error(t, err, "trailing bytes after the HTTP address")
+	// An index is written only when it is not 0: eight zero bytes in its
+	// place are no context this driver writes.
+	_, rest, _ := splitPropID(appendContext(id, plain, 0))
+	_, _, err := readContext(append(appendString(rest, ""), make([]byte, 8)...))
+	require.Error(t, err, "an index of 0 written out")
 
 	state := func(ms ...Member) snapshotState {
 		s := snapshotState{mIdx: 3, prevMIdx: 1, prevVoters: []uint64{1}, members: map[dial.NodeID]Member{}, dedupe: newDedupe(), kv: []byte("kv")}

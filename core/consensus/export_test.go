@@ -10,5 +10,5 @@ import (
 // a voter is left, as an earlier version of this package did: the entry
 // every member must then apply without panicking, on every restart.
 func (n *Node) RemoveUnchecked(id dial.NodeID, done func(error)) {
-	n.proposeConfOnce(pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: uint64(id)}, Member{ID: id}, false, done)
+	n.proposeConfOnce(pb.ConfChange{Type: pb.ConfChangeRemoveNode, NodeID: uint64(id)}, Member{ID: id}, 0, false, done)
 }

@@ -116,6 +116,12 @@ type Membership struct {
 	PrevVoters []dial.NodeID // sorted
 }
 
+// Lists reports whether id is a voter or a learner of m.
+func (m Membership) Lists(id dial.NodeID) bool {
+	is := func(x Member) bool { return x.ID == id }
+	return slices.ContainsFunc(m.Voters, is) || slices.ContainsFunc(m.Learners, is)
+}
+
 // MembershipShape names the membership in force cheaply — its m_idx, its
 // number of voters and the previous m_idx — so a caller can tell it has
 // not changed without building it.
@@ -206,7 +212,7 @@ func (n *Node) promoteCaughtUpLearners() {
 			// Proposed once: this duty proposes it afresh each election
 			// timeout while it is due, and a retry after the learner was
 			// removed would add it back.
-			n.proposeConfOnce(pb.ConfChange{Type: pb.ConfChangeAddNode, NodeID: id}, n.member(id), true, func(error) {})
+			n.proposeConfOnce(pb.ConfChange{Type: pb.ConfChangeAddNode, NodeID: id}, n.member(id), 0, true, func(error) {})
 			return
 		}
 	}

@@ -42,6 +42,11 @@ var (
 	// anyway (proposed on a stale view, or by an earlier version) applies
 	// as nothing, on every member alike. Known not applied.
 	ErrLastVoter = errors.New("consensus: refusing to remove the last voter")
+	// ErrMembershipMoved answers a membership change asked for at a
+	// membership (AddLearnerAt, RemoveMemberAt) that was no longer the one
+	// in force when its entry applied: every member applies it as
+	// nothing. Known not applied.
+	ErrMembershipMoved = errors.New("consensus: the membership changed before the change applied; applied as nothing")
 )
 
 // Unknown reports whether err leaves the outcome of a proposal unknown.
@@ -807,6 +812,25 @@ func (n *Node) apply(e pb.Entry) {
 			n.rn.ApplyConfChange(pb.ConfChange{Type: cc.Type, NodeID: raft.None})
 			return
 		}
+		var m Member
+		var at uint64
+		if err == nil {
+			m, at, err = readContext(rest)
+		}
+		if at != 0 && at != n.mIdx && !n.cfg.Bugs.ProposalTimeVersion {
+			// Asked for at a membership no longer in force (its asker
+			// checked the index on a node that was behind, or another
+			// change committed first): every member decides this alike,
+			// from the same m_idx at the same index, and applies it as
+			// nothing. A join replayed through a lagging member would
+			// otherwise add back a node removed since.
+			n.RefusedConfChanges++
+			n.rn.ApplyConfChange(pb.ConfChange{Type: cc.Type, NodeID: raft.None})
+			if p := n.mine(id); p != nil && p.conf != nil {
+				n.later(func() { p.conf(ErrMembershipMoved) })
+			}
+			return
+		}
 		if leavesNoVoter(n.conf, cc) && !n.cfg.Bugs.RemoveLastVoter {
 			// A change that would leave no voter: etcd raft would panic
 			// applying it (here, on every member, and on every restart
@@ -825,12 +849,10 @@ func (n *Node) apply(e pb.Entry) {
 		n.conf = *n.rn.ApplyConfChange(cc)
 		n.mIdx = e.Index
 		if err == nil {
-			if m, err := readContextMember(rest); err == nil {
-				if cc.Type == pb.ConfChangeRemoveNode {
-					delete(n.members, m.ID)
-				} else {
-					n.members[m.ID] = m
-				}
+			if cc.Type == pb.ConfChangeRemoveNode {
+				delete(n.members, m.ID)
+			} else {
+				n.members[m.ID] = m
 			}
 		}
 		delete(n.promoting, cc.NodeID)

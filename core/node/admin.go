@@ -147,32 +147,32 @@ const NoGroup = -1
 // lost). done runs once, on the loop.
 func (n *Node) Join(m consensus.Member, group int, index uint64, attestation string, done func(error)) {
 	if err := n.attested(transport.ActJoin, JoinFields(m, index), attestation); err != nil {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
 	// Checked after the attestation: a stranger learns nothing of the
 	// fleet's groups from the answer.
 	switch mine, inFleet := n.FleetGroup(); {
 	case inFleet && group == NoGroup:
-		done(fmt.Errorf("%w: this node is of group %d of a fleet; the joiner was started outside a fleet", ErrWrongGroup, mine))
+		n.refuse(done, fmt.Errorf("%w: this node is of group %d of a fleet; the joiner was started outside a fleet", ErrWrongGroup, mine))
 		return
 	case !inFleet && group != NoGroup:
-		done(fmt.Errorf("%w: this node is in no fleet; the joiner was started for group %d of one", ErrWrongGroup, group))
+		n.refuse(done, fmt.Errorf("%w: this node is in no fleet; the joiner was started for group %d of one", ErrWrongGroup, group))
 		return
 	case inFleet && group != mine:
-		done(fmt.Errorf("%w: this node is of group %d; the joiner was started for group %d: join through a member of that group", ErrWrongGroup, mine, group))
+		n.refuse(done, fmt.Errorf("%w: this node is of group %d; the joiner was started for group %d: join through a member of that group", ErrWrongGroup, mine, group))
 		return
 	}
 	ms := n.Consensus.Membership()
-	if isMember(ms, m.ID) {
+	if ms.Lists(m.ID) {
 		done(nil)
 		return
 	}
 	if err := atVersion("membership index", index, ms.Index); err != nil && !n.bugs.AnyVersionAdmin {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
-	n.Consensus.AddLearner(m, done)
+	n.Consensus.AddLearnerAt(m, index, n.adminAnswer(n.staleIfMoved(index, done)))
 }
 
 // Remove removes the member named from this node's raft group, attested
@@ -180,34 +180,53 @@ func (n *Node) Join(m consensus.Member, group int, index uint64, attestation str
 // node has applied the removal (consensus.Node.RemoveMember).
 func (n *Node) Remove(name string, index uint64, attestation string, done func(error)) {
 	if err := n.attested(transport.ActRemove, RemoveFields(name, index), attestation); err != nil {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
 	// In a fleet, a node is removed through a member of its own group: a
 	// removal proposed in another group removes nothing there.
 	if other := n.otherGroupOf(dial.IDFromName(name)); other != "" {
-		done(fmt.Errorf("%w: %s %s: remove it through a member of its group", ErrWrongGroup, name, other))
+		n.refuse(done, fmt.Errorf("%w: %s %s: remove it through a member of its group", ErrWrongGroup, name, other))
 		return
 	}
 	if err := atVersion("membership index", index, n.Consensus.Membership().Index); err != nil && !n.bugs.AnyVersionAdmin {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
-	n.Consensus.RemoveMember(dial.IDFromName(name), done)
+	n.Consensus.RemoveMemberAt(dial.IDFromName(name), index, n.adminAnswer(n.staleIfMoved(index, done)))
 }
 
-func isMember(ms consensus.Membership, id dial.NodeID) bool {
-	for _, m := range ms.Voters {
-		if m.ID == id {
-			return true
+// staleIfMoved answers a join or a removal that applied as nothing, its
+// membership index no longer in force by then (another change committed
+// first, or it was asked of a member far behind), as one attested at an
+// older index than this node holds: its asker attests again at the index
+// the answer names.
+func (n *Node) staleIfMoved(index uint64, done func(error)) func(error) {
+	return func(err error) {
+		if errors.Is(err, consensus.ErrMembershipMoved) {
+			err = &VersionError{ErrAttestationStale, index, n.Consensus.Membership().Index, "membership index"}
 		}
+		done(err)
 	}
-	for _, m := range ms.Learners {
-		if m.ID == id {
-			return true
-		}
+}
+
+// refuse answers an admin act refused before anything was proposed:
+// done(err), but for the planted bug.
+func (n *Node) refuse(done func(error), err error) {
+	if n.bugs.SilentAdminRefusal {
+		return
 	}
-	return false
+	done(err)
+}
+
+// adminAnswer is the answer a join or a removal gets once its proposal
+// is applied here (or has failed): done itself, but for the planted bug.
+func (n *Node) adminAnswer(done func(error)) func(error) {
+	if n.bugs.EarlyAdminAnswer {
+		done(nil)
+		return func(error) {}
+	}
+	return done
 }
 
 // otherGroupOf says, in a fleet, that id is a voter of another group than
@@ -216,7 +235,7 @@ func isMember(ms consensus.Membership, id dial.NodeID) bool {
 func (n *Node) otherGroupOf(id dial.NodeID) string {
 	mine, inFleet := n.FleetGroup()
 	d := n.Directory()
-	if !inFleet || d == nil || isMember(n.Consensus.Membership(), id) {
+	if !inFleet || d == nil || n.Consensus.Membership().Lists(id) {
 		return ""
 	}
 	if g, _, named := d.Member(id); named && g != mine {

@@ -148,21 +148,21 @@ var ErrResizeRaced = errors.New("node: the directory changed while the resize wa
 func (n *Node) Resize(target int, epoch uint64, attestation string, done func(error)) {
 	d := n.Directory()
 	if d == nil {
-		done(ErrNoDirectory)
+		n.refuse(done, ErrNoDirectory)
 		return
 	}
 	if err := n.attested(transport.ActResize, ResizeFields(target, epoch), attestation); err != nil {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
 	if err := atVersion("directory epoch", epoch, d.Epoch()); err != nil && !n.bugs.AnyVersionAdmin {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
 	e, _ := n.Control.LocalGet(DirectoryKey) // d came from it
 	next, err := d.WithTarget(target)
 	if err != nil {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
 	n.proposeDirectory(e.Version, next, done)
@@ -185,11 +185,11 @@ var ErrGroupNumber = errors.New("node: the fleet numbers its next group otherwis
 func (n *Node) AddGroup(g int, gr fleet.Group, attestation string, done func(error)) {
 	d := n.Directory()
 	if d == nil {
-		done(ErrNoDirectory)
+		n.refuse(done, ErrNoDirectory)
 		return
 	}
 	if err := n.attested(transport.ActAddGroup, AddGroupFields(g, gr), attestation); err != nil {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
 	if len(gr.Voters) > 0 && g < d.Groups() && slices.Contains(voterIDs(d.Group(g)), gr.Voters[0].ID) {
@@ -197,13 +197,13 @@ func (n *Node) AddGroup(g int, gr fleet.Group, attestation string, done func(err
 		return
 	}
 	if g != d.Groups() && !n.bugs.UncheckedAddGroup {
-		done(fmt.Errorf("%w: group %d asked for, the fleet's next is %d", ErrGroupNumber, g, d.Groups()))
+		n.refuse(done, fmt.Errorf("%w: group %d asked for, the fleet's next is %d", ErrGroupNumber, g, d.Groups()))
 		return
 	}
 	e, _ := n.Control.LocalGet(DirectoryKey) // d came from it
 	next, err := d.WithNewGroup(gr)
 	if err != nil {
-		done(err)
+		n.refuse(done, err)
 		return
 	}
 	if n.bugs.AddedGroupTakesTable {
