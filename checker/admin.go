@@ -18,25 +18,31 @@ type AdminAct struct {
 	Node  dial.NodeID
 	Asked time.Duration
 	OKs   []time.Duration
+	// Abandoned: the operator stopped asking before it saw the act done
+	// (its script ends at the calm): what the answers said is judged,
+	// not whether the act landed.
+	Abandoned bool
 }
 
 // AdminActs judges the operator's joins and removals against the
 // membership record (each committed membership at the instant the first
-// node applied it), as checker "admin-acts":
+// node applied it), as checker "admin-acts". A node may be joined and
+// removed many times; each act is judged up to the next act on the same
+// node (which the operator asks only once it sees this one done):
 //
-//   - an answer of nil says the act is done: for a join, a membership
-//     recorded no later than the answer lists the node (as a learner or a
-//     voter); for a removal, one recorded no later, after the first that
-//     listed it, lists it no more. A node that answers before it has
-//     applied the act, or for an act it never proposed, tells the operator
-//     a falsehood it acts on (it stops asking);
-//   - an act asked lands: by the end of the run, a joined node is a voter
-//     of the last membership (promoted once caught up; of some membership,
-//     if its removal was asked after), and a removed one is in it no more.
-//     Every refusal on the way is allowed (a stale version, a busy guard,
-//     a timeout), so long as the act lands. An act is held to this only
-//     if the run went on at least AdminSettle past both its first ask and
-//     calm (the instant the faults stopped); else that part is undecided.
+//   - an answer of nil says the act is done: the newest membership
+//     recorded no later than the answer lists the node (a join: as a
+//     learner or a voter), or does not (a removal). A node that answers
+//     before it has applied the act, or for an act it never proposed,
+//     tells the operator a falsehood it acts on (it stops asking);
+//   - an act asked lands: a join makes the node a voter (promoted once
+//     caught up), a removal takes it out, in a membership recorded
+//     between its first ask and the next act's; the last act on a node
+//     holds at the run's end. Every refusal on the way is allowed (a
+//     stale version, a busy guard, a timeout), so long as the act lands.
+//     The last act is held to this only if the run went on at least
+//     AdminSettle past both its first ask and calm (the instant the
+//     faults stopped); else that part is undecided.
 //
 // It returns how many acts it judged.
 func AdminActs(rep Reporter, acts []AdminAct, record []MembershipChange, calm, end time.Duration, name func(dial.NodeID) string) int {
@@ -58,28 +64,40 @@ func AdminActs(rep Reporter, acts []AdminAct, record []MembershipChange, calm, e
 		}
 		for _, at := range a.OKs {
 			if !adminDoneBy(sorted, a, at) {
-				rep.Fail("admin-acts", "%s of %s answered done at %v, before any membership recorded by then said so",
+				rep.Fail("admin-acts", "%s of %s answered done at %v, when the newest membership recorded did not say so",
 					what, name(a.Node), at)
 				break
 			}
+		}
+		// The next act on the same node, if any.
+		var next *AdminAct
+		for i := range acts {
+			if b := &acts[i]; b.Node == a.Node && b.Asked > a.Asked && (next == nil || b.Asked < next.Asked) {
+				next = b
+			}
+		}
+		landed := func(m MembershipChange) bool {
+			if a.Join {
+				return slices.Contains(m.Voters, a.Node)
+			}
+			return !m.Lists(a.Node)
+		}
+		if a.Abandoned {
+			continue
+		}
+		if next != nil {
+			if !slices.ContainsFunc(sorted, func(m MembershipChange) bool { return m.At >= a.Asked && m.At <= next.Asked && landed(m) }) {
+				rep.Fail("admin-acts", "the %s of %s asked at %v had not landed by %v, when the next act on it was asked", what, name(a.Node), a.Asked, next.Asked)
+			}
+			continue
 		}
 		if end < max(a.Asked, calm)+AdminSettle {
 			rep.Undecided("admin-acts", "the %s of %s asked at %v: the run ended at %v, under %v after it and the calm at %v",
 				what, name(a.Node), a.Asked, end, AdminSettle, calm)
 			continue
 		}
-		removed := slices.ContainsFunc(acts, func(b AdminAct) bool { return !b.Join && b.Node == a.Node && b.Asked >= a.Asked })
-		voted := slices.ContainsFunc(sorted, func(m MembershipChange) bool { return slices.Contains(m.Voters, a.Node) })
-		switch {
-		case a.Join && removed && !voted:
-			rep.Fail("admin-acts", "%s asked to join at %v, then to be removed, never voted (membership index %d at the run's end)",
-				name(a.Node), a.Asked, last.Index)
-		case a.Join && !removed && !slices.Contains(last.Voters, a.Node):
-			rep.Fail("admin-acts", "%s asked to join at %v is no voter at the run's end (membership index %d)",
-				name(a.Node), a.Asked, last.Index)
-		case !a.Join && last.Lists(a.Node):
-			rep.Fail("admin-acts", "%s asked to be removed at %v is still a member at the run's end (membership index %d)",
-				name(a.Node), a.Asked, last.Index)
+		if !landed(last) {
+			rep.Fail("admin-acts", "the %s of %s asked at %v had not landed at the run's end (membership index %d)", what, name(a.Node), a.Asked, last.Index)
 		}
 	}
 	return len(acts)
@@ -91,23 +109,14 @@ func AdminActs(rep Reporter, acts []AdminAct, record []MembershipChange, calm, e
 // again each second).
 const AdminSettle = 10 * time.Second
 
-// adminDoneBy reports whether the record (by index) shows a's act done by
-// instant at.
+// adminDoneBy reports whether the newest membership the record (by
+// index) holds at instant at shows a's act done.
 func adminDoneBy(record []MembershipChange, a AdminAct, at time.Duration) bool {
-	listed := false
-	for _, m := range record {
-		if m.At > at {
-			continue
-		}
-		in := m.Lists(a.Node)
-		switch {
-		case a.Join && in:
-			return true
-		case !a.Join && in:
-			listed = true
-		case !a.Join && listed:
-			return true
+	var newest *MembershipChange
+	for i := range record {
+		if record[i].At <= at {
+			newest = &record[i]
 		}
 	}
-	return false
+	return newest != nil && newest.Lists(a.Node) == a.Join
 }

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -22,6 +23,11 @@ func TestAdminActs(t *testing.T) {
 	name := func(id dial.NodeID) string { return map[dial.NodeID]string{1: "n1", 2: "n2", 3: "n3", 4: "n4"}[id] }
 	join := AdminAct{Join: true, Node: 4, Asked: time.Second, OKs: []time.Duration{3 * time.Second, 5 * time.Second}}
 	remove := AdminAct{Node: 4, Asked: 8 * time.Second, OKs: []time.Duration{9 * time.Second}}
+	// n4 joined again at 12s, learner at 13s, voter at 14s.
+	again := append(slices.Clone(spareRecord),
+		MembershipChange{Index: 40, Voters: []dial.NodeID{1, 2, 3}, Learners: []dial.NodeID{4}, At: 13 * time.Second},
+		MembershipChange{Index: 44, Voters: []dial.NodeID{1, 2, 3, 4}, At: 14 * time.Second})
+	rejoin := AdminAct{Join: true, Node: 4, Asked: 12 * time.Second, OKs: []time.Duration{13 * time.Second}}
 	for _, c := range []struct {
 		what   string
 		acts   []AdminAct
@@ -30,23 +36,30 @@ func TestAdminActs(t *testing.T) {
 	}{
 		{"joined, promoted, removed, each answered once done", []AdminAct{join, remove}, spareRecord, ""},
 		{"joined and promoted", []AdminAct{join}, spareRecord[:3], ""},
+		{"joined, removed, joined again", []AdminAct{join, remove, rejoin}, again, ""},
 		{"refused all along (no answer of nil), and landed", []AdminAct{{Join: true, Node: 4, Asked: time.Second}}, spareRecord[:3], ""},
 		{"a join answered before it was applied",
 			[]AdminAct{{Join: true, Node: 4, Asked: time.Second, OKs: []time.Duration{2 * time.Second}}}, spareRecord[:3],
-			"admin-acts: join of n4 answered done at 2s, before any membership recorded by then said so"},
+			"admin-acts: join of n4 answered done at 2s, when the newest membership recorded did not say so"},
 		{"a removal answered before it was applied",
 			[]AdminAct{join, {Node: 4, Asked: 8 * time.Second, OKs: []time.Duration{8500 * time.Millisecond}}}, spareRecord,
-			"admin-acts: removal of n4 answered done at 8.5s, before any membership recorded by then said so"},
+			"admin-acts: removal of n4 answered done at 8.5s, when the newest membership recorded did not say so"},
+		{"a join answered by what an earlier join did",
+			[]AdminAct{join, remove, {Join: true, Node: 4, Asked: 12 * time.Second, OKs: []time.Duration{12500 * time.Millisecond}}}, again,
+			"admin-acts: join of n4 answered done at 12.5s, when the newest membership recorded did not say so"},
 		{"a join that never landed", []AdminAct{join}, spareRecord[:1],
-			"admin-acts: join of n4 answered done at 3s, before any membership recorded by then said so"},
+			"admin-acts: join of n4 answered done at 3s, when the newest membership recorded did not say so"},
 		{"a learner never promoted", []AdminAct{{Join: true, Node: 4, Asked: time.Second}}, spareRecord[:2],
-			"admin-acts: n4 asked to join at 1s is no voter at the run's end (membership index 7)"},
+			"admin-acts: the join of n4 asked at 1s had not landed at the run's end (membership index 7)"},
 		{"a removal that never landed", []AdminAct{join, {Node: 4, Asked: 8 * time.Second}}, spareRecord[:3],
-			"admin-acts: n4 asked to be removed at 8s is still a member at the run's end (membership index 12)"},
+			"admin-acts: the removal of n4 asked at 8s had not landed at the run's end (membership index 12)"},
 		{"a node removed that never voted",
 			[]AdminAct{{Join: true, Node: 4, Asked: time.Second}, {Node: 4, Asked: 8 * time.Second}},
 			[]MembershipChange{spareRecord[0], spareRecord[1], {Index: 30, Voters: []dial.NodeID{1, 2, 3}, At: 9 * time.Second}},
-			"admin-acts: n4 asked to join at 1s, then to be removed, never voted (membership index 30 at the run's end)"},
+			"admin-acts: the join of n4 asked at 1s had not landed by 8s, when the next act on it was asked"},
+		{"a removal that had not landed when the join after it was asked",
+			[]AdminAct{join, {Node: 4, Asked: 8 * time.Second}, {Join: true, Node: 4, Asked: 8500 * time.Millisecond}}, again,
+			"admin-acts: the removal of n4 asked at 8s had not landed by 8.5s, when the next act on it was asked"},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			var rec Record
@@ -67,6 +80,6 @@ func TestAdminActs(t *testing.T) {
 	rec = Record{}
 	early := AdminAct{Join: true, Node: 4, Asked: time.Second, OKs: []time.Duration{2 * time.Second}}
 	require.Equal(t, 1, AdminActs(&rec, []AdminAct{early}, spareRecord[:1], 10*time.Second, 15*time.Second, name))
-	require.Equal(t, []string{"admin-acts: join of n4 answered done at 2s, before any membership recorded by then said so"}, rec.Failures)
+	require.Equal(t, []string{"admin-acts: join of n4 answered done at 2s, when the newest membership recorded did not say so"}, rec.Failures)
 	require.Equal(t, []string{"admin-acts: the join of n4 asked at 1s: the run ended at 15s, under 10s after it and the calm at 10s"}, rec.Unsure)
 }

@@ -71,18 +71,14 @@ type fleetHarness struct {
 	entries []fleet.Group
 	// badAdmin draws fleet-grow's bad admin requests (adversary).
 	badAdmin *rand.Rand
-	// controlKey is the control key the operator attests the fleet's
-	// admin acts with (attest): the nodes' own, or the one they still
-	// accept amid a rotation (knob admin_rotation); lastResize is the last
-	// resize the operator had committed, as it travelled, which
-	// fleet-grow's adversary captured and sends again (replay).
-	controlKey []byte
+	// operator attests the fleet's admin acts (attest), with the nodes'
+	// control key or, amid a rotation, the one they still accept (knob
+	// admin_rotation), padded to the bound in some runs (knob
+	// attest_padded); lastResize is the last resize it had committed, as
+	// it travelled, which fleet-grow's adversary captured and sends again
+	// (replay).
+	operator
 	lastResize *capturedResize
-	// padAttest: the operator writes each attestation exactly
-	// transport.MaxAttestationText long (knob attest_padded); nonces
-	// draws their nonces.
-	padAttest bool
-	nonces    *rand.Rand
 	// spareJoin is the spare's last join as it travelled; joinReplayed:
 	// fleet-grow's adversary sent it again (replayJoin).
 	spareJoin    *capturedJoin
@@ -270,16 +266,16 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 	// The control key attests the admin acts. In a third of the runs
 	// the fleet is amid a key rotation: its nodes hold a new control key
 	// and still accept the old one, which the operator goes on using.
-	f.controlKey = make([]byte, transport.KeySize)
+	f.operator = operator{k: k, stream: "fleet/attest", key: make([]byte, transport.KeySize)}
 	rk := k.Stream("fleet/control-key")
 	if keys != nil {
-		copy(f.controlKey, keys.Control)
+		copy(f.key, keys.Control)
 	} else {
-		for i := range f.controlKey {
-			f.controlKey[i] = byte(rk.Uint32())
+		for i := range f.key {
+			f.key[i] = byte(rk.Uint32())
 		}
 	}
-	adminKeys := transport.Keys{Control: f.controlKey}
+	adminKeys := transport.Keys{Control: f.key}
 	rotating := rk.IntN(3) == 0
 	run.Knob("admin_rotation", rotating)
 	if rotating {
@@ -287,12 +283,12 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		for i := range adminKeys.Control {
 			adminKeys.Control[i] = byte(rk.Uint32())
 		}
-		adminKeys.AcceptControl = f.controlKey
+		adminKeys.AcceptControl = f.key
 	}
 	// In a quarter of the runs the operator's attestations are written
 	// at the text's bound exactly (the issue time led by zeros): good.
-	f.padAttest = rk.IntN(4) == 0
-	run.Knob("attest_padded", f.padAttest)
+	f.pad = rk.IntN(4) == 0
+	run.Knob("attest_padded", f.pad)
 	var controlBoot []consensus.Member
 	for _, name := range own[0][:size] {
 		controlBoot = append(controlBoot, consensus.NewMember(name, name+":7000"))
@@ -1015,10 +1011,13 @@ func (f *fleetHarness) holdBehind(h *flowHarness, via *sim.Machine) {
 // joinAgain asks, once, for the spare's join again once it is a member,
 // as a joiner does whose answer was lost: attested afresh at the index
 // it first asked at, which the member has moved past since. A member
-// asked to join again is answered nil at once, whatever the index
-// (admin-acts): refused as stale, a joiner that lost its answer could
-// never be told it is in. Sent to a member whose own membership lists
-// the spare (one that does not yet rightly refuses it as stale).
+// asked to join again is answered nil, whatever the index, once it has
+// confirmed with a quorum that it still is one (admin-acts): refused
+// (not attested, another group, stale), a joiner that lost its answer
+// could never be told it is in; no answer from a quorum is no refusal,
+// nor is a refusal once the record shows the spare removed meanwhile.
+// Sent to a member whose own membership lists the spare (one that does
+// not yet rightly refuses it as stale).
 func (f *fleetHarness) joinAgain(h *flowHarness, spare *sim.Machine) {
 	j := f.spareJoin
 	if j == nil || f.joinedAgain {
@@ -1031,7 +1030,11 @@ func (f *fleetHarness) joinAgain(h *flowHarness, spare *sim.Machine) {
 				sent := f.asked("admin-acts", n, "the spare's join asked again")
 				nd.Join(j.m, j.group, j.index, f.attest(transport.ActJoin, node.JoinFields(j.m, j.index)), func(err error) {
 					sent.answered = true
-					if err != nil {
+					var stale *node.VersionError
+					refused := errors.Is(err, node.ErrNotAttested) || errors.Is(err, node.ErrWrongGroup) || errors.As(err, &stale)
+					// Removed meanwhile (the record says so), it is a join
+					// like any other, and rightly stale.
+					if refused && h.committed().Lists(spare.ID()) {
 						f.run.Fail("admin-acts", "%s's join asked again through %s at %v, once a member, was refused: %v", spare.Name(), n.Name(), f.k.Now(), err)
 					}
 				})
@@ -1469,34 +1472,6 @@ type capturedResize struct {
 	via    *sim.Machine // the node that took it
 }
 
-// attest is the operator's attestation of act with fields: made with
-// the fleet's control key, now by true time, with a nonce drawn from
-// the run's stream.
-func (f *fleetHarness) attest(act string, fields []string) string {
-	return f.attestAt(f.controlKey, act, fields, f.k.Now())
-}
-
-func (f *fleetHarness) attestAt(key []byte, act string, fields []string, at time.Duration) string {
-	var nonce [transport.AttestNonceSize]byte
-	if f.nonces == nil {
-		f.nonces = f.k.Stream("fleet/attest") // one for the run: each nonce afresh
-	}
-	r := f.nonces
-	for i := range nonce {
-		nonce[i] = byte(r.Uint32())
-	}
-	a, err := transport.Keys{Control: key}.Attest(act, fields, sim.Epoch.Add(at), nonce)
-	if err != nil {
-		panic(err) // the harness's key: a bug, not input
-	}
-	if !f.padAttest {
-		return a.String()
-	}
-	parts := strings.Split(a.String(), ".")
-	parts[2] = strings.Repeat("0", transport.MaxAttestationText-len(a.String())) + parts[2]
-	return strings.Join(parts, ".")
-}
-
 // badAttestation draws an attestation of act with fields that the fleet
 // must not take, and says what it is: one made with another key, for
 // another act, for other fields of the same lengths, too long ago or too far ahead (beyond
@@ -1528,10 +1503,10 @@ func (f *fleetHarness) badAttestation(act string, fields []string) (string, stri
 		return f.attest(act, other), fmt.Sprintf("an attestation of %q", other)
 	case 3:
 		late := transport.AttestValidity + transport.AttestSkew + time.Minute + sim.Between(r, 0, time.Hour)
-		return f.attestAt(f.controlKey, act, fields, now-late), fmt.Sprintf("an attestation made %v ago", late)
+		return f.attestAt(f.key, act, fields, now-late), fmt.Sprintf("an attestation made %v ago", late)
 	case 4:
 		early := transport.AttestSkew + time.Minute + sim.Between(r, 0, time.Hour)
-		return f.attestAt(f.controlKey, act, fields, now+early), fmt.Sprintf("an attestation made %v ahead", early)
+		return f.attestAt(f.key, act, fields, now+early), fmt.Sprintf("an attestation made %v ahead", early)
 	default: // 5 and 6: the likeliest attack is on what travels
 		a, err := transport.ParseAttestation(f.attest(act, fields))
 		if err != nil {

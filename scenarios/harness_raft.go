@@ -64,6 +64,12 @@ type raftCluster struct {
 	proxies   map[string]*proxyonce.Service
 	proxyCfg  proxyonce.ServiceConfig
 	adminKeys transport.Keys
+	// nds are the flow nodes' latest incarnations, by name.
+	nds map[string]*node.Node
+	// adminActs are the joins and removals an operator asked through
+	// node.Node.Join and Remove (ownership-returns): admin-acts judges
+	// them at the end (finishFlows).
+	adminActs []*checker.AdminAct
 	// onBoot, if set, is told of every flow node that boots, as it
 	// boots: the shell a scenario runs beside the core (one-server).
 	onBoot func(m *sim.Machine, env *sim.Env, nd *node.Node)
@@ -202,6 +208,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 		live:           map[string]*consensus.Node{},
 		flows:          map[string]*flow.Store{},
 		proxies:        map[string]*proxyonce.Service{},
+		nds:            map[string]*node.Node{},
 		hist:           linearizability.NewHistory(0),
 		streams:        map[string]*checker.LeaseStream{},
 		agreement:      checker.NewReplicaAgreement(),
@@ -262,9 +269,10 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 					run.Fail("boot", "%s: %v", name, err)
 					delete(c.live, name)
 					delete(c.flows, name)
+					delete(c.nds, name)
 					return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 				}
-				c.live[name], c.flows[name], c.proxies[name] = nd.Consensus, nd.Flow, nd.ProxyOnce
+				c.live[name], c.flows[name], c.proxies[name], c.nds[name] = nd.Consensus, nd.Flow, nd.ProxyOnce, nd
 				if nd.Link != nil {
 					c.links[name] = nd.Link
 				}
@@ -403,6 +411,16 @@ func (c *raftCluster) call(n *sim.Machine, f func(*consensus.Node)) bool {
 		return false
 	}
 	return n.Exec(func() { f(cn) })
+}
+
+// callNode is call for a flow node: f runs against machine n's node as
+// a client request arriving there; false (refused) if it is down.
+func (c *raftCluster) callNode(n *sim.Machine, f func(*node.Node)) bool {
+	nd := c.nds[n.Name()]
+	if nd == nil || c.node(n) == nil {
+		return false
+	}
+	return n.Exec(func() { f(nd) })
 }
 
 // answer wraps a client's callback so that only the first of "the node

@@ -25,13 +25,13 @@ func init() {
 			"a crash aimed at a step of a move, and a moving owner cut off from the control group and its own log",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			// 19 of seeds 1..20: the new group serves what it never got.
+			// 18 of seeds 1..20: the new group serves what it never got.
 			{Name: "publish-before-copy", Window: 20, MinCaught: 14},
 			// 6 of seeds 1..40: the owner cut off from its group's log at
 			// the fence (lagControl) gave its copy, served on, and the new
 			// group served without what it wrote.
 			{Name: "move-before-fence", Window: 40, MinCaught: 3},
-			// 29 of seeds 1..40, by partition-holder: the owner cut off from
+			// 26 of seeds 1..40, by partition-holder: the owner cut off from
 			// the control group served by its directory past its group
 			// log's fence.
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 13},

@@ -2,12 +2,16 @@ package scenarios
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/fenceline/fenceline/checker"
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/node"
+	"github.com/fenceline/fenceline/core/transport"
 	"github.com/fenceline/fenceline/sim"
 )
 
@@ -31,9 +35,10 @@ func init() {
 		Bugs: []Bug{
 			{Name: "stale-adoption", Window: 60, MinCaught: 3},
 			{Name: "unconfirmed-owner", Window: 60, MinCaught: 4},
+			{Name: "unconfirmed-member", Window: 40, MinCaught: 5},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
-		Checkers: flowCheckers,
+		Checkers: plus(flowCheckers, "admin-acts"),
 		Run:      runOwnershipReturns,
 	})
 }
@@ -44,6 +49,15 @@ func runOwnershipReturns(run *Run) error {
 	cfg := flow.Config{}
 	h, hot, all, calm := flowSetup(run, voters, extra, cfg)
 	r := k.Stream("faults")
+	// The operator joins and removes nodes as a real one does, through
+	// node.Node.Join and Remove, each attested with the control key at
+	// the membership index the member it asks holds (admin-acts).
+	op := &operator{k: k, stream: "operator/attest", key: make([]byte, transport.KeySize)}
+	for i, rk := 0, k.Stream("operator/control-key"); i < len(op.key); i++ {
+		op.key[i] = byte(rk.Uint32())
+	}
+	h.adminKeys = transport.Keys{Control: op.key}
+
 	for _, n := range h.nodes[:voters] {
 		n.Start()
 	}
@@ -68,6 +82,31 @@ func runOwnershipReturns(run *Run) error {
 		return false
 	}
 	member := func(n *sim.Machine) bool { return h.isMember(n.ID()) }
+	// done: the record shows n a voter (a join done) or no member (a
+	// removal done); the operator moves on only then.
+	done := func(n *sim.Machine, join bool) bool {
+		rec := h.committed()
+		if join {
+			return slices.Contains(rec.Voters, n.ID())
+		}
+		return !rec.Lists(n.ID())
+	}
+	// act is the operator's record of each act it asks (admin-acts): a
+	// new one at the first ask; abandoned if the calm comes first.
+	act := func(n *sim.Machine, join bool, current **checker.AdminAct) *checker.AdminAct {
+		if *current == nil {
+			*current = &checker.AdminAct{Join: join, Node: n.ID(), Asked: k.Now()}
+			h.adminActs = append(h.adminActs, *current)
+		}
+		return *current
+	}
+	answered := func(a *checker.AdminAct) func(error) {
+		return func(err error) {
+			if err == nil {
+				a.OKs = append(a.OKs, k.Now())
+			}
+		}
+	}
 	// via is a live voter other than the ones named.
 	via := func(not ...*sim.Machine) *sim.Machine {
 		for _, i := range r.Perm(len(h.nodes)) {
@@ -82,48 +121,65 @@ func runOwnershipReturns(run *Run) error {
 		}
 		return nil
 	}
-	// add makes n a voter (a learner first; the leader promotes it) and
-	// then runs next; remove takes it out and shuts it down. Each retries
-	// until the membership shows it, and gives up at calm.
-	var add, remove func(n *sim.Machine, next func())
-	add = func(n *sim.Machine, next func()) {
-		if k.Now() >= calm {
-			return
+	// change asks, each second until the record shows it done, for n's
+	// join (a learner first; the leader promotes it) or its removal,
+	// through a live voter, then runs then; it gives up at calm. add
+	// makes n a voter and then runs next; remove takes it out and shuts
+	// it down.
+	change := func(n *sim.Machine, join bool, then func()) {
+		what := "remove "
+		if join {
+			what = "add "
 		}
-		run.Rejoin(n) // with whatever its disk kept from before
-		if !member(n) {
-			if v := via(n); v != nil {
-				h.call(v, func(cn *consensus.Node) {
-					cn.AddLearner(consensus.NewMember(n.Name(), n.Name()+":7000"), func(error) {})
-				})
-			}
-		}
-		k.After(time.Second, sim.EvClient, xxhash.Sum64String("add "+n.Name()), func() {
-			if voter(n) {
-				k.Logf("%s is a voter again", n.Name())
-				run.Did("membership-changes", 1)
-				k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next)
+		var current *checker.AdminAct
+		var ask func()
+		ask = func() {
+			if k.Now() >= calm {
+				if current != nil {
+					current.Abandoned = true
+				}
 				return
 			}
-			add(n, next)
+			if join {
+				run.Rejoin(n) // with whatever its disk kept from before
+			}
+			if !join || !h.committed().Lists(n.ID()) {
+				if v := via(n); v != nil {
+					a := act(n, join, &current)
+					h.callNode(v, func(nd *node.Node) {
+						index := nd.Consensus.Membership().Index
+						if join {
+							m := consensus.NewMember(n.Name(), n.Name()+":7000")
+							nd.Join(m, node.NoGroup, index, op.attest(transport.ActJoin, node.JoinFields(m, index)), answered(a))
+							return
+						}
+						nd.Remove(n.Name(), index, op.attest(transport.ActRemove, node.RemoveFields(n.Name(), index)), answered(a))
+					})
+				}
+			}
+			k.After(time.Second, sim.EvClient, xxhash.Sum64String(what+n.Name()), func() {
+				if done(n, join) {
+					run.Did("membership-changes", 1)
+					then()
+					return
+				}
+				ask()
+			})
+		}
+		ask()
+	}
+	var add, remove func(n *sim.Machine, next func())
+	add = func(n *sim.Machine, next func()) {
+		change(n, true, func() {
+			k.Logf("%s is a voter again", n.Name())
+			k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next)
 		})
 	}
 	remove = func(n *sim.Machine, next func()) {
-		if k.Now() >= calm {
-			return
-		}
-		if v := via(n); v != nil {
-			h.call(v, func(cn *consensus.Node) { cn.RemoveMember(n.ID(), func(error) {}) })
-		}
-		k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove "+n.Name()), func() {
-			if !member(n) {
-				k.Logf("%s removed", n.Name())
-				run.Did("membership-changes", 1)
-				// A removed node is shut down; its disk stays.
-				h.retire(n, 0, func() { k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next) })
-				return
-			}
-			remove(n, next)
+		change(n, false, func() {
+			k.Logf("%s removed", n.Name())
+			// A removed node is shut down; its disk stays.
+			h.retire(n, 0, func() { k.After(pause(), sim.EvClient, xxhash.Sum64String("next"), next) })
 		})
 	}
 	isolate := func(n *sim.Machine) {

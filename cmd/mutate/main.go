@@ -99,6 +99,9 @@ type config struct {
 	scenarios     []string
 	expect        string
 	equivalent    string
+	// first is swept before the others: the scenario that caught a
+	// pinned mutant when it was pinned (-expect's optional last field).
+	first string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -264,6 +267,9 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	}
 	if len(scens) == 0 {
 		scens = allScenarios(bin)
+	}
+	if c.first != "" {
+		scens = append([]string{c.first}, slices.DeleteFunc(slices.Clone(scens), func(s string) bool { return s == c.first })...)
 	}
 	var simDetail string
 	for _, s := range scens {
@@ -462,7 +468,10 @@ func report(c config, stdout, stderr io.Writer) int {
 // with the field after the name, if the file has one.
 type named struct {
 	m    Mutant
-	note string
+	note string // the equivalents' argument
+	// first is a pinned mutant's optional last field: the scenario that
+	// caught it when it was pinned, swept first.
+	first string
 }
 
 // readNamed reads a file of named mutants: each line file, function,
@@ -481,7 +490,7 @@ func readNamed(root, file, text string, note bool, again string) ([]named, error
 		}
 		parts := strings.Split(line, "\t")
 		nth := 0
-		if len(parts) == want {
+		if len(parts) == want || (!note && len(parts) == want+1) {
 			nth, _ = strconv.Atoi(parts[3])
 		}
 		if nth < 1 || strings.TrimSpace(parts[len(parts)-1]) == "" {
@@ -492,8 +501,11 @@ func readNamed(root, file, text string, note bool, again string) ([]named, error
 			return nil, fmt.Errorf("%s: %v (%s)", file, err, again)
 		}
 		n := named{m: m}
-		if note {
+		switch {
+		case note:
 			n.note = parts[5]
+		case len(parts) == want+1:
+			n.first = parts[5]
 		}
 		out = append(out, n)
 	}
@@ -563,6 +575,7 @@ func expect(c config, stdout, stderr io.Writer) int {
 		}
 		m := nm.m
 		n++
+		c.first = nm.first
 		verdict, detail, err := runOne(c, work, m)
 		if err != nil {
 			fmt.Fprintln(stderr, "mutate:", m.ID(), err)

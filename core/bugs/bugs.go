@@ -188,6 +188,10 @@ type Set struct {
 	// removal, a resize, an added group) before proposing it never
 	// answers: its asker waits until it gives up, told nothing.
 	SilentAdminRefusal bool
+	// UnconfirmedMember: a node asked to join a node it lists answers nil
+	// at once, by its own applied membership, which may be far behind: a
+	// node removed since is told it is in.
+	UnconfirmedMember bool
 	// ProposalTimeVersion: a membership change asked for at a membership
 	// index applies whatever membership is in force by then: the index
 	// is checked only where the change was asked, which may be a member
@@ -398,6 +402,7 @@ var Table = []Bug{
 	{"any-version-admin", "a node takes an admin act attested against any version of what it changes (a replayed resize undoes a later one, a replayed join adds a removed node back)", func(s *Set) *bool { return &s.AnyVersionAdmin }},
 	{"early-admin-answer", "a node answers a join or a removal done once it has proposed it, before it has applied it", func(s *Set) *bool { return &s.EarlyAdminAnswer }},
 	{"silent-admin-refusal", "a node that refuses an admin act before proposing it never answers", func(s *Set) *bool { return &s.SilentAdminRefusal }},
+	{"unconfirmed-member", "a node asked to join a node it lists answers nil by its own applied membership, unconfirmed with a quorum", func(s *Set) *bool { return &s.UnconfirmedMember }},
 	{"proposal-time-version", "a membership change asked for at a membership index applies whatever membership is in force when it commits", func(s *Set) *bool { return &s.ProposalTimeVersion }},
 	{"unpublished-membership", "no node publishes its group's new memberships to the fleet's directory", func(s *Set) *bool { return &s.UnpublishedMembership }},
 	{"silent-busy", "a proxyOnce call refused at a bound gets no answer at all", func(s *Set) *bool { return &s.SilentBusy }},

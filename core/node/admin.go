@@ -143,8 +143,9 @@ const NoGroup = -1
 // it once it has caught up), attested for the membership at index; group
 // is the fleet's data group m was started for (NoGroup outside a fleet),
 // which must be this node's. A node that is a member already is answered
-// nil at once, whatever the index (a joiner asking again, its answer
-// lost). done runs once, on the loop.
+// nil, whatever the index (a joiner asking again, its answer lost), once
+// this node has confirmed with a quorum that it still is: a member far
+// behind may list a node removed since. done runs once, on the loop.
 func (n *Node) Join(m consensus.Member, group int, index uint64, attestation string, done func(error)) {
 	if err := n.attested(transport.ActJoin, JoinFields(m, index), attestation); err != nil {
 		n.refuse(done, err)
@@ -163,12 +164,30 @@ func (n *Node) Join(m consensus.Member, group int, index uint64, attestation str
 		n.refuse(done, fmt.Errorf("%w: this node is of group %d; the joiner was started for group %d: join through a member of that group", ErrWrongGroup, mine, group))
 		return
 	}
-	ms := n.Consensus.Membership()
-	if ms.Lists(m.ID) {
+	if !n.Consensus.Membership().Lists(m.ID) {
+		n.addLearner(m, index, done)
+		return
+	}
+	if n.bugs.UnconfirmedMember {
 		done(nil)
 		return
 	}
-	if err := atVersion("membership index", index, ms.Index); err != nil && !n.bugs.AnyVersionAdmin {
+	n.Consensus.Barrier(func(err error) {
+		switch {
+		case err != nil:
+			done(err) // no answer from a quorum: ask again
+		case n.Consensus.Membership().Lists(m.ID):
+			done(nil)
+		default:
+			n.addLearner(m, index, done) // removed since
+		}
+	})
+}
+
+// addLearner is Join's act, for a node this one does not list: taken at
+// index only (step 2, and again where it applies).
+func (n *Node) addLearner(m consensus.Member, index uint64, done func(error)) {
+	if err := atVersion("membership index", index, n.Consensus.Membership().Index); err != nil && !n.bugs.AnyVersionAdmin {
 		n.refuse(done, err)
 		return
 	}

@@ -307,7 +307,8 @@ func TestAdminActsNeedTheControlKeysWord(t *testing.T) {
 
 // Join and Remove take the control key's word for exactly that node at
 // exactly the membership index they change: a join of a member is
-// answered at once, one asked of a member of another group (or from
+// answered once confirmed with a quorum (here, at once: one voter), one
+// asked of a member of another group (or from
 // outside the fleet) is refused, and a join captured and sent again
 // after the node was removed (with a nonce this node never took, as
 // another member would see it) adds nothing.
