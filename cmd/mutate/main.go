@@ -75,8 +75,10 @@ var scenariosFor = map[string][]string{
 	// the two scenarios that resize a fleet. The control group carries
 	// it (core/node).
 	"core/fleet": {"fleet-routing", "fleet-resize", "fleet-grow"},
-	"core/node":  {"fleet-routing", "fleet-resize", "fleet-grow"},
-	"imposter":   {"imposter-scenarios", "one-server", "injected-counter"},
+	// A node's admin acts outside a fleet too: ownership-returns joins
+	// and removes through Node.Join and Remove.
+	"core/node": {"fleet-routing", "fleet-resize", "fleet-grow", "ownership-returns"},
+	"imposter":  {"imposter-scenarios", "one-server", "injected-counter"},
 }
 
 // testsFor names the packages besides a package's own whose unit tests
