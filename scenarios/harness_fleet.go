@@ -103,10 +103,9 @@ type fleetHarness struct {
 	// alone: the added groups are founded by one node each, and their
 	// other nodes join (fleetShape.alone).
 	alone bool
-	// adminActs are the operator's joins and removals, by group, as
-	// asked and answered (admin-acts); adminAsks are every admin
-	// request sent, theirs and the adversary's (checkUnanswered).
-	adminActs map[int][]*checker.AdminAct
+	// adminAsks are every admin request sent, the operator's (whose
+	// joins and removals each group records: adminAct) and the
+	// adversary's (checkUnanswered).
 	adminAsks []*adminAsk
 	// holdings is, for each partition, the groups that held it in turn
 	// and when a node first held the directory that gave it to each:
@@ -227,8 +226,7 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 	if grow >= 0 {
 		total++
 	}
-	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow, founded: founded,
-		adminActs: map[int][]*checker.AdminAct{}}
+	f := &fleetHarness{run: run, k: k, nw: netsim.New(k, netCfg), member: map[dial.NodeID]int{}, nd: map[string]*node.Node{}, calm: calm, grow: grow, founded: founded}
 	all := names(total)
 	own := make([][]string, groups)
 	next := 0
@@ -853,11 +851,9 @@ func (f *fleetHarness) join(h *flowHarness, at time.Duration) {
 					att := f.attest(transport.ActJoin, node.JoinFields(m, index))
 					real := func() {
 						if act == nil {
-							act = &checker.AdminAct{Join: true, Node: spare.ID(), Asked: f.k.Now()}
-							f.adminActs[f.groupOf(h)] = append(f.adminActs[f.groupOf(h)], act)
 							f.holdBehind(h, via)
 						}
-						nd.Join(m, f.groupOf(h), index, att, f.answered(via, act))
+						nd.Join(m, f.groupOf(h), index, att, f.answered(via, h.adminAct(&act, true, spare)))
 						f.spareJoin = &capturedJoin{m: m, group: f.groupOf(h), index: index, att: att, via: via}
 					}
 					if f.founded == len(f.groups) || f.badJoined {
@@ -898,11 +894,7 @@ func (f *fleetHarness) joinFounded(h *flowHarness, n *sim.Machine) {
 				via.Exec(func() {
 					m := consensus.NewMember(n.Name(), n.Name()+":7000")
 					index := nd.Consensus.Membership().Index
-					if act == nil {
-						act = &checker.AdminAct{Join: true, Node: n.ID(), Asked: f.k.Now()}
-						f.adminActs[f.groupOf(h)] = append(f.adminActs[f.groupOf(h)], act)
-					}
-					nd.Join(m, f.groupOf(h), index, f.attest(transport.ActJoin, node.JoinFields(m, index)), f.answered(via, act))
+					nd.Join(m, f.groupOf(h), index, f.attest(transport.ActJoin, node.JoinFields(m, index)), f.answered(via, h.adminAct(&act, true, n)))
 				})
 				break
 			}
@@ -940,11 +932,7 @@ func (f *fleetHarness) removeSpare(h *flowHarness, at time.Duration) {
 					via.Exec(func() {
 						index := nd.Consensus.Membership().Index
 						real := func() {
-							if act == nil {
-								act = &checker.AdminAct{Node: spare.ID(), Asked: f.k.Now()}
-								f.adminActs[f.groupOf(h)] = append(f.adminActs[f.groupOf(h)], act)
-							}
-							nd.Remove(spare.Name(), index, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), index)), f.answered(via, act))
+							nd.Remove(spare.Name(), index, f.attest(transport.ActRemove, node.RemoveFields(spare.Name(), index)), f.answered(via, h.adminAct(&act, false, spare)))
 						}
 						f.badRemovals(h, spare, via, index, real)
 					})
@@ -1262,15 +1250,8 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 	checker.BridgeSeq(f.run, first.flowHist.All(), waited, first.deadline, 1000, "client deadline", flow.ErrShed.Error())
 	f.checkDirectories()
 	f.checkUnanswered()
-	for g, h := range f.groups {
-		if len(f.adminActs[g]) == 0 {
-			continue
-		}
-		acts := make([]checker.AdminAct, len(f.adminActs[g]))
-		for i, a := range f.adminActs[g] {
-			acts[i] = *a
-		}
-		f.run.Did("admin-acts", checker.AdminActs(f.run, acts, h.memberships, f.calm, f.k.Now(), name))
+	for _, h := range f.groups {
+		h.checkAdminActs(f.calm)
 	}
 	if f.target > 0 {
 		f.checkResized()

@@ -709,14 +709,7 @@ func (h *flowHarness) finishFlows(members []*sim.Machine, chaos *Chaos) {
 	h.checkBridge()
 	h.checkAnswered()
 	h.checkConvergence(members)
-	if len(h.adminActs) > 0 {
-		acts := make([]checker.AdminAct, len(h.adminActs))
-		for i, a := range h.adminActs {
-			acts[i] = *a
-		}
-		name := func(id dial.NodeID) string { return h.k.Machine(id).Name() }
-		h.run.Did("admin-acts", checker.AdminActs(h.run, acts, h.memberships, h.calm, h.k.Now(), name))
-	}
+	h.checkAdminActs(h.calm)
 	h.report()
 }
 

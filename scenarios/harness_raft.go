@@ -66,9 +66,8 @@ type raftCluster struct {
 	adminKeys transport.Keys
 	// nds are the flow nodes' latest incarnations, by name.
 	nds map[string]*node.Node
-	// adminActs are the joins and removals an operator asked through
-	// node.Node.Join and Remove (ownership-returns): admin-acts judges
-	// them at the end (finishFlows).
+	// adminActs are the joins and removals an operator asked of this
+	// group through node.Node.Join and Remove (adminAct).
 	adminActs []*checker.AdminAct
 	// onBoot, if set, is told of every flow node that boots, as it
 	// boots: the shell a scenario runs beside the core (one-server).
@@ -411,6 +410,31 @@ func (c *raftCluster) call(n *sim.Machine, f func(*consensus.Node)) bool {
 		return false
 	}
 	return n.Exec(func() { f(cn) })
+}
+
+// adminAct is the record of the operator's join (or removal) of n that
+// *current holds, made at its first ask (admin-acts judges each:
+// checkAdminActs).
+func (c *raftCluster) adminAct(current **checker.AdminAct, join bool, n *sim.Machine) *checker.AdminAct {
+	if *current == nil {
+		*current = &checker.AdminAct{Join: join, Node: n.ID(), Asked: c.k.Now()}
+		c.adminActs = append(c.adminActs, *current)
+	}
+	return *current
+}
+
+// checkAdminActs judges the operator's joins and removals against the
+// membership record (admin-acts), if it asked any.
+func (c *raftCluster) checkAdminActs(calm time.Duration) {
+	if len(c.adminActs) == 0 {
+		return
+	}
+	acts := make([]checker.AdminAct, len(c.adminActs))
+	for i, a := range c.adminActs {
+		acts[i] = *a
+	}
+	name := func(id dial.NodeID) string { return c.k.Machine(id).Name() }
+	c.run.Did("admin-acts", checker.AdminActs(c.run, acts, c.memberships, calm, c.k.Now(), name))
 }
 
 // callNode is call for a flow node: f runs against machine n's node as

@@ -91,15 +91,6 @@ func runOwnershipReturns(run *Run) error {
 		}
 		return !rec.Lists(n.ID())
 	}
-	// act is the operator's record of each act it asks (admin-acts): a
-	// new one at the first ask; abandoned if the calm comes first.
-	act := func(n *sim.Machine, join bool, current **checker.AdminAct) *checker.AdminAct {
-		if *current == nil {
-			*current = &checker.AdminAct{Join: join, Node: n.ID(), Asked: k.Now()}
-			h.adminActs = append(h.adminActs, *current)
-		}
-		return *current
-	}
 	answered := func(a *checker.AdminAct) func(error) {
 		return func(err error) {
 			if err == nil {
@@ -145,7 +136,7 @@ func runOwnershipReturns(run *Run) error {
 			}
 			if !join || !h.committed().Lists(n.ID()) {
 				if v := via(n); v != nil {
-					a := act(n, join, &current)
+					a := h.adminAct(&current, join, n) // abandoned if the calm comes first
 					h.callNode(v, func(nd *node.Node) {
 						index := nd.Consensus.Membership().Index
 						if join {

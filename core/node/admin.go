@@ -191,7 +191,7 @@ func (n *Node) addLearner(m consensus.Member, index uint64, done func(error)) {
 		n.refuse(done, err)
 		return
 	}
-	n.Consensus.AddLearnerAt(m, index, n.adminAnswer(n.staleIfMoved(index, done)))
+	n.Consensus.AddLearnerAt(m, index, n.adminAnswer(index, done))
 }
 
 // Remove removes the member named from this node's raft group, attested
@@ -212,15 +212,20 @@ func (n *Node) Remove(name string, index uint64, attestation string, done func(e
 		n.refuse(done, err)
 		return
 	}
-	n.Consensus.RemoveMemberAt(dial.IDFromName(name), index, n.adminAnswer(n.staleIfMoved(index, done)))
+	n.Consensus.RemoveMemberAt(dial.IDFromName(name), index, n.adminAnswer(index, done))
 }
 
-// staleIfMoved answers a join or a removal that applied as nothing, its
-// membership index no longer in force by then (another change committed
-// first, or it was asked of a member far behind), as one attested at an
-// older index than this node holds: its asker attests again at the index
-// the answer names.
-func (n *Node) staleIfMoved(index uint64, done func(error)) func(error) {
+// adminAnswer is the answer a join or a removal attested at index gets
+// once its proposal is applied here (or has failed). One that applied as
+// nothing, its index no longer in force by then (another change
+// committed first, or it was asked of a member far behind), is answered
+// as attested at an older index than this node holds: its asker attests
+// again at the index the answer names.
+func (n *Node) adminAnswer(index uint64, done func(error)) func(error) {
+	if n.bugs.EarlyAdminAnswer {
+		done(nil)
+		return func(error) {}
+	}
 	return func(err error) {
 		if errors.Is(err, consensus.ErrMembershipMoved) {
 			err = &VersionError{ErrAttestationStale, index, n.Consensus.Membership().Index, "membership index"}
@@ -236,16 +241,6 @@ func (n *Node) refuse(done func(error), err error) {
 		return
 	}
 	done(err)
-}
-
-// adminAnswer is the answer a join or a removal gets once its proposal
-// is applied here (or has failed): done itself, but for the planted bug.
-func (n *Node) adminAnswer(done func(error)) func(error) {
-	if n.bugs.EarlyAdminAnswer {
-		done(nil)
-		return func(error) {}
-	}
-	return done
 }
 
 // otherGroupOf says, in a fleet, that id is a voter of another group than
