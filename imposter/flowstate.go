@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
 )
 
@@ -107,7 +108,7 @@ func parseFlowState(creation *Object) (FlowState, error) {
 	}
 	if x, ok := o.Get("tenant"); ok {
 		s, isStr := x.(string)
-		if !isStr || s == "" || strings.ContainsAny(s, ":") {
+		if !isStr || ring.ValidateTenant(s) != nil {
 			return fs, badData("'_rift.flowState.tenant' must be a non-empty string without ':'", x)
 		}
 		fs.Tenant = s
@@ -167,11 +168,11 @@ func (fs FlowState) Value() *Object {
 func (imp *Imposter) ScopedFlow(id string) string {
 	switch imp.flow.ContextScope {
 	case "fleet":
-		return "f:" + id
+		return ring.FleetKey(id)
 	case "tenant":
-		return "t" + imp.flow.Tenant + ":" + id
+		return ring.TenantKey(imp.flow.Tenant, id)
 	}
-	return "i" + strconv.Itoa(imp.Port) + ":" + id
+	return ring.ImposterKey(uint16(imp.Port), id)
 }
 
 // FlowOf is the scoped flow a request's state lives in: the flowIdSource
