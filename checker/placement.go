@@ -182,3 +182,84 @@ func pushedRightly(pl [][]dial.NodeID, ms []MembershipChange, p Push) bool {
 	}
 	return false
 }
+
+// ServedWrite is a write that changed its flow (a set, a set-all, an
+// increment, a compare-and-set that succeeded), answered as done: the
+// node the simulator's record shows served it, and the span of the
+// client's call.
+type ServedWrite struct {
+	Flow             string
+	Node             dial.NodeID
+	Called, Answered time.Duration
+}
+
+// PushedWrites fails when an owner answered a write without pushing the
+// flow to each of its successors first (checker replica-push). An owner's
+// steps are in a documented order (apply, stamp, write the shard, push to
+// the two successors, answer), and a local read at a replica is at most
+// one push behind because of it; anti-entropy would repair a replica an
+// owner never pushed to, only seconds later, so no state checker sees a
+// push skipped. A push counts whatever became of it on the wire (a lost
+// frame is the network's doing, a refused one the peer's): the record of
+// sends is the owner's act. The successors are the ones of some
+// membership applied by the answer in which the serving node owns the
+// flow; a write served by a node that owns it under none is placement's
+// to judge, not this one's. At most one failure per flow. It returns how
+// many writes it judged.
+func PushedWrites(rep Reporter, writes []ServedWrite, pushes []Push, ms []MembershipChange, name func(dial.NodeID) string) int {
+	type link struct {
+		flow     string
+		from, to dial.NodeID
+	}
+	sent := map[link][]time.Duration{} // in the order sent, which is time order
+	for _, p := range pushes {
+		l := link{p.Flow, p.From, p.To}
+		sent[l] = append(sent[l], p.At)
+	}
+	pushedIn := func(l link, from, to time.Duration) bool {
+		at := sent[l]
+		i := sort.Search(len(at), func(i int) bool { return at[i] >= from })
+		return i < len(at) && at[i] <= to
+	}
+	reported := map[string]bool{}
+	judged := 0
+	for _, w := range writes {
+		owned, pushed := false, false
+		var missing []dial.NodeID
+		for _, m := range ms {
+			if m.At > w.Answered {
+				continue
+			}
+			pl := Placement(m.Voters, classOf(w.Flow), w.Flow)
+			if len(pl) == 0 || pl[0] != w.Node {
+				continue
+			}
+			owned = true
+			missing = missing[:0]
+			for _, s := range pl[1:] {
+				if !pushedIn(link{w.Flow, w.Node, s}, w.Called, w.Answered) {
+					missing = append(missing, s)
+				}
+			}
+			if len(missing) == 0 {
+				pushed = true
+				break
+			}
+		}
+		if !owned {
+			continue
+		}
+		judged++
+		if pushed || reported[w.Flow] {
+			continue
+		}
+		reported[w.Flow] = true
+		names := make([]string, len(missing))
+		for i, id := range missing {
+			names[i] = name(id)
+		}
+		rep.Fail("replica-push", "%s answered a write on flow %s (called at %v, answered at %v) without pushing it to its successor %v first",
+			name(w.Node), w.Flow, w.Called, w.Answered, names)
+	}
+	return judged
+}

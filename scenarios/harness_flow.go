@@ -25,7 +25,7 @@ import (
 // flowCheckers are what finishFlows judges a flow cluster by, besides its
 // consensus checkers: every flow's history (flow-linearizability), the
 // isolated-owner rule (d17), the bridge's promises, replica convergence.
-var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "bridge", "replica-convergence", "request-answered", "disk-answer")
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "replica-push", "bridge", "replica-convergence", "request-answered", "disk-answer")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -66,6 +66,9 @@ type flowHarness struct {
 	applied  map[int]checker.FlowService
 	services []checker.FlowService
 	pushes   []checker.Push // every push an owner of this group sent, by the record
+	// writes are the writes that changed a flow and were answered done,
+	// where the record shows they were served (replica-push).
+	writes []checker.ServedWrite
 	// contacts are the raft frames the network delivered, for the D-17
 	// checker.
 	contacts []checker.Contact
@@ -212,6 +215,14 @@ func (h *flowHarness) watch(s netsim.Sending) {
 		if info, ok := meant.info(flow.FrameOpResp); ok && info.Refusal == "disk" && h.byID[s.From] != nil {
 			h.checkDiskAnswer(h.byID[s.From], fmt.Sprintf("request %d of session %d", info.ID, info.Session))
 		}
+	}
+	if s.Fate == netsim.Refused {
+		// A push to a peer that is down, or over the link's bound: the
+		// owner pushed, and the network refused it.
+		if info, ok := meant.info(flow.FramePush); ok && h.byID[s.From] != nil {
+			h.pushes = append(h.pushes, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At})
+		}
+		return
 	}
 	switch s.Fate {
 	case netsim.Sent:
@@ -532,6 +543,8 @@ func (h *flowHarness) checkPlacement() {
 	name := func(id dial.NodeID) string { return h.byID[id].Name() }
 	checker.OwnerPlacement(h.run, h.services, h.memberships, name)
 	checker.ReplicaPlacement(h.run, h.pushes, h.memberships, name)
+	n := checker.PushedWrites(h.run, h.writes, h.pushes, h.memberships, name)
+	h.k.Logf("replica-push: %d writes judged, %d pushes", n, len(h.pushes))
 }
 
 // checkFlowLinearizable runs porcupine over every flow, split at the

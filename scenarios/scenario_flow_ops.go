@@ -16,6 +16,7 @@ func init() {
 			{Name: "local-fallback", Window: 50, MinCaught: 30},
 			{Name: "silent-refusal", Window: 30, MinCaught: 25},
 			{Name: "modulo-owner", Window: 20, MinCaught: 18},
+			{Name: "one-push", Window: 20, MinCaught: 18},
 			// 12 of seeds 1..60: in the third of the runs that garble frames,
 			// where a cut request or copy reaches a read.
 			{Name: "lenient-frames", Window: 60, MinCaught: 7},

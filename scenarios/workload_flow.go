@@ -175,10 +175,15 @@ func (h *flowHarness) flowCall(client int, n *sim.Machine, req flow.Request, in 
 		}
 		if err == nil || errors.Is(err, flow.ErrNotInteger) {
 			// Served: where and when it was applied, by the record.
-			if !forwarded {
-				h.services = append(h.services, checker.FlowService{Flow: f, Node: n.ID(), At: taken})
-			} else if s, ok := h.applied[op]; ok {
-				h.services = append(h.services, s)
+			served, ok := checker.FlowService{Flow: f, Node: n.ID(), At: taken}, !forwarded
+			if forwarded {
+				served, ok = h.applied[op]
+			}
+			if ok {
+				h.services = append(h.services, served)
+				if err == nil && changes(req, resp) {
+					h.writes = append(h.writes, checker.ServedWrite{Flow: f, Node: served.Node, Called: called, Answered: now})
+				}
 			}
 		}
 		delete(h.applied, op)
@@ -215,4 +220,18 @@ func (h *flowHarness) clientStream() string {
 		return ""
 	}
 	return fmt.Sprintf("@%d", h.clientBase)
+}
+
+// changes reports whether req, answered resp without an error, changed
+// its flow: every set, set-all and increment does, a compare-and-set
+// that succeeded does. (A delete or a clear of nothing may change
+// nothing.)
+func changes(req flow.Request, resp flow.Response) bool {
+	switch req.Op {
+	case flow.OpSet, flow.OpSetAll, flow.OpIncr:
+		return true
+	case flow.OpCas:
+		return resp.Succeeded
+	}
+	return false
 }

@@ -228,6 +228,11 @@ type Set struct {
 	SilentRefusal bool
 	// NoAdoption: a new owner serves before adopting.
 	NoAdoption bool
+	// OnePush: an owner pushes a write to its first successor only. The
+	// second's copy lags until anti-entropy repairs it, seconds later,
+	// so every state checker still passes: a local read there is many
+	// pushes behind.
+	OnePush bool
 	// LenientFrames: a flow frame that fails to decode (cut short, or
 	// with bytes after its end) is taken as far as it was read instead
 	// of refused whole: a request, a copy or an answer nobody sent.
@@ -412,6 +417,7 @@ var Table = []Bug{
 	{"silent-refusal", "an owner that refuses a request sends no answer: its caller times out instead of getting a 503 at once", func(s *Set) *bool { return &s.SilentRefusal }},
 	{"lenient-frames", "a flow frame that does not decode is taken as far as it was read, not refused whole", func(s *Set) *bool { return &s.LenientFrames }},
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
+	{"one-push", "an owner pushes a write to its first successor only, leaving the second to anti-entropy", func(s *Set) *bool { return &s.OnePush }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},
 	{"no-prune", "a replica keeps keys its owner's anti-entropy copy no longer holds", func(s *Set) *bool { return &s.NoPrune }},

@@ -25,7 +25,10 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 	// One encoding for both successors: a sent frame is never changed
 	// (dial.Sender), so the two sends may share its bytes.
 	var frame []byte
-	for _, to := range s.ring.Placement(ring.ClassOf(flow), flow).Successors() {
+	for i, to := range s.ring.Placement(ring.ClassOf(flow), flow).Successors() {
+		if i > 0 && s.cfg.Bugs.OnePush {
+			break
+		}
 		s.Pushed++
 		if frame == nil {
 			frame = encodeFrame(msg{Kind: FramePush, M: s.mIdx, Flow: flow, Entries: changed, Mode: mode})
