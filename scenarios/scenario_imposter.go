@@ -55,8 +55,9 @@ var scenarioSteps = []struct{ path, from, to string }{
 
 var scenarioStates = []string{imposter.StateStarted, "A", "B", "C"}
 
-// scenarioImposter is the creation request of one imposter: port, scope.
-func scenarioImposter(port int, scope string) string {
+// scenarioImposter is the creation request of one imposter: port, scope
+// (and the tenant, for the tenant scope).
+func scenarioImposter(port int, scope, tenant string) string {
 	var stubs []string
 	stub := func(path, required, moveTo, body string) {
 		s := fmt.Sprintf(`{"scenarioName":%q,"predicates":[{"equals":{"path":%q}}],"responses":[{"is":{"body":%q}}]`, scenarioName, path, body)
@@ -80,16 +81,43 @@ func scenarioImposter(port int, scope string) string {
 		stub("/peek", x, "", x)
 	}
 	stub("/jump", "", jumpTo, "jump")
-	return fmt.Sprintf(`{"protocol":"http","port":%d,"_rift":{"flowState":{"flowIdSource":"header:X-Flow","contextScope":%q}},"stubs":[%s]}`,
-		port, scope, strings.Join(stubs, ","))
+	tenantField := ""
+	if tenant != "" {
+		tenantField = fmt.Sprintf(`,"tenant":%q`, tenant)
+	}
+	return fmt.Sprintf(`{"protocol":"http","port":%d,"_rift":{"flowState":{"flowIdSource":"header:X-Flow","contextScope":%q%s}},"stubs":[%s]}`,
+		port, scope, tenantField, strings.Join(stubs, ","))
 }
 
 // The imposters: 7001 keeps a flow per header value to itself; 7002 and
-// 7003 share theirs fleet-wide, so one flow is driven through both.
+// 7003 share theirs fleet-wide, so one flow is driven through both; 7004
+// and 7005 share theirs within tenant acme, and 7006's tenant, beta,
+// shares with neither.
 var scenarioPorts = []struct {
-	port  int
-	scope string
-}{{7001, "imposter"}, {7002, "fleet"}, {7003, "fleet"}}
+	port          int
+	scope, tenant string
+}{{7001, "imposter", ""}, {7002, "fleet", ""}, {7003, "fleet", ""}, {7004, "tenant", "acme"}, {7005, "tenant", "acme"}, {7006, "tenant", "beta"}}
+
+// scopedFlow is the flow the imposter on port keeps id's state in, by
+// the documented scopes (i<port>:<id>, f:<id>, t<tenant>:<id>), written
+// out here rather than asked of the engine under test
+// (imposter.ScopedFlow): a model that asked the engine would share flows
+// exactly as the engine does, right or wrong.
+func scopedFlow(port int, id string) string {
+	for _, p := range scenarioPorts {
+		if p.port != port {
+			continue
+		}
+		switch p.scope {
+		case "fleet":
+			return "f:" + id
+		case "tenant":
+			return "t" + p.tenant + ":" + id
+		}
+		return fmt.Sprintf("i%d:%s", port, id)
+	}
+	panic(fmt.Sprintf("scenarios: no imposter on port %d", port))
+}
 
 // impRun is the simulator's record of an imposter run.
 type impRun struct {
@@ -155,7 +183,7 @@ func runImposterScenarios(run *Run) error {
 	for _, n := range h.nodes {
 		x.engines[n.Name()] = map[int]*imposter.Imposter{}
 		for _, p := range scenarioPorts {
-			v, err := imposter.Parse(scenarioImposter(p.port, p.scope))
+			v, err := imposter.Parse(scenarioImposter(p.port, p.scope, p.tenant))
 			if err != nil {
 				return err
 			}
@@ -207,9 +235,8 @@ func runImposterScenarios(run *Run) error {
 func (x *impRun) flowKeys() []string {
 	var keys []string
 	for _, p := range scenarioPorts {
-		imp := x.engines[x.h.nodes[0].Name()][p.port]
 		for _, id := range x.ids {
-			if f := imp.ScopedFlow(id); !slices.Contains(keys, f) {
+			if f := scopedFlow(p.port, id); !slices.Contains(keys, f) {
 				keys = append(keys, f)
 			}
 		}
@@ -307,8 +334,7 @@ func (x *impRun) clientStep(client int, n *sim.Machine, r *rand.Rand, until time
 // records what the client saw; then gets the status (0: no answer).
 func (x *impRun) request(client int, n *sim.Machine, port int, id, path string, then func(status int)) {
 	h, k := x.h, x.h.k
-	imp := x.engines[n.Name()][port]
-	key := imp.ScopedFlow(id)
+	key := scopedFlow(port, id)
 	call := k.Now()
 	rec := &reqRec{}
 	answered := false
