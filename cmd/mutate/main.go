@@ -65,11 +65,11 @@ var scenariosFor = map[string][]string{
 	// the node (core/node's Resize and AddGroup).
 	"core/transport": {"transport-adversary", "fleet-grow"},
 	"core/routing":   {"imposter-scenarios", "one-server", "flow-ops"},
-	"core/ring":      {"flow-ops", "owner-handoff", "imposter-scenarios", "proxyonce-race", "shrink-to-one"},
-	// The table routes only the imposter path (the ring directory), and
-	// with one group every flow is the group's: until a fleet has more,
-	// only its unit tests can tell most of its mutants apart.
-	"core/partition": {"fleet-routing", "imposter-scenarios", "one-server"},
+	"core/ring":      {"flow-ops", "owner-handoff", "imposter-scenarios", "proxyonce-race", "shrink-to-one", "one-server"},
+	// A fleet's founding table places each partition by Group, and
+	// Compatible refuses a founding or a resize to a count that does not
+	// divide the table (fleet-grow's adversary asks for such resizes).
+	"core/partition": {"fleet-routing", "fleet-resize", "fleet-grow", "imposter-scenarios", "one-server"},
 	// The directory routes a fleet's flows (fleet-routing); its moves,
 	// the receiver's epoch checks (Admit) and added groups are judged by
 	// the two scenarios that resize a fleet. The control group carries

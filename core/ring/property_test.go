@@ -56,7 +56,7 @@ func TestPropPlacementIsTheTopOfTheRanking(t *testing.T) {
 
 			// Members are distinct voters in strictly descending rank.
 			for i, id := range nodes {
-				require.True(t, r.Contains(id))
+				require.True(t, slices.Contains(r.Voters(), id))
 				if i > 0 {
 					prev := nodes[i-1]
 					require.True(t, outranks(Score(prev, class, key), prev, Score(id, class, key), id),

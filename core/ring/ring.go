@@ -121,15 +121,6 @@ func (m *message) score(id dial.NodeID) uint64 {
 	return xxhash.Sum64(m.buf[:m.n])
 }
 
-// Score is voter id's rendezvous score for key in class:
-// xxh64(le64(id) ‖ class ‖ key) with seed 0. It panics on an unknown class.
-func Score(id dial.NodeID, class Class, key string) uint64 {
-	mustBeKnown(class)
-	var m message
-	m.init(class, key)
-	return m.score(id)
-}
-
 // outranks reports whether (s1, id1) places before (s2, id2): the higher
 // score first, and on equal scores the larger id, so the ranking is a total
 // order that does not depend on the order voters were listed in.
@@ -200,13 +191,6 @@ func (p Placement) Contains(id dial.NodeID) bool {
 	return slices.Contains(p.nodes[:p.n], id)
 }
 
-// Rank returns id's position in p (0 for the owner) and whether it is a
-// member at all.
-func (p Placement) Rank(id dial.NodeID) (int, bool) {
-	i := slices.Index(p.nodes[:p.n], id)
-	return i, i >= 0
-}
-
 func (p Placement) String() string {
 	return fmt.Sprint(p.nodes[:p.n])
 }
@@ -249,12 +233,6 @@ func (r Ring) Len() int { return len(r.voters) }
 
 // Voters returns the voters in ascending id order, as a fresh slice.
 func (r Ring) Voters() []dial.NodeID { return slices.Clone(r.voters) }
-
-// Contains reports whether id is a voter.
-func (r Ring) Contains(id dial.NodeID) bool {
-	_, ok := slices.BinarySearch(r.voters, id)
-	return ok
-}
 
 // Owner returns the voter that owns key in class; ok is false when the ring
 // has no voters. It panics on an unknown class. It does not allocate.
