@@ -31,40 +31,69 @@ type Contact struct {
 // certainly lost touch: an owner cut off alone, or with a minority that
 // has no leader, that went on serving its side.
 func D17(rep Reporter, services []FlowService, contacts []Contact, ms []MembershipChange, window time.Duration, name func(dial.NodeID) string) {
-	byTo := map[dial.NodeID][]Contact{}
-	for _, c := range contacts {
-		byTo[c.To] = append(byTo[c.To], c)
-	}
-	for _, cs := range byTo {
-		sort.SliceStable(cs, func(i, j int) bool { return cs[i].At < cs[j].At })
-	}
-	sortedMs := append([]MembershipChange(nil), ms...)
-	sort.Slice(sortedMs, func(i, j int) bool { return sortedMs[i].Index < sortedMs[j].Index })
+	c := NewContacts(contacts, ms, window)
 	reported := map[dial.NodeID]bool{}
 	for _, s := range services {
-		if reported[s.Node] {
-			continue
-		}
-		cs := byTo[s.Node]
-		from := sort.Search(len(cs), func(i int) bool { return cs[i].At >= s.At-window })
-		heard := map[dial.NodeID]bool{}
-		leader := false
-		for _, c := range cs[from:] {
-			if c.At > s.At {
-				break
-			}
-			if c.Ack {
-				heard[c.From] = true
-			}
-			leader = leader || c.FromLeader
-		}
-		if leader || quorumHeard(sortedMs, s.Node, s.At, window, heard) {
+		if reported[s.Node] || c.InTouch(s.Node, s.At) {
 			continue
 		}
 		reported[s.Node] = true
 		rep.Fail("d17", "%s served flow %s at %v having heard no leader, and no quorum, within the %v before: an isolated owner serving",
 			name(s.Node), s.Flow, s.At, window)
 	}
+}
+
+// Contacts answers, from the network's record, whether a node was in
+// touch with its cluster at an instant by the isolated-owner rule: within
+// the window before, it heard a leader, or, counting itself, answers from
+// a quorum of the voters of a membership in force in the window. A node
+// out of touch must not serve as an owner (D17), nor write as one (an
+// eviction over the flow cap waits for it).
+type Contacts struct {
+	byTo   map[dial.NodeID][]Contact // each in time order
+	ms     []MembershipChange        // by index
+	window time.Duration
+}
+
+// NewContacts indexes contacts (the record of raft frames delivered) and
+// ms (the memberships) for questions about window.
+func NewContacts(contacts []Contact, ms []MembershipChange, window time.Duration) *Contacts {
+	c := &Contacts{byTo: map[dial.NodeID][]Contact{}, window: window}
+	for _, x := range contacts {
+		c.byTo[x.To] = append(c.byTo[x.To], x)
+	}
+	for _, cs := range c.byTo { //fenceline:unordered sorting each list in place
+		sort.SliceStable(cs, func(i, j int) bool { return cs[i].At < cs[j].At })
+	}
+	c.ms = append([]MembershipChange(nil), ms...)
+	sort.Slice(c.ms, func(i, j int) bool { return c.ms[i].Index < c.ms[j].Index })
+	return c
+}
+
+// InTouch reports whether node was in touch at t.
+func (c *Contacts) InTouch(node dial.NodeID, t time.Duration) bool {
+	return c.InTouchSince(node, t, t-c.window)
+}
+
+// InTouchSince is InTouch counting only what node heard from since on: a
+// node that came up at since knows nothing it heard before.
+func (c *Contacts) InTouchSince(node dial.NodeID, t, since time.Duration) bool {
+	cs := c.byTo[node]
+	since = max(since, t-c.window)
+	from := sort.Search(len(cs), func(i int) bool { return cs[i].At >= since })
+	heard := map[dial.NodeID]bool{}
+	for _, x := range cs[from:] {
+		if x.At > t {
+			break
+		}
+		if x.FromLeader {
+			return true
+		}
+		if x.Ack {
+			heard[x.From] = true
+		}
+	}
+	return quorumHeard(c.ms, node, t, c.window, heard)
 }
 
 // quorumHeard reports whether node, counting itself, heard answers from a

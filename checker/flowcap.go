@@ -1,6 +1,9 @@
 package checker
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // FlowCap holds every node to its cap on live flows, from samples of each
 // node's live count taken every interval. The shard writer enforces the
@@ -9,24 +12,51 @@ import "strconv"
 // which a node busy in fsyncs takes a little later: a node over the cap
 // (plus Slack) in one sample is noise; over it in two samples in a row, an
 // interval apart (far longer than the writer's turn takes to come), is a
-// broken cap.
+// broken cap. An owner evicts a flow by writing it dead, which it may do
+// only as it may serve, so a node out of touch with its cluster (by the
+// isolated-owner rule, from the network's record) keeps the flows it
+// owns and the cap waits for it: a node restarted with more live flows
+// on its disk than the cap holds them until it hears a leader. Samples
+// taken out of touch are not judged.
 type FlowCap struct {
 	Cap, Slack int
-	MaxLive    int             // the most live flows any sample saw
-	over       map[string]bool // per node: over at its last sample
+	MaxLive    int // the most live flows any sample saw
+	samples    []capSample
 }
 
-// Sample records that node held live flows at this sample.
-func (c *FlowCap) Sample(rep Reporter, node string, live int) {
-	if c.over == nil {
-		c.over = map[string]bool{}
-	}
+type capSample struct {
+	node string
+	at   time.Duration
+	live int
+}
+
+// Sample records that node held live flows at at.
+func (c *FlowCap) Sample(node string, at time.Duration, live int) {
 	c.MaxLive = max(c.MaxLive, live)
-	over := live > c.Cap+c.Slack
-	if over && c.over[node] {
-		rep.Fail("flow-cap", "%s holds %d live flows; the cap is %d", node, live, c.Cap)
+	c.samples = append(c.samples, capSample{node, at, live})
+}
+
+// Judge fails (checker flow-cap) for each node over the cap by more
+// than Slack in two of its samples in a row while in touch (inTouch, by
+// the record), once per node. It returns how many samples it judged.
+func (c *FlowCap) Judge(rep Reporter, inTouch func(node string, at time.Duration) bool) int {
+	over := map[string]bool{} // per node: over, and judged, at its last sample
+	reported := map[string]bool{}
+	judged := 0
+	for _, s := range c.samples {
+		if !inTouch(s.node, s.at) {
+			over[s.node] = false
+			continue
+		}
+		judged++
+		o := s.live > c.Cap+c.Slack
+		if o && over[s.node] && !reported[s.node] {
+			reported[s.node] = true
+			rep.Fail("flow-cap", "%s holds %d live flows at %v; the cap is %d", s.node, s.live, s.at, c.Cap)
+		}
+		over[s.node] = o
 	}
-	c.over[node] = over
+	return judged
 }
 
 // SetAllVersion decodes a get-all of a flow that clients write only by

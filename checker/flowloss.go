@@ -124,7 +124,7 @@ func FlowCuts(services []FlowService, ms []MembershipChange, faults FaultRecord)
 	for _, f := range flows {
 		ss := byFlow[f]
 		for i, m := range ms {
-			own[i] = ownerOf(m.Voters, f)
+			own[i] = OwnerOf(m.Voters, f)
 		}
 		sort.SliceStable(ss, func(i, j int) bool { return ss[i].At < ss[j].At })
 		// top is the latest membership (position in ms) under which the

@@ -66,8 +66,8 @@ func Placement(voters []dial.NodeID, class byte, key string) []dial.NodeID {
 	return out
 }
 
-// ownerOf is flow's owner among voters (0 when there are none).
-func ownerOf(voters []dial.NodeID, flow string) dial.NodeID {
+// OwnerOf is flow's owner among voters (0 when there are none).
+func OwnerOf(voters []dial.NodeID, flow string) dial.NodeID {
 	if p := Placement(voters, classOf(flow), flow); len(p) > 0 {
 		return p[0]
 	}
@@ -93,7 +93,7 @@ func OwnerPlacement(rep Reporter, services []FlowService, ms []MembershipChange,
 		if !ok {
 			own = make([]dial.NodeID, len(ms))
 			for i, m := range ms {
-				own[i] = ownerOf(m.Voters, s.Flow)
+				own[i] = OwnerOf(m.Voters, s.Flow)
 			}
 			owners[s.Flow] = own
 		}

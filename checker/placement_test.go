@@ -44,7 +44,7 @@ func TestOwnerPlacement(t *testing.T) {
 	var first, second dial.NodeID
 	for i := 0; first == second; i++ {
 		flow = fmt.Sprintf("i4545:%d", i)
-		first, second = ownerOf(ms[0].Voters, flow), ownerOf(ms[1].Voters, flow)
+		first, second = OwnerOf(ms[0].Voters, flow), OwnerOf(ms[1].Voters, flow)
 	}
 	require.Equal(t, c, first)
 	var other dial.NodeID

@@ -529,11 +529,16 @@ func (h *flowHarness) stallDuring(nodes []*sim.Machine, span time.Duration) {
 }
 
 // checkD17 holds every owner-side service to the isolated-owner rule,
-// from the network's record. The window is the isolation window, two
-// ticks for the rule's granularity, and 0.1% for the clocks' drift.
+// from the network's record.
 func (h *flowHarness) checkD17() {
-	window := time.Duration(float64(time.Duration(h.timing.isolationTicks+2)*h.timing.tick) * 1.001)
-	checker.D17(h.run, h.services, h.contacts, h.memberships, window, func(id dial.NodeID) string { return h.byID[id].Name() })
+	checker.D17(h.run, h.services, h.contacts, h.memberships, h.isolationWindow(), func(id dial.NodeID) string { return h.byID[id].Name() })
+}
+
+// isolationWindow is the isolated-owner rule's window in true time: the
+// nodes' window, two ticks for the rule's granularity, and 0.1% for the
+// clocks' drift.
+func (h *flowHarness) isolationWindow() time.Duration {
+	return time.Duration(float64(time.Duration(h.timing.isolationTicks+2)*h.timing.tick) * 1.001)
 }
 
 // checkPlacement holds every service to the flow's owners, and every

@@ -160,12 +160,27 @@ func runTTL(run *Run, restarts bool) error {
 	// crash may undo.
 	var forgive func(string, time.Duration, time.Duration) bool
 	if !restarts {
-		rg := ring.New(ids(h.nodes))
+		voters := ids(h.nodes)
 		forgive = func(f string, from, to time.Duration) bool {
-			owner, _ := rg.Owner(ring.ClassFlow, f)
-			crashed, _ := h.byID[owner].LostUnsyncedDuring(from, to)
+			crashed, _ := h.byID[checker.OwnerOf(voters, f)].LostUnsyncedDuring(from, to)
 			return crashed
 		}
+		byName := map[string]*sim.Machine{}
+		for _, n := range h.nodes {
+			byName[n.Name()] = n
+		}
+		// An owner out of touch keeps the flows it owns over the cap, and
+		// the writer tries them again at its next turn, which comes at
+		// the latest PurgeEvery later (its purge tick): a node is judged
+		// once it has been up and in touch since a turn ago.
+		touch := checker.NewContacts(h.contacts, h.memberships, h.isolationWindow())
+		turn := cfg.Shard.PurgeEvery + 100*time.Millisecond
+		judged := t.cap.Judge(run, func(node string, at time.Duration) bool {
+			n := byName[node]
+			since := n.UpSince(at)
+			return since <= at-turn && touch.InTouchSince(n.ID(), at-turn, since) && touch.InTouchSince(n.ID(), at, since)
+		})
+		run.Logf("flow-cap: %d samples judged", judged)
 	}
 	checker.ExpiryNeverUndone(run, ttlFlows, forgive)
 	checker.ExpiryHonoured(run, ttlFlows, ttl, clocks{h.raftCluster})
@@ -323,7 +338,7 @@ func (t *ttlEvict) checkCap() {
 	for _, n := range h.nodes {
 		if s := h.flows[n.Name()]; n.Up() && s != nil {
 			_, live := s.Shard()
-			t.cap.Sample(h.run, n.Name(), live)
+			t.cap.Sample(n.Name(), h.k.Now(), live)
 		}
 	}
 	if h.k.Now() < h.run.Duration {

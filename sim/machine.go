@@ -217,6 +217,19 @@ func (n *Machine) LostUnsyncedDuring(from, to time.Duration) (bool, time.Duratio
 	return n.downDuring(from, to, false)
 }
 
+// UpSince is the instant the node last came up at or before at, by the
+// simulator's record: 0 if it was never down before at. What a node knew
+// before it came up, its memory, went with the crash.
+func (n *Machine) UpSince(at time.Duration) time.Duration {
+	var since time.Duration
+	for _, d := range n.downs {
+		if d.to != 0 && d.to <= at {
+			since = d.to
+		}
+	}
+	return since
+}
+
 // downDuring finds the first instant of [from, to] the node was down,
 // counting orderly shutdowns only if orderly is set.
 func (n *Machine) downDuring(from, to time.Duration, orderly bool) (bool, time.Duration) {
