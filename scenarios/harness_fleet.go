@@ -679,12 +679,14 @@ func (f *fleetHarness) resize(target int, at time.Duration) {
 				}
 				// fleet-grow's adversary first, the real resize once it
 				// is answered, each request once the one before is: a
-				// target the table cannot take, or more groups than the
-				// fleet will ever have; the real resize with an
-				// attestation the fleet must not take; and the last
-				// resize committed, as captured, sent again (the fleet
-				// has changed since: it must change nothing).
-				bad := map[bool]int{true: 3, false: 2 * len(f.groups)}[f.adversary().IntN(2) == 0]
+				// target the table cannot take (3 groups, none, or a
+				// negative count, which divides the table's 4096 as its
+				// absolute value would), or more groups than the fleet
+				// will ever have; the real resize with an attestation the
+				// fleet must not take; and the last resize committed, as
+				// captured, sent again (the fleet has changed since: it
+				// must change nothing).
+				bad := []int{3, 2 * len(f.groups), 0, -len(f.groups)}[f.adversary().IntN(4)]
 				e := epoch()
 				forged, how := f.badAttestation(transport.ActResize, node.ResizeFields(target, e))
 				junk, what := f.malformedAttestation(transport.ActResize, node.ResizeFields(target, e))
