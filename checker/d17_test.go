@@ -61,3 +61,19 @@ func TestD17QuorumOfAMembershipInTheWindow(t *testing.T) {
 		"d17: n1 served flow g at 1.25s having heard no leader, and no quorum, within the 300ms before: an isolated owner serving",
 	}, rec.Failures)
 }
+
+// What a node heard before it came up does not count: it went with the
+// crash.
+func TestInTouchSince(t *testing.T) {
+	ms := []MembershipChange{{Index: 1, Voters: []dial.NodeID{1, 2, 3}}}
+	c := NewContacts([]Contact{
+		{To: 2, From: 1, At: 900 * time.Millisecond, FromLeader: true},
+		{To: 1, From: 3, At: 950 * time.Millisecond, Ack: true},
+	}, ms, 300*time.Millisecond)
+	require.True(t, c.InTouch(2, time.Second))
+	require.True(t, c.InTouchSince(2, time.Second, 900*time.Millisecond), "heard its leader as it came up")
+	require.False(t, c.InTouchSince(2, time.Second, 901*time.Millisecond), "the leader's frame came before the restart")
+	require.True(t, c.InTouchSince(1, time.Second, 950*time.Millisecond), "a leader's quorum, heard since")
+	require.False(t, c.InTouchSince(1, time.Second, 960*time.Millisecond))
+	require.False(t, c.InTouch(2, 1300*time.Millisecond), "out of the window")
+}

@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -94,4 +95,43 @@ func TestReplicaPlacement(t *testing.T) {
 	rec = Record{}
 	ReplicaPlacement(&rec, []Push{{Flow: flow, From: pl[1], To: pl[2], At: 4}}, ms, name)
 	require.Len(t, rec.Failures, 1, "a successor does not push")
+}
+
+// A write answered before its owner pushed to both successors fails,
+// naming the one it skipped; a push sent outside the call's span does not
+// count; a write by a node owning the flow under no membership is
+// placement's, not judged here.
+func TestPushedWrites(t *testing.T) {
+	voters := []dial.NodeID{1, 2, 3, 4}
+	ms := []MembershipChange{{Index: 1, At: 0, Voters: voters}}
+	flow := "i8080:f"
+	pl := Placement(voters, classFlow, flow)
+	owner, s1, s2, other := pl[0], pl[1], pl[2], dial.NodeID(0)
+	for _, v := range voters {
+		if v != owner && v != s1 && v != s2 {
+			other = v
+		}
+	}
+	ms10 := 10 * time.Millisecond
+	name := func(id dial.NodeID) string { return fmt.Sprintf("n%d", id) }
+	w := ServedWrite{Flow: flow, Node: owner, Called: ms10, Answered: 2 * ms10}
+	both := []Push{{flow, owner, s1, 15 * time.Millisecond}, {flow, owner, s2, 15 * time.Millisecond}}
+
+	var rec Record
+	require.Equal(t, 1, PushedWrites(&rec, []ServedWrite{w}, both, ms, name))
+	require.True(t, rec.OK(), "%v", rec.Failures)
+
+	rec = Record{}
+	PushedWrites(&rec, []ServedWrite{w, w}, both[:1], ms, name)
+	require.Equal(t, []string{fmt.Sprintf("replica-push: n%d answered a write on flow %s (called at 10ms, answered at 20ms) without pushing it to its successor [n%d] first", owner, flow, s2)},
+		rec.Failures, "one failure a flow")
+
+	rec = Record{}
+	late := []Push{both[0], {flow, owner, s2, 25 * time.Millisecond}}
+	PushedWrites(&rec, []ServedWrite{w}, late, ms, name)
+	require.Len(t, rec.Failures, 1, "a push after the answer is not the write's")
+
+	rec = Record{}
+	require.Zero(t, PushedWrites(&rec, []ServedWrite{{Flow: flow, Node: other, Called: ms10, Answered: 2 * ms10}}, nil, ms, name))
+	require.True(t, rec.OK(), "a non-owner's write is placement's to judge")
 }
