@@ -23,7 +23,7 @@ import (
 func init() {
 	Register(Scenario{
 		Name: "imposter-scenarios",
-		Summary: "clients on every node drive stateful imposters (a four-state scenario, flows by header, some shared fleet-wide) " +
+		Summary: "clients on every node drive stateful imposters (a four-state scenario, flows by header, some shared fleet-wide or within a tenant) " +
 			"through partitions, crashes, clock faults, a join and a removal; requests forwarded once to flow owners, or each store call routed",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
