@@ -231,6 +231,19 @@ func readResults(path string) (map[string][2]string, error) {
 
 var failLine = regexp.MustCompile(`^FAIL seed=(\d+):.* checkers=(\S+)`)
 
+var divergedLine = regexp.MustCompile(`^NONDETERMINISTIC seed=(\d+):`)
+
+// nondeterministic is the first seed simrun -check-determinism saw replay
+// differently, or "".
+func nondeterministic(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if m := divergedLine.FindStringSubmatch(line); m != nil {
+			return m[1]
+		}
+	}
+	return ""
+}
+
 // runOne builds the simulator with m in place, sweeps its scenarios until
 // one fails, and runs the package's tests.
 func runOne(c config, work string, m Mutant) (verdict, detail string, err error) {
@@ -291,6 +304,20 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 		if first := firstFail(string(b)); first != "" {
 			simDetail = s + " " + first
 			break
+		}
+	}
+	if simDetail == "" && len(scens) > 0 {
+		// Determinism is a promise too: a mutant that lets map order or
+		// another unseeded choice reach a node's output passes every
+		// checker and replays differently. The first scenario's first
+		// two seeds, each twice, in separate processes.
+		ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+		cmd := boundedContext(ctx, bin, "-scenario", scens[0], "-seeds", "1..2", "-check-determinism", "-j", "2")
+		cmd.Dir = c.root
+		b, _ := cmd.CombinedOutput()
+		cancel()
+		if seed := nondeterministic(string(b)); seed != "" {
+			simDetail = scens[0] + " nondeterministic seed=" + seed
 		}
 	}
 	testDetail := ""

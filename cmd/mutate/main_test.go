@@ -82,6 +82,9 @@ func TestFirstFail(t *testing.T) {
 	}, "\n")
 	require.Equal(t, "seed=4 checkers=liveness,votes", firstFail(out))
 	require.Empty(t, firstFail("seeds=1..10 scenario=x runs=10 ok=10 failed=0 verdict=ok"))
+
+	require.Equal(t, "2", nondeterministic("NONDETERMINISTIC seed=2: trace 1a then 2b\n  replay: go run ./cmd/simrun -scenario x -seed 2"))
+	require.Empty(t, nondeterministic("seeds=1..2 scenario=x runs=4 ok=2 failed=0 undecided=0 nondeterministic=0"))
 }
 
 // The report counts each verdict per package, scores the simulator over
