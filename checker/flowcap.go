@@ -3,6 +3,8 @@ package checker
 import (
 	"strconv"
 	"time"
+
+	"github.com/fenceline/fenceline/dial"
 )
 
 // FlowCap holds every node to its cap on live flows, from samples of each
@@ -25,13 +27,13 @@ type FlowCap struct {
 }
 
 type capSample struct {
-	node string
+	node dial.NodeID
 	at   time.Duration
 	live int
 }
 
 // Sample records that node held live flows at at.
-func (c *FlowCap) Sample(node string, at time.Duration, live int) {
+func (c *FlowCap) Sample(node dial.NodeID, at time.Duration, live int) {
 	c.MaxLive = max(c.MaxLive, live)
 	c.samples = append(c.samples, capSample{node, at, live})
 }
@@ -39,9 +41,9 @@ func (c *FlowCap) Sample(node string, at time.Duration, live int) {
 // Judge fails (checker flow-cap) for each node over the cap by more
 // than Slack in two of its samples in a row while in touch (inTouch, by
 // the record), once per node. It returns how many samples it judged.
-func (c *FlowCap) Judge(rep Reporter, inTouch func(node string, at time.Duration) bool) int {
-	over := map[string]bool{} // per node: over, and judged, at its last sample
-	reported := map[string]bool{}
+func (c *FlowCap) Judge(rep Reporter, inTouch func(node dial.NodeID, at time.Duration) bool, name func(dial.NodeID) string) int {
+	over := map[dial.NodeID]bool{} // per node: over, and judged, at its last sample
+	reported := map[dial.NodeID]bool{}
 	judged := 0
 	for _, s := range c.samples {
 		if !inTouch(s.node, s.at) {
@@ -52,7 +54,7 @@ func (c *FlowCap) Judge(rep Reporter, inTouch func(node string, at time.Duration
 		o := s.live > c.Cap+c.Slack
 		if o && over[s.node] && !reported[s.node] {
 			reported[s.node] = true
-			rep.Fail("flow-cap", "%s holds %d live flows at %v; the cap is %d", s.node, s.live, s.at, c.Cap)
+			rep.Fail("flow-cap", "%s holds %d live flows at %v; the cap is %d", name(s.node), s.live, s.at, c.Cap)
 		}
 		over[s.node] = o
 	}

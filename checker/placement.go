@@ -148,18 +148,10 @@ type Push struct {
 // after it. At most one failure per flow. It returns how many pushes it
 // judged.
 func ReplicaPlacement(rep Reporter, pushes []Push, ms []MembershipChange, name func(dial.NodeID) string) int {
-	places := map[string][][]dial.NodeID{} // flow -> its placement under each of ms
+	places := placements(ms)
 	reported := map[string]bool{}
 	for _, p := range pushes {
-		pl, ok := places[p.Flow]
-		if !ok {
-			pl = make([][]dial.NodeID, len(ms))
-			for i, m := range ms {
-				pl[i] = Placement(m.Voters, classOf(p.Flow), p.Flow)
-			}
-			places[p.Flow] = pl
-		}
-		if pushedRightly(pl, ms, p) || reported[p.Flow] {
+		if pushedRightly(places(p.Flow), ms, p) || reported[p.Flow] {
 			continue
 		}
 		reported[p.Flow] = true
@@ -167,6 +159,23 @@ func ReplicaPlacement(rep Reporter, pushes []Push, ms []MembershipChange, name f
 			name(p.From), p.Flow, name(p.To), p.At, name(p.From))
 	}
 	return len(pushes)
+}
+
+// placements returns a flow's placement under each of ms, computed once
+// a flow.
+func placements(ms []MembershipChange) func(flow string) [][]dial.NodeID {
+	memo := map[string][][]dial.NodeID{}
+	return func(flow string) [][]dial.NodeID {
+		pl, ok := memo[flow]
+		if !ok {
+			pl = make([][]dial.NodeID, len(ms))
+			for i, m := range ms {
+				pl[i] = Placement(m.Voters, classOf(flow), flow)
+			}
+			memo[flow] = pl
+		}
+		return pl
+	}
 }
 
 func pushedRightly(pl [][]dial.NodeID, ms []MembershipChange, p Push) bool {
@@ -221,17 +230,16 @@ func PushedWrites(rep Reporter, writes []ServedWrite, pushes []Push, ms []Member
 		i := sort.Search(len(at), func(i int) bool { return at[i] >= from })
 		return i < len(at) && at[i] <= to
 	}
+	places := placements(ms)
 	reported := map[string]bool{}
 	judged := 0
 	for _, w := range writes {
+		pls := places(w.Flow)
 		owned, pushed := false, false
 		var missing []dial.NodeID
-		for _, m := range ms {
-			if m.At > w.Answered {
-				continue
-			}
-			pl := Placement(m.Voters, classOf(w.Flow), w.Flow)
-			if len(pl) == 0 || pl[0] != w.Node {
+		for i, m := range ms {
+			pl := pls[i]
+			if m.At > w.Answered || len(pl) == 0 || pl[0] != w.Node {
 				continue
 			}
 			owned = true

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,18 +82,20 @@ func TestFlowCap(t *testing.T) {
 	var rec Record
 	c := FlowCap{Cap: 100, Slack: 16}
 	ms := time.Millisecond
-	c.Sample("n1", 100*ms, 116) // at cap+slack: fine
-	c.Sample("n1", 200*ms, 130) // over once: noise
-	c.Sample("n2", 200*ms, 130) // another node over once
-	c.Sample("n1", 300*ms, 90)  // back under
-	c.Sample("n1", 400*ms, 117) // over once again
-	c.Sample("n3", 400*ms, 150) // over twice, out of touch the second time
-	c.Sample("n3", 500*ms, 150)
-	c.Sample("n3", 600*ms, 150) // in touch again: over once since
-	c.Sample("n2", 300*ms, 140) // over twice in a row
-	c.Sample("n2", 400*ms, 140) // and again: one failure per node
-	outOfTouch := func(node string, at time.Duration) bool { return node == "n3" && at == 500*ms }
-	require.Equal(t, 9, c.Judge(&rec, func(node string, at time.Duration) bool { return !outOfTouch(node, at) }), "every sample but the one out of touch")
+	n1, n2, n3 := dial.NodeID(1), dial.NodeID(2), dial.NodeID(3)
+	c.Sample(n1, 100*ms, 116) // at cap+slack: fine
+	c.Sample(n1, 200*ms, 130) // over once: noise
+	c.Sample(n2, 200*ms, 130) // another node over once
+	c.Sample(n1, 300*ms, 90)  // back under
+	c.Sample(n1, 400*ms, 117) // over once again
+	c.Sample(n3, 400*ms, 150) // over twice, out of touch the second time
+	c.Sample(n3, 500*ms, 150)
+	c.Sample(n3, 600*ms, 150) // in touch again: over once since
+	c.Sample(n2, 300*ms, 140) // over twice in a row
+	c.Sample(n2, 400*ms, 140) // and again: one failure per node
+	inTouch := func(node dial.NodeID, at time.Duration) bool { return node != n3 || at != 500*ms }
+	name := func(id dial.NodeID) string { return fmt.Sprintf("n%d", id) }
+	require.Equal(t, 9, c.Judge(&rec, inTouch, name), "every sample but the one out of touch")
 	require.Equal(t, 150, c.MaxLive)
 	require.Equal(t, []string{"flow-cap: n2 holds 140 live flows at 300ms; the cap is 100"}, rec.Failures)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fenceline/fenceline/core/flow"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -165,21 +166,16 @@ func runTTL(run *Run, restarts bool) error {
 			crashed, _ := h.byID[checker.OwnerOf(voters, f)].LostUnsyncedDuring(from, to)
 			return crashed
 		}
-		byName := map[string]*sim.Machine{}
-		for _, n := range h.nodes {
-			byName[n.Name()] = n
-		}
 		// An owner out of touch keeps the flows it owns over the cap, and
 		// the writer tries them again at its next turn, which comes at
 		// the latest PurgeEvery later (its purge tick): a node is judged
 		// once it has been up and in touch since a turn ago.
 		touch := checker.NewContacts(h.contacts, h.memberships, h.isolationWindow())
 		turn := cfg.Shard.PurgeEvery + 100*time.Millisecond
-		judged := t.cap.Judge(run, func(node string, at time.Duration) bool {
-			n := byName[node]
-			since := n.UpSince(at)
-			return since <= at-turn && touch.InTouchSince(n.ID(), at-turn, since) && touch.InTouchSince(n.ID(), at, since)
-		})
+		judged := t.cap.Judge(run, func(node dial.NodeID, at time.Duration) bool {
+			since := h.byID[node].UpSince(at)
+			return since <= at-turn && touch.InTouchSince(node, at-turn, since) && touch.InTouchSince(node, at, since)
+		}, func(id dial.NodeID) string { return h.byID[id].Name() })
 		run.Logf("flow-cap: %d samples judged", judged)
 	}
 	checker.ExpiryNeverUndone(run, ttlFlows, forgive)
@@ -338,7 +334,7 @@ func (t *ttlEvict) checkCap() {
 	for _, n := range h.nodes {
 		if s := h.flows[n.Name()]; n.Up() && s != nil {
 			_, live := s.Shard()
-			t.cap.Sample(n.Name(), h.k.Now(), live)
+			t.cap.Sample(n.ID(), h.k.Now(), live)
 		}
 	}
 	if h.k.Now() < h.run.Duration {

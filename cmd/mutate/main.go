@@ -245,7 +245,8 @@ func nondeterministic(out string) string {
 }
 
 // runOne builds the simulator with m in place, sweeps its scenarios until
-// one fails, and runs the package's tests.
+// one fails (replaying the first twice if none does), and runs the
+// package's tests.
 func runOne(c config, work string, m Mutant) (verdict, detail string, err error) {
 	src, err := Apply(c.root, m)
 	if err != nil {
@@ -288,12 +289,7 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	}
 	var simDetail string
 	for _, s := range scens {
-		ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
-		cmd := boundedContext(ctx, bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
-		cmd.Dir = c.root
-		b, _ := cmd.CombinedOutput()
-		hung := ctx.Err() != nil
-		cancel()
+		out, hung := simulate(c, bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
 		if hung {
 			// A node's loop that never returns (a livelock inside one
 			// event, which the kernel's event budget cannot see) hangs
@@ -301,7 +297,7 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 			simDetail = s + " hang: no verdict within " + sweepTimeout.String()
 			break
 		}
-		if first := firstFail(string(b)); first != "" {
+		if first := firstFail(out); first != "" {
 			simDetail = s + " " + first
 			break
 		}
@@ -311,12 +307,11 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 		// another unseeded choice reach a node's output passes every
 		// checker and replays differently. The first scenario's first
 		// two seeds, each twice, in separate processes.
-		ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
-		cmd := boundedContext(ctx, bin, "-scenario", scens[0], "-seeds", "1..2", "-check-determinism", "-j", "2")
-		cmd.Dir = c.root
-		b, _ := cmd.CombinedOutput()
-		cancel()
-		if seed := nondeterministic(string(b)); seed != "" {
+		out, hung := simulate(c, bin, "-scenario", scens[0], "-seeds", "1..2", "-check-determinism", "-j", "2")
+		switch seed := nondeterministic(out); {
+		case hung:
+			simDetail = scens[0] + " hang: no verdict within " + sweepTimeout.String()
+		case seed != "":
 			simDetail = scens[0] + " nondeterministic seed=" + seed
 		}
 	}
@@ -344,6 +339,17 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 		return "tests", testDetail, nil
 	}
 	return "survived", strings.Join(scens, ",") + " seeds 1.." + strconv.Itoa(c.seeds), nil
+}
+
+// simulate runs the mutant's simulator with args in the checkout, bounded
+// by sweepTimeout: its output, and whether it was killed at the bound.
+func simulate(c config, bin string, args ...string) (out string, hung bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
+	cmd := boundedContext(ctx, bin, args...)
+	cmd.Dir = c.root
+	b, _ := cmd.CombinedOutput()
+	return string(b), ctx.Err() != nil
 }
 
 // A mutant's judges run bounded: the unit tests for testTimeout and each
