@@ -128,3 +128,41 @@ func ControlMembers(rep Reporter, latest []MembershipChange, nodes []NodeControl
 	}
 	return len(nodes)
 }
+
+// Leftovers is what one node of a fleet held at the end of a run of the
+// partitions the record gives other groups (a partition moving to the
+// node's own group excepted: it is taking copies of it).
+type Leftovers struct {
+	Node  dial.NodeID
+	Group int
+	Held  []string // the flows, sorted
+	// Owed is the most such flows the node held at any publication that
+	// gave one of its group's partitions away, and Since the last such
+	// publication or the node's last start, whichever came later.
+	Owed  int
+	Since time.Duration
+}
+
+// Released fails (checker released) for a node that still holds, at at,
+// copies of flows its group gave away: a move's last step is that each
+// old voter drops them, at most most a round, every anti-entropy round
+// (jittered by a quarter of every). After Since, what it owed drains in
+// ceil(Owed/most) rounds; two more rounds, and two periods for a
+// directory that reached it late, are the allowance. A node whose
+// allowance has not passed by at is not judged. It returns how many
+// nodes it judged.
+func Released(rep Reporter, at time.Duration, ls []Leftovers, most int, every time.Duration, name func(dial.NodeID) string) int {
+	judged := 0
+	for _, l := range ls {
+		rounds := (l.Owed+most-1)/most + 2
+		if at-l.Since < time.Duration(rounds)*every*5/4+2*every {
+			continue
+		}
+		judged++
+		if len(l.Held) > 0 {
+			rep.Fail("released", "%s (group %d) still holds %d flows of partitions other groups hold (first %s), though it owed at most %d since %v",
+				name(l.Node), l.Group, len(l.Held), l.Held[0], l.Owed, l.Since)
+		}
+	}
+	return judged
+}

@@ -1,7 +1,9 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,4 +48,23 @@ func TestDirectoryCurrent(t *testing.T) {
 	require.Contains(t, rec.Failures[1], "c's directory names 1 groups, not 2")
 	require.Contains(t, rec.Failures[2], "d's directory names 3 groups; the fleet runs 2")
 	require.Contains(t, rec.Failures[3], "e has no group directory")
+}
+
+// A node that still holds what its group gave away fails once the
+// rounds its debt needs, and the allowance, have passed; not before.
+func TestReleased(t *testing.T) {
+	name := func(id dial.NodeID) string { return fmt.Sprintf("n%d", id) }
+	every := 2 * time.Second
+	// Owed 10 at 4 a round: 3 rounds, plus 2, at 2.5 s, plus 4 s: 16.5 s.
+	l := Leftovers{Node: 1, Group: 0, Held: []string{"f1"}, Owed: 10, Since: 10 * time.Second}
+	rec := &Record{}
+	require.Zero(t, Released(rec, 26*time.Second, []Leftovers{l}, 4, every, name), "within the allowance: not judged")
+	require.True(t, rec.OK())
+	require.Equal(t, 1, Released(rec, 27*time.Second, []Leftovers{l}, 4, every, name))
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "released: n1 (group 0) still holds 1 flows")
+	rec = &Record{}
+	l.Held = nil
+	require.Equal(t, 1, Released(rec, 40*time.Second, []Leftovers{l}, 4, every, name))
+	require.True(t, rec.OK(), "a node that dropped all it owed passes")
 }

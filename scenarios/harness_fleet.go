@@ -28,7 +28,7 @@ import (
 
 // fleetCheckers are what a fleet of groups is judged by: each group's
 // flow checkers, and partition-holder across the fleet.
-var fleetCheckers = plus(flowCheckers, "partition-holder", "directory-current", "control-members", "fleet-records-once", "admin-acts")
+var fleetCheckers = plus(flowCheckers, "released", "partition-holder", "directory-current", "control-members", "fleet-records-once", "admin-acts")
 
 // fleetHarness is a fleet of raft groups on one network (core/fleet):
 // each group a raftCluster with its own flow harness, and every node a
@@ -114,6 +114,11 @@ type fleetHarness struct {
 	// held the newest epoch.
 	holdings [partition.Count][]holding
 	latest   *fleet.Directory
+	// owed is, per node, the most flows it held of partitions other
+	// groups hold at any publication that gave one of its group's away,
+	// and owedSince the last such publication (checker released).
+	owed      map[dial.NodeID]int
+	owedSince map[dial.NodeID]time.Duration
 	// fencedAt is when a node first held the directory that fenced each
 	// partition now moving; windows each move's time from its fence to
 	// its publication, by the record (the time its partition was
@@ -358,10 +363,12 @@ func (f *fleetHarness) sawDirectory(nd *node.Node) {
 // is still its old group's).
 func (f *fleetHarness) record(d *fleet.Directory) {
 	fenced, published := [2]int{-1, -1}, [2]int{-1, -1}
-	var unfenced []string // partitions d gives another group without a fence
+	var unfenced []string  // partitions d gives another group without a fence
+	lost := map[int]bool{} // the groups d takes a partition from
 	for p := range f.holdings {
 		g, _ := d.Holder(partition.Partition(p))
 		if h := f.holdings[p]; h[len(h)-1].group != g {
+			lost[h[len(h)-1].group] = true
 			if f.fencedAt[p] == 0 {
 				unfenced = append(unfenced, fmt.Sprintf("%d (group %d to %d)", p, h[len(h)-1].group, g))
 			}
@@ -384,6 +391,7 @@ func (f *fleetHarness) record(d *fleet.Directory) {
 			d.Epoch(), f.k.Now(), len(unfenced), strings.Join(unfenced[:min(len(unfenced), 4)], ", "))
 	}
 	f.latest = d
+	f.owe(d, lost)
 	for _, fn := range f.fenced {
 		if fenced[0] >= 0 {
 			fn(d)
@@ -621,6 +629,64 @@ func (f *fleetHarness) placed(target int) bool {
 	}
 	b, _, _, _ := f.latest.MovingBatch()
 	return b == nil
+}
+
+// owe notes, for every node of a group that d took a partition from,
+// what it must now drop (checker released).
+func (f *fleetHarness) owe(d *fleet.Directory, lost map[int]bool) {
+	if len(lost) == 0 {
+		return
+	}
+	if f.owed == nil {
+		f.owed, f.owedSince = map[dial.NodeID]int{}, map[dial.NodeID]time.Duration{}
+	}
+	for _, h := range f.groups {
+		for _, n := range f.members(h) {
+			if !lost[f.member[n.ID()]] {
+				continue
+			}
+			f.owedSince[n.ID()] = f.k.Now()
+			if st := h.flows[n.Name()]; n.Up() && st != nil {
+				f.owed[n.ID()] = max(f.owed[n.ID()], len(f.leftovers(st, f.member[n.ID()], d)))
+			}
+		}
+	}
+}
+
+// leftovers are the flows st holds of partitions that, by the record,
+// a group other than g holds, and that d does not show moving to g.
+func (f *fleetHarness) leftovers(st *flow.Store, g int, d *fleet.Directory) []string {
+	var out []string
+	for _, fl := range st.Flows() {
+		p := partition.Of(fl)
+		h := f.holdings[p]
+		if _, to, _, moving := d.Moving(p); h[len(h)-1].group != g && !(moving && to == g) {
+			out = append(out, fl)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkReleased holds every node of a group that gave partitions away
+// to dropping its copies of them (checker.Released). A node restarted
+// since is not judged: what it owed is then what its disk kept.
+func (f *fleetHarness) checkReleased() {
+	name := func(id dial.NodeID) string { return f.k.Machine(id).Name() }
+	for _, h := range f.groups {
+		var ls []checker.Leftovers
+		for _, n := range f.members(h) {
+			since, owed := f.owedSince[n.ID()]
+			st := h.flows[n.Name()]
+			if !owed || !n.Up() || st == nil || n.UpSince(f.k.Now()) > since {
+				continue
+			}
+			g := f.member[n.ID()]
+			ls = append(ls, checker.Leftovers{Node: n.ID(), Group: g, Held: f.leftovers(st, g, f.latest), Owed: f.owed[n.ID()], Since: since})
+		}
+		judged := checker.Released(f.run, f.k.Now(), ls, h.aeMax, h.aeEvery, name)
+		f.run.Logf("released: %d of %d nodes that gave partitions away judged", judged, len(ls))
+	}
 }
 
 // holder is the group holding flow's partition at at, by the record.
@@ -1241,7 +1307,9 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		h.checkPlacement()
 		h.checkAnswered()
 		h.checkConvergence(f.members(h))
+		h.checkAEQuiet()
 	}
+	f.checkReleased()
 	cuts = append(cuts, f.moveCuts(services)...)
 	first := f.groups[0]
 	first.cuts = cuts

@@ -25,7 +25,7 @@ import (
 // flowCheckers are what finishFlows judges a flow cluster by, besides its
 // consensus checkers: every flow's history (flow-linearizability), the
 // isolated-owner rule (d17), the bridge's promises, replica convergence.
-var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "replica-push", "bridge", "replica-convergence", "request-answered", "disk-answer")
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "replica-push", "bridge", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "request-answered", "disk-answer")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -39,6 +39,7 @@ type flowHarness struct {
 	flowHist    *linearizability.History
 	deadline    time.Duration
 	aeEvery     time.Duration
+	aeMax       int           // the flows one anti-entropy answer may carry
 	calm        time.Duration // when the faults stop
 	hold        floorHold     // clients kept past calm until the run did enough (runUnderChaos, imposter-scenarios)
 	perNode     int           // clients pinned to each node
@@ -82,6 +83,11 @@ type flowHarness struct {
 	// took and the answers they sent (recordAnswers).
 	asks    []checker.Ask
 	replies []checker.Reply
+	// aeAnswers are the anti-entropy answers the group's nodes sent, and
+	// aeQuiet the reading of every copy at the start of the run's last
+	// anti-entropy rounds (checker.AEQuiet).
+	aeAnswers []checker.AEAnswer
+	aeQuiet   *checker.AEQuiet
 }
 
 type lostFrame struct {
@@ -122,9 +128,68 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 	if h.aeEvery == 0 {
 		h.aeEvery = 5 * time.Second
 	}
+	h.aeMax = cfg2.MaxAEFlows
+	if h.aeMax == 0 {
+		h.aeMax = flow.DefaultMaxAEFlows
+	}
 	c.nw.Watch(h.watch)
 	c.garbleFrames()
+	if from := c.run.Duration - aeQuietRounds*h.aeEvery; from > 0 {
+		h.k.At(from, sim.EvCheck, xxhash.Sum64String("anti-entropy-quiet"), h.readQuietStart)
+	}
 	return h
+}
+
+// aeQuietRounds is how many anti-entropy periods at the end of a run
+// anti-entropy-quiet judges: each replica pulls at least twice in them
+// (a pull comes every period, jittered by a quarter).
+const aeQuietRounds = 3
+
+// readQuietStart reads every voter's copies at the start of the run's
+// last anti-entropy rounds, under the membership in force by the record.
+func (h *flowHarness) readQuietStart() {
+	now := h.k.Now()
+	var in checker.MembershipChange
+	for _, c := range h.memberships {
+		if c.At <= now {
+			in = c
+		}
+	}
+	h.aeQuiet = checker.NewAEQuiet(now, in, h.held)
+}
+
+// held is what the simulator reads off id's store.
+func (h *flowHarness) held(id dial.NodeID) checker.Held {
+	n := h.byID[id]
+	if n == nil {
+		return checker.Held{}
+	}
+	out := checker.Held{Up: n.Up(), Incarnation: n.Incarnation()}
+	s := h.flows[n.Name()]
+	if !n.Up() || s == nil {
+		out.Up = false
+		return out
+	}
+	out.Flows = map[string]map[string]flow.Value{}
+	for _, f := range s.Flows() {
+		out.Flows[f] = s.Copy(f)
+	}
+	return out
+}
+
+// checkAEQuiet holds the run's last anti-entropy rounds to the design's
+// promise that a quiet pair of nodes exchanges digests, not data
+// (checker.AEQuiet). A run shorter than those rounds is not judged.
+func (h *flowHarness) checkAEQuiet() {
+	name := func(id dial.NodeID) string { return h.byID[id].Name() }
+	at := checker.AEAnswerBound(h.run, h.aeAnswers, h.aeMax, name)
+	h.k.Logf("anti-entropy-bound: %d of %d answers carried the bound's %d flows", at, len(h.aeAnswers), h.aeMax)
+	if h.aeQuiet == nil {
+		h.run.Undecided("anti-entropy-quiet", "the run is shorter than %d anti-entropy rounds", aeQuietRounds)
+		return
+	}
+	n := h.aeQuiet.Judge(h.run, h.k.Now(), h.held, h.memberships, h.aeAnswers, h.aeEvery/2, name)
+	h.k.Logf("anti-entropy-quiet: %d quiet pairs, %d answers in the run", n, len(h.aeAnswers))
 }
 
 // garbleFrames makes, in a third of the runs until the faults stop, one
@@ -214,6 +279,9 @@ func (h *flowHarness) watch(s netsim.Sending) {
 	if s.Fate == netsim.Sent || s.Fate == netsim.Refused {
 		if info, ok := meant.info(flow.FrameOpResp); ok && info.Refusal == "disk" && h.byID[s.From] != nil {
 			h.checkDiskAnswer(h.byID[s.From], fmt.Sprintf("request %d of session %d", info.ID, info.Session))
+		}
+		if info, ok := meant.info(flow.FrameAEResp); ok && h.byID[s.From] != nil {
+			h.aeAnswers = append(h.aeAnswers, checker.AEAnswer{From: s.From, To: s.To, M: info.M, Flows: info.Flows, At: s.At})
 		}
 	}
 	if s.Fate == netsim.Refused {
@@ -727,6 +795,7 @@ func (h *flowHarness) finishFlows(members []*sim.Machine, chaos *Chaos) {
 	h.checkBridge()
 	h.checkAnswered()
 	h.checkConvergence(members)
+	h.checkAEQuiet()
 	h.checkAdminActs(h.calm)
 	h.report()
 }

@@ -17,6 +17,7 @@ func init() {
 			{Name: "silent-refusal", Window: 30, MinCaught: 25},
 			{Name: "modulo-owner", Window: 20, MinCaught: 18},
 			{Name: "one-push", Window: 20, MinCaught: 18},
+			{Name: "ae-no-digests", Window: 20, MinCaught: 18},
 			// 12 of seeds 1..60: in the third of the runs that garble frames,
 			// where a cut request or copy reaches a read.
 			{Name: "lenient-frames", Window: 60, MinCaught: 7},

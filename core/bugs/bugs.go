@@ -239,6 +239,15 @@ type Set struct {
 	LenientFrames bool
 	// NoAntiEntropy: replicas never pull.
 	NoAntiEntropy bool
+	// NoRelease: a node keeps its copies of the flows its group gave
+	// another group: a move's last step never comes, and its disk fills
+	// with partitions it no longer serves.
+	NoRelease bool
+	// AENoDigests: a replica pulls without its digests, so each owner
+	// answers every round with every flow it holds placed on the replica.
+	// Merging a copy already held changes nothing: every state checker
+	// passes while a quiet cluster sends its data round after round.
+	AENoDigests bool
 	// NoAdoptWait: a new owner that cannot reach the previous owner adopts
 	// from the replicas at once, trusting D-17 alone to have stopped the
 	// previous owner.
@@ -419,6 +428,8 @@ var Table = []Bug{
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
 	{"one-push", "an owner pushes a write to its first successor only, leaving the second to anti-entropy", func(s *Set) *bool { return &s.OnePush }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
+	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
+	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},
 	{"no-prune", "a replica keeps keys its owner's anti-entropy copy no longer holds", func(s *Set) *bool { return &s.NoPrune }},
 	{"stale-adoption", "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", func(s *Set) *bool { return &s.StaleAdoption }},

@@ -42,6 +42,12 @@ type Config struct {
 	// MaxAEFlows bounds the flows one anti-entropy answer carries; the
 	// rest wait for the next round. Default 64.
 	MaxAEFlows int
+	// AEPartitions is how many groups anti-entropy splits the flows an
+	// owner and a replica share into, each compared by one digest before
+	// any flow is sent. Every node of a cluster must use the same: a
+	// replica's digests are compared partition by partition. Default 64;
+	// the simulator draws it small, so a partition holds many flows.
+	AEPartitions int
 	// MaxMoveFlows bounds the flows one page of a partition move carries
 	// (move.go); the rest come in the next pages. Default 64.
 	MaxMoveFlows int
@@ -52,6 +58,9 @@ type Config struct {
 
 	Bugs bugs.Set
 }
+
+// DefaultMaxAEFlows is MaxAEFlows unless set.
+const DefaultMaxAEFlows = 64
 
 func (c Config) withDefaults() Config {
 	if c.Permits == 0 {
@@ -85,7 +94,10 @@ func (c Config) withDefaults() Config {
 		c.MaxFlowKeys = 128
 	}
 	if c.MaxAEFlows == 0 {
-		c.MaxAEFlows = 64
+		c.MaxAEFlows = DefaultMaxAEFlows
+	}
+	if c.AEPartitions == 0 {
+		c.AEPartitions = 64
 	}
 	if c.MaxMoveFlows == 0 {
 		c.MaxMoveFlows = 64
@@ -97,8 +109,11 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.Permits < 1 || c.Deadline <= 0 || c.AntiEntropy <= 0 || c.AdoptWait <= 0 || c.DefaultTTLMs <= 0 ||
-		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 || c.MaxMoveFlows < 1 || c.MaxFlowKeys < 1 {
+		c.MaxKeyBytes < 1 || c.MaxValueBytes < 1 || c.MaxAEFlows < 1 || c.MaxMoveFlows < 1 || c.MaxFlowKeys < 1 || c.AEPartitions < 1 {
 		return fmt.Errorf("flow: every bound must be positive: %+v", c)
+	}
+	if c.AEPartitions > 1<<16 {
+		return fmt.Errorf("flow: %d anti-entropy partitions is over the most, 65536: a replica's digests must fit one frame", c.AEPartitions)
 	}
 	if c.DefaultTTLMs > c.MaxTTLMs {
 		return fmt.Errorf("flow: default TTL %dms is over the longest allowed, %dms", c.DefaultTTLMs, c.MaxTTLMs)

@@ -37,11 +37,6 @@ func (s *Store) push(flow string, changed map[string]Value, mode shard.Mode) {
 	}
 }
 
-// aePartitions splits the flows between a replica and an owner into
-// groups compared by digest first, so a quiet cluster exchanges a few
-// dozen numbers per pair of nodes, not its data.
-const aePartitions = 64
-
 // aeAnswerBytes bounds the values in one anti-entropy answer, well under
 // dial.MaxFrame with the keys and tuples around them.
 const aeAnswerBytes = 1 << 20
@@ -54,7 +49,13 @@ func flowBytes(f map[string]Value) int {
 	return n
 }
 
-func aePartition(flow string) uint32 { return uint32(xxhash.Sum64String(flow) % aePartitions) }
+// aePartition is flow's anti-entropy partition: the flows between a
+// replica and an owner are split into Config.AEPartitions groups compared
+// by digest first, so a quiet cluster exchanges a few dozen numbers per
+// pair of nodes, not its data.
+func (s *Store) aePartition(flow string) uint32 {
+	return uint32(xxhash.Sum64String(flow) % uint64(s.cfg.AEPartitions))
+}
 
 // flowDigest covers every key's tuple and tombstone, in key order. Data
 // need not be hashed: equal tuples name the same write.
@@ -100,7 +101,7 @@ func (s *Store) digests(flows []string, owner, replica dial.NodeID) (map[uint32]
 			continue
 		}
 		s.addDigest(sums, f)
-		members[aePartition(f)] = append(members[aePartition(f)], f)
+		members[s.aePartition(f)] = append(members[s.aePartition(f)], f)
 	}
 	return sums, members
 }
@@ -126,7 +127,7 @@ func (s *Store) replicaDigests(flows []string) map[dial.NodeID]map[uint32]uint64
 // addDigest folds flow f into its partition's sum. Flows are combined in
 // flow-id order, so the owner and the replica reach the same sum.
 func (s *Store) addDigest(sums map[uint32]uint64, f string) {
-	part := aePartition(f)
+	part := s.aePartition(f)
 	sums[part] = sums[part]*1_000_003 + flowDigest(s.sh.Peek(f)) + 1
 }
 
@@ -159,7 +160,11 @@ func (s *Store) antiEntropy() {
 		}
 		// Sent even when empty: the owner may hold flows this replica
 		// has never seen.
-		_ = s.send(owner, msg{Kind: FrameAE, M: s.mIdx, Digests: sums[owner]})
+		d := sums[owner]
+		if s.cfg.Bugs.AENoDigests {
+			d = nil
+		}
+		_ = s.send(owner, msg{Kind: FrameAE, M: s.mIdx, Digests: d})
 	}
 }
 
@@ -170,6 +175,9 @@ func (s *Store) antiEntropy() {
 // state of a partition held elsewhere is a move that the node takes
 // copies in only once its directory shows it (Store.ingestable).
 func (s *Store) release() {
+	if s.cfg.Bugs.NoRelease {
+		return
+	}
 	if s.env.Fleet == nil {
 		return
 	}
@@ -217,7 +225,7 @@ func (s *Store) answerAntiEntropy(from dial.NodeID, m msg) {
 	}
 	sums, members := s.digests(s.sh.Flows(), s.env.ID, from)
 	var differing []string
-	for part := uint32(0); part < aePartitions; part++ {
+	for part := uint32(0); part < uint32(s.cfg.AEPartitions); part++ {
 		if sums[part] == m.Digests[part] {
 			continue
 		}

@@ -237,9 +237,17 @@ func TestValueCodecRoundTrips(t *testing.T) {
 		{Data: []byte("moved"), Tuple: Tuple{Era: 12, MIdx: 1, V: 1, Origin: idC}},
 		{Tomb: true, Tuple: Tuple{Era: 1 << 33, MIdx: 2, V: 5, Origin: idA}, ExpiresAtMs: 9},
 	} {
-		got, err := valueCodec{}.Decode(valueCodec{}.Encode(v))
+		b := valueCodec{}.Encode(v)
+		got, err := valueCodec{}.Decode(b)
 		require.NoError(t, err)
 		require.Equal(t, v, got)
+		// A value cut short before its data, its expiry included, is
+		// refused: no field is optional (the data is the rest, so a cut
+		// within it is another value).
+		for cut := range len(b) - len(v.Data) {
+			_, err := valueCodec{}.Decode(b[:cut])
+			require.ErrorIs(t, err, errValueFormat, "%x cut to %d bytes", b, cut)
+		}
 	}
 	// Era 0 is stored as before eras: no flag, no field.
 	require.Equal(t, []byte{1, 0, 3, 4, 5, 0}, valueCodec{}.Encode(Value{Tuple: Tuple{MIdx: 3, V: 4, Origin: 5}}))

@@ -47,6 +47,8 @@ type FrameInfo struct {
 	// Refusal is an op-resp's refusal code ("disk", "busy", ...: errCodes),
 	// empty for an answer that served the request.
 	Refusal string
+	// Flows is how many flows an ae-resp carries.
+	Flows int
 }
 
 // DecodeFrame decodes a flow frame as the store does, for the simulator's
@@ -61,7 +63,17 @@ func DecodeFrame(frame []byte) (FrameInfo, error) {
 	if err != nil {
 		return FrameInfo{}, err
 	}
-	return FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch, Refusal: m.Err}, nil
+	info := FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch, Refusal: m.Err}
+	if m.Kind == FrameAEResp {
+		// Read whole only here: the scan skips the flows, and an answer
+		// of anti-entropy is rare.
+		full, err := decodeFrame(frame)
+		if err != nil {
+			return FrameInfo{}, err
+		}
+		info.Flows = len(full.Flows)
+	}
+	return info, nil
 }
 
 // msg is every flow frame. It travels in the binary format of frame.go:
