@@ -25,7 +25,7 @@ import (
 // flowCheckers are what finishFlows judges a flow cluster by, besides its
 // consensus checkers: every flow's history (flow-linearizability), the
 // isolated-owner rule (d17), the bridge's promises, replica convergence.
-var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "replica-push", "bridge", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "request-answered", "disk-answer")
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "replica-push", "bridge", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "request-answered", "disk-answer")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -67,6 +67,7 @@ type flowHarness struct {
 	applied  map[int]checker.FlowService
 	services []checker.FlowService
 	pushes   []checker.Push // every push an owner of this group sent, by the record
+	tuples   checker.Tuples // every write's tuple, from those pushes
 	// writes are the writes that changed a flow and were answered done,
 	// where the record shows they were served (replica-push).
 	writes []checker.ServedWrite
@@ -288,14 +289,14 @@ func (h *flowHarness) watch(s netsim.Sending) {
 		// A push to a peer that is down, or over the link's bound: the
 		// owner pushed, and the network refused it.
 		if info, ok := meant.info(flow.FramePush); ok && h.byID[s.From] != nil {
-			h.pushes = append(h.pushes, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At})
+			h.pushed(s, info)
 		}
 		return
 	}
 	switch s.Fate {
 	case netsim.Sent:
 		if info, ok := meant.info(flow.FramePush); ok && h.byID[s.From] != nil {
-			h.pushes = append(h.pushes, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At})
+			h.pushed(s, info)
 			return
 		}
 		if info, ok := meant.info(flow.FrameAdopt); ok {
@@ -353,6 +354,13 @@ func (h *flowHarness) watch(s netsim.Sending) {
 			h.lostHandovers = append(h.lostHandovers, lostFrame{flow: info.Flow, from: s.From, to: s.To, at: h.k.Now()})
 		}
 	}
+}
+
+// pushed records a push a node of the group sent (or the network
+// refused): for replica-push, and its values for tuple-unique.
+func (h *flowHarness) pushed(s netsim.Sending, info flow.FrameInfo) {
+	h.pushes = append(h.pushes, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At})
+	h.tuples.Push(h.run, s.From, s.At, info.Flow, info.Entries, func(id dial.NodeID) string { return h.byID[id].Name() })
 }
 
 // recordAnswers keeps the record request-answered judges: every request

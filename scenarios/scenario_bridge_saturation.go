@@ -16,7 +16,7 @@ func init() {
 		Summary:   "a slow owner and more concurrent stateful calls than permits: calls are shed at once, none outlives the deadline",
 		Duration:  20 * time.Second,
 		Floors:    []Floor{{"flow-ops-ok", 20}, {"calls-shed", 1000}},
-		Checkers:  plus(clusterCheckers, "bridge", "disk-answer"),
+		Checkers:  plus(clusterCheckers, "bridge", "disk-answer", "tuple-unique"),
 		NoAimedIO: true,
 		Run:       runBridgeSaturation,
 	})

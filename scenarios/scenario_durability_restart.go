@@ -29,7 +29,7 @@ func init() {
 			{Name: "retry-failed-sync", Window: 30, MinCaught: 5},
 		},
 		Floors:   []Floor{{"writes-acked", 1500}, {"reads", 1500}, {"deaths", 4}},
-		Checkers: plus(clusterCheckers, "durability", "bridge", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "disk-answer"),
+		Checkers: plus(clusterCheckers, "durability", "bridge", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "disk-answer"),
 		Run:      runDurabilityRestart,
 	})
 }

@@ -43,7 +43,7 @@ func init() {
 			{Name: "loser-refused", Window: 30, MinCaught: 14},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
-		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live", "disk-answer"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live", "disk-answer", "tuple-unique"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, false) },
 	})
@@ -64,7 +64,7 @@ func init() {
 			{Name: "silent-refusal", Window: 60, MinCaught: 16},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
-		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live", "disk-answer"),
+		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live", "disk-answer", "tuple-unique"),
 		Swarm:    true,
 		Run:      func(run *Run) error { return runProxyOnce(run, true) },
 	})

@@ -30,7 +30,7 @@ func init() {
 			{Name: "wait-refused", Window: 30, MinCaught: 15},
 		},
 		Floors:   []Floor{{"writes-acked", 10}, {"absent-reads", 2}, {"restarts-behind", 2}},
-		Checkers: plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer"),
+		Checkers: plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
 		Run:      runTTLRestart,
 	})
 	Register(Scenario{
@@ -40,13 +40,16 @@ func init() {
 		Duration: 30 * time.Second,
 		Bugs: []Bug{
 			{Name: "evict-keys", Window: 30, MinCaught: 24},
+			// 21 of seeds 1..30, by tuple-unique: a key rewritten after
+			// its flow was evicted reuses its earlier write's tuple.
+			{Name: "key-counter", Window: 30, MinCaught: 15},
 			{Name: "disk-count-drift", Window: 30, MinCaught: 24},
 			{Name: "read-expired", Window: 30, MinCaught: 12},
 			{Name: "no-expiry-clamp", Window: 100, MinCaught: 9},
 			{Name: "wait-refused", Window: 30, MinCaught: 12},
 		},
 		Floors:   []Floor{{"writes-acked", 50}, {"absent-reads", 60}, {"faults", 4}},
-		Checkers: plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer"),
+		Checkers: plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
 		Run:      runTTLEvict,
 	})
 }

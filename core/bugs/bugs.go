@@ -239,6 +239,11 @@ type Set struct {
 	LenientFrames bool
 	// NoAntiEntropy: replicas never pull.
 	NoAntiEntropy bool
+	// KeyCounter: a write's counter starts from the key's previous tuple
+	// or the incarnation's floor, not from every counter the incarnation
+	// issued: a key written again after its flow left the shard (evicted,
+	// or purged after its grace) gets the tuple its earlier write had.
+	KeyCounter bool
 	// NoRelease: a node keeps its copies of the flows its group gave
 	// another group: a move's last step never comes, and its disk fills
 	// with partitions it no longer serves.
@@ -428,6 +433,7 @@ var Table = []Bug{
 	{"no-adoption", "a new owner serves before adopting", func(s *Set) *bool { return &s.NoAdoption }},
 	{"one-push", "an owner pushes a write to its first successor only, leaving the second to anti-entropy", func(s *Set) *bool { return &s.OnePush }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
+	{"key-counter", "a write's counter starts from the key's previous tuple or the floor: a key written again after its flow left the shard reuses a tuple", func(s *Set) *bool { return &s.KeyCounter }},
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},

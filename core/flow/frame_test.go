@@ -120,6 +120,9 @@ func TestFrameRoundTrip(t *testing.T) {
 		if m.Kind == FrameAEResp {
 			want.Flows = len(m.Flows)
 		}
+		if m.Kind == FramePush {
+			want.Entries = m.Entries
+		}
 		require.Equal(t, want, info)
 		kind, ok := PeekKind(b)
 		require.True(t, ok)

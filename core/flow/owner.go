@@ -332,8 +332,10 @@ func (s *Store) apply(req Request, readOnly bool) (resp Response, changed map[st
 		}
 		resp.Succeeded = true
 	case OpSetAll:
-		for k, data := range req.Entries { //fenceline:unordered fills changed; each key's tuple depends on its own previous one only
-			write(k, data, false, req.TTLMs)
+		// In key order: each write's counter is above the one before it
+		// (nextTuple), so the order reaches the tuples.
+		for _, k := range slices.Sorted(maps.Keys(req.Entries)) {
+			write(k, req.Entries[k], false, req.TTLMs)
 		}
 		resp.Succeeded = true
 	}

@@ -103,6 +103,10 @@ type Store struct {
 	// The shard: every key this node owns or replicates, in memory and
 	// on disk (core/shard).
 	sh *shard.Shard[Value]
+	// issued is the largest write counter this incarnation stamped
+	// (nextTuple): each write's counter is above it, so no two writes of
+	// an incarnation share a tuple.
+	issued uint64
 	// recovered: this is not the node's first boot, so its copies came
 	// from disk and may lack the async writes its crash lost; reconciled
 	// marks the flows adopted since, whose copies are whole again.
@@ -409,17 +413,27 @@ func (s *Store) Adopted(flow string) bool {
 }
 
 // nextTuple is the tuple of a write over prev in era (Store.era): this
-// m_idx, a counter above prev's and above this incarnation's floor
-// (Epoch<<32), this node.
+// m_idx, a counter above this incarnation's floor (Epoch<<32), above
+// every counter it issued before, and above prev's, this node. The
+// floor keeps two incarnations from issuing one tuple; the counter
+// issued keeps two writes of one incarnation apart even where prev says
+// nothing (a key whose earlier write was purged after its grace, or
+// evicted with its flow: the key's next write restarted at the floor,
+// and a replica still holding the old write took the new one for it).
+// A write of many keys stamps them in key order: the counter makes the
+// order reach the tuples.
 func (s *Store) nextTuple(era uint64, prev Tuple) Tuple {
-	floor := s.env.Epoch << 32
-	if prev.MIdx != s.mIdx || prev.Era != era {
-		// A counter from another m_idx or era says nothing about this
-		// one: start at this incarnation's floor, so two incarnations
-		// never issue the same tuple.
-		return Tuple{Era: era, MIdx: s.mIdx, V: floor + 1, Origin: s.env.ID}
+	v := max(s.issued, s.env.Epoch<<32)
+	if s.cfg.Bugs.KeyCounter {
+		v = s.env.Epoch << 32
 	}
-	return Tuple{Era: era, MIdx: s.mIdx, V: max(prev.V, floor) + 1, Origin: s.env.ID}
+	if prev.MIdx == s.mIdx && prev.Era == era {
+		// A counter from another m_idx or era says nothing about this
+		// one: the tuple outranks it by its m_idx or era already.
+		v = max(v, prev.V)
+	}
+	s.issued = v + 1
+	return Tuple{Era: era, MIdx: s.mIdx, V: s.issued, Origin: s.env.ID}
 }
 
 // era is the era this node's group writes flow in (Tuple): 0 outside a

@@ -138,6 +138,17 @@ func TestOwnerServesAfterAdoptingAndStampsTuples(t *testing.T) {
 	_, err, _ = do(s, Request{Flow: f, Op: OpIncr, Key: "w", Delta: 1})
 	require.ErrorIs(t, err, ErrNotInteger)
 	require.False(t, errors.Is(err, ErrUnavailable), "a bad incr is the caller's error, not a 503")
+	// A key whose flow left the shard (evicted, or purged after its
+	// grace) is written anew under a tuple no earlier write had: a
+	// replica still holding the old write must not take the new one for
+	// it (tuple-unique).
+	latest := s.Copy(f)["w"].Tuple
+	s.sh.Drop(f)
+	require.Empty(t, s.Copy(f))
+	_, err, _ = do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("2")})
+	require.NoError(t, err)
+	again := s.Copy(f)["k"].Tuple
+	require.True(t, latest.Less(again), "%v after %v", again, latest)
 }
 
 // A flow first asked for once the membership has been in force for

@@ -49,6 +49,8 @@ type FrameInfo struct {
 	Refusal string
 	// Flows is how many flows an ae-resp carries.
 	Flows int
+	// Entries are a push's new values.
+	Entries map[string]Value
 }
 
 // DecodeFrame decodes a flow frame as the store does, for the simulator's
@@ -64,14 +66,17 @@ func DecodeFrame(frame []byte) (FrameInfo, error) {
 		return FrameInfo{}, err
 	}
 	info := FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch, Refusal: m.Err}
-	if m.Kind == FrameAEResp {
-		// Read whole only here: the scan skips the flows, and an answer
-		// of anti-entropy is rare.
+	if m.Kind == FrameAEResp || m.Kind == FramePush {
+		// Read whole only for these: the scan skips the values.
 		full, err := decodeFrame(frame)
 		if err != nil {
 			return FrameInfo{}, err
 		}
-		info.Flows = len(full.Flows)
+		if m.Kind == FrameAEResp {
+			info.Flows = len(full.Flows)
+		} else {
+			info.Entries = full.Entries
+		}
 	}
 	return info, nil
 }
