@@ -68,6 +68,7 @@ type flowHarness struct {
 	services []checker.FlowService
 	pushes   []checker.Push // every push an owner of this group sent, by the record
 	tuples   checker.Tuples // every write's tuple, from those pushes
+	lastPush *byte          // the first byte of the last push frame tuples read
 	// writes are the writes that changed a flow and were answered done,
 	// where the record shows they were served (replica-push).
 	writes []checker.ServedWrite
@@ -289,14 +290,14 @@ func (h *flowHarness) watch(s netsim.Sending) {
 		// A push to a peer that is down, or over the link's bound: the
 		// owner pushed, and the network refused it.
 		if info, ok := meant.info(flow.FramePush); ok && h.byID[s.From] != nil {
-			h.pushed(s, info)
+			h.pushed(s, meant, info)
 		}
 		return
 	}
 	switch s.Fate {
 	case netsim.Sent:
 		if info, ok := meant.info(flow.FramePush); ok && h.byID[s.From] != nil {
-			h.pushed(s, info)
+			h.pushed(s, meant, info)
 			return
 		}
 		if info, ok := meant.info(flow.FrameAdopt); ok {
@@ -357,10 +358,17 @@ func (h *flowHarness) watch(s netsim.Sending) {
 }
 
 // pushed records a push a node of the group sent (or the network
-// refused): for replica-push, and its values for tuple-unique.
-func (h *flowHarness) pushed(s netsim.Sending, info flow.FrameInfo) {
+// refused): for replica-push, and its values for tuple-unique. An owner
+// sends one encoding to both successors (the frame's bytes are shared),
+// so the values are read once per write, not once per send.
+func (h *flowHarness) pushed(s netsim.Sending, meant *lazyFrame, info flow.FrameInfo) {
 	h.pushes = append(h.pushes, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At})
-	h.tuples.Push(h.run, s.From, s.At, info.Flow, info.Entries, func(id dial.NodeID) string { return h.byID[id].Name() })
+	if first := &meant.frame[0]; first != h.lastPush {
+		h.lastPush = first
+		if entries, err := flow.PushEntries(meant.frame); err == nil {
+			h.tuples.Push(h.run, s.From, s.At, info.Flow, entries, func(id dial.NodeID) string { return h.byID[id].Name() })
+		}
+	}
 }
 
 // recordAnswers keeps the record request-answered judges: every request

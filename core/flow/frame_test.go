@@ -121,7 +121,9 @@ func TestFrameRoundTrip(t *testing.T) {
 			want.Flows = len(m.Flows)
 		}
 		if m.Kind == FramePush {
-			want.Entries = m.Entries
+			entries, err := PushEntries(b)
+			require.NoError(t, err)
+			require.Equal(t, m.Entries, entries)
 		}
 		require.Equal(t, want, info)
 		kind, ok := PeekKind(b)

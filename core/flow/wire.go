@@ -49,8 +49,6 @@ type FrameInfo struct {
 	Refusal string
 	// Flows is how many flows an ae-resp carries.
 	Flows int
-	// Entries are a push's new values.
-	Entries map[string]Value
 }
 
 // DecodeFrame decodes a flow frame as the store does, for the simulator's
@@ -66,19 +64,29 @@ func DecodeFrame(frame []byte) (FrameInfo, error) {
 		return FrameInfo{}, err
 	}
 	info := FrameInfo{Kind: m.Kind, Flow: m.Flow, M: m.M, Served: m.Served, Session: m.Session, ID: m.ID, Epoch: m.Epoch, Refusal: m.Err}
-	if m.Kind == FrameAEResp || m.Kind == FramePush {
-		// Read whole only for these: the scan skips the values.
+	if m.Kind == FrameAEResp {
+		// Read whole only here: the scan skips the flows, and an answer
+		// of anti-entropy is rare.
 		full, err := decodeFrame(frame)
 		if err != nil {
 			return FrameInfo{}, err
 		}
-		if m.Kind == FrameAEResp {
-			info.Flows = len(full.Flows)
-		} else {
-			info.Entries = full.Entries
-		}
+		info.Flows = len(full.Flows)
 	}
 	return info, nil
+}
+
+// PushEntries decodes a push frame's new values, for the simulator's
+// checkers: DecodeFrame reads only a frame's head.
+func PushEntries(frame []byte) (map[string]Value, error) {
+	m, err := decodeFrame(frame)
+	if err != nil {
+		return nil, err
+	}
+	if m.Kind != FramePush {
+		return nil, fmt.Errorf("flow: a %s frame, not a push", m.Kind)
+	}
+	return m.Entries, nil
 }
 
 // msg is every flow frame. It travels in the binary format of frame.go:
