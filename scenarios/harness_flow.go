@@ -179,9 +179,11 @@ func (h *flowHarness) held(id dial.NodeID) checker.Held {
 	return out
 }
 
-// checkAEQuiet holds the run's last anti-entropy rounds to the design's
-// promise that a quiet pair of nodes exchanges digests, not data
-// (checker.AEQuiet). A run shorter than those rounds is not judged.
+// checkAEQuiet holds every anti-entropy answer to its bound
+// (checker.AEAnswerBound), and the run's last anti-entropy rounds to the
+// design's promise that a quiet pair of nodes exchanges digests, not
+// data (checker.AEQuiet). A run shorter than those rounds is not judged
+// quiet or not.
 func (h *flowHarness) checkAEQuiet() {
 	name := func(id dial.NodeID) string { return h.byID[id].Name() }
 	at := checker.AEAnswerBound(h.run, h.aeAnswers, h.aeMax, name)
