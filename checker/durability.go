@@ -339,3 +339,67 @@ func ExpiryHonoured(rep Reporter, flows []*VersionedFlow, ttl time.Duration, clo
 		}
 	}
 }
+
+// MemoryOnly holds none flows to the other half of their promise (checker
+// memory-only): memory only. Once every copy of a flow has been down at
+// one instant, nothing of the flow is left in any memory, so a read that
+// begins after that instant sees none of the versions acknowledged before
+// it: a restarted node gets a none flow back only from copies that stayed
+// up, never from its disk. A version whose write was never answered may
+// still be applied after the instant (a request in flight, a retry), so
+// only acknowledged ones are judged. It returns how many reads it judged:
+// reads of a none flow after such an instant.
+func MemoryOnly(rep Reporter, flows []*VersionedFlow, crashes CrashRecord) int {
+	judged := 0
+	for _, f := range flows {
+		if f.Mode != shard.None {
+			continue
+		}
+		gone := allDownInstants(f, crashes)
+		if len(gone) == 0 {
+			continue
+		}
+		for _, rd := range f.Reads {
+			// The latest instant before the read began: the later it is,
+			// the more versions it rules out.
+			i := sort.Search(len(gone), func(i int) bool { return gone[i] >= rd.Call }) - 1
+			if i < 0 {
+				continue
+			}
+			judged++
+			if rd.Version == 0 || rd.Version > len(f.Writes) {
+				continue // absent, or never written (Durability's to judge)
+			}
+			w := f.Writes[rd.Version-1]
+			if w.Outcome == WriteOK && w.Return < gone[i] {
+				rep.Fail("memory-only", "flow %s (none, placement %s): the read through %s at %v saw version %d, acknowledged at %v, though every copy was down at %v: a none flow came back from a disk (downtime: %s)",
+					f.Name, names(crashes, f.Placement), rd.Node, rd.Call, rd.Version, w.Return, gone[i], downtime(crashes, f.Placement))
+				return judged
+			}
+		}
+	}
+	return judged
+}
+
+// allDownInstants is, in order, the instants at which every copy of f was
+// down: where down windows of every copy meet, they meet at the start of
+// one of them.
+func allDownInstants(f *VersionedFlow, crashes CrashRecord) []time.Duration {
+	var at []time.Duration
+	for _, id := range f.Placement {
+		for _, w := range crashes.Downs(id) {
+			all := true
+			for _, other := range f.Placement {
+				if !downDuring(crashes, other, w.From, w.From) {
+					all = false
+					break
+				}
+			}
+			if all {
+				at = append(at, w.From)
+			}
+		}
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i] < at[j] })
+	return at
+}

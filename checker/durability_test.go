@@ -85,6 +85,48 @@ func TestDurability(t *testing.T) {
 	require.Contains(t, rec.Failures[0], "whose write was refused")
 }
 
+// TestMemoryOnly: a none flow's versions acknowledged before an instant
+// at which every copy was down are gone for every read after it; down
+// windows that never meet leave them in some memory.
+func TestMemoryOnly(t *testing.T) {
+	back := func(version int) *VersionedFlow { // read at 5s, seeing version
+		f := twoWrites(shard.None)
+		f.Reads[0].Version = version
+		return f
+	}
+	// Both copies down from 4s (one since 3.5s): versions 1 and 2, both
+	// acknowledged before 4s, cannot come back; an absent flow is right.
+	allDown := downs{1: {{From: 3500 * time.Millisecond, To: 4500 * time.Millisecond}}, 2: {{From: 4 * time.Second, To: 4200 * time.Millisecond}}}
+	var rec Record
+	require.Equal(t, 1, MemoryOnly(&rec, []*VersionedFlow{back(0)}, allDown))
+	require.True(t, rec.OK(), "%v", rec.Failures)
+	require.Equal(t, 1, MemoryOnly(&rec, []*VersionedFlow{back(2)}, allDown))
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "memory-only: flow f (none, placement")
+	require.Contains(t, rec.Failures[0], "saw version 2, acknowledged at 3s, though every copy was down at 4s")
+
+	// The downs never meet: a copy stayed up while the other came back
+	// and took the flow from it.
+	rec = Record{}
+	apart := downs{1: {{From: 3 * time.Second, To: 3500 * time.Millisecond}}, 2: {{From: 4 * time.Second, To: 4200 * time.Millisecond}}}
+	require.Zero(t, MemoryOnly(&rec, []*VersionedFlow{back(2)}, apart))
+	require.True(t, rec.OK(), "%v", rec.Failures)
+
+	// A version acknowledged after the instant, or never answered (it may
+	// be applied late), is not judged; nor is an async flow, nor a read
+	// that began before the instant.
+	late := back(2)
+	late.Writes[1].Return = 4100 * time.Millisecond
+	unanswered := back(2)
+	unanswered.Writes[1] = VersionWrite{Call: 2500 * time.Millisecond, Outcome: WriteUnknown}
+	async := back(2)
+	async.Mode = shard.Async
+	early := back(2)
+	early.Reads[0].Call = 3900 * time.Millisecond
+	require.Equal(t, 2, MemoryOnly(&rec, []*VersionedFlow{late, unanswered, async, early}, allDown))
+	require.True(t, rec.OK(), "%v", rec.Failures)
+}
+
 func TestExpiryNeverUndone(t *testing.T) {
 	f := &VersionedFlow{
 		Name:   "f",

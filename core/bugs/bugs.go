@@ -248,6 +248,11 @@ type Set struct {
 	// another group: a move's last step never comes, and its disk fills
 	// with partitions it no longer serves.
 	NoRelease bool
+	// RepairToDisk: a copy that arrives to repair another (an
+	// anti-entropy answer, an adoption's answer) is written async
+	// whatever its mode: a none flow's repaired copy reaches the disk,
+	// and a restart brings it back though every copy was down.
+	RepairToDisk bool
 	// AENoDigests: a replica pulls without its digests, so each owner
 	// answers every round with every flow it holds placed on the replica.
 	// Merging a copy already held changes nothing: every state checker
@@ -434,6 +439,7 @@ var Table = []Bug{
 	{"one-push", "an owner pushes a write to its first successor only, leaving the second to anti-entropy", func(s *Set) *bool { return &s.OnePush }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
 	{"key-counter", "a write's counter starts from the key's previous tuple or the floor: a key written again after its flow left the shard reuses a tuple", func(s *Set) *bool { return &s.KeyCounter }},
+	{"repair-to-disk", "a none flow's copy that arrives to repair another is written to disk: a whole-cluster restart brings a memory-only flow back", func(s *Set) *bool { return &s.RepairToDisk }},
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},

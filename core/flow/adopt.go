@@ -258,7 +258,7 @@ func (s *Store) answerAdoption(from dial.NodeID, m msg) {
 func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 	a := s.adopting[m.Flow]
 	if a == nil || a.id != m.ID || a.committing {
-		s.merge(m.Flow, m.Entries, repairMode(m.Mode)) // a late answer is still a copy worth keeping
+		s.merge(m.Flow, m.Entries, s.repairMode(m.Mode)) // a late answer is still a copy worth keeping
 		return
 	}
 	if m.Their > a.m {
@@ -269,7 +269,7 @@ func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 		delete(s.adopting, a.flow)
 		return
 	}
-	s.merge(m.Flow, m.Entries, repairMode(m.Mode))
+	s.merge(m.Flow, m.Entries, s.repairMode(m.Mode))
 	a.answered[from] = true
 	a.servedAt[from] = m.Served
 	s.tryFinishAdoption(a)

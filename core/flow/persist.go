@@ -40,7 +40,10 @@ func (s *Store) metaFor(flow string) []byte {
 // source still holds it and the next round (or adoption) repeats it. A
 // replica's fsync adds nothing an owner's sync write relies on: the owner
 // answers after its own.
-func repairMode(m shard.Mode) shard.Mode {
+func (s *Store) repairMode(m shard.Mode) shard.Mode {
+	if s.cfg.Bugs.RepairToDisk {
+		return shard.Async
+	}
 	if m == shard.None {
 		return shard.None
 	}

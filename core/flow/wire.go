@@ -244,7 +244,7 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 			}
 		}
 		for _, f := range slices.Sorted(maps.Keys(m.Flows)) {
-			s.merge(f, m.Flows[f], repairMode(m.Modes[f]))
+			s.merge(f, m.Flows[f], s.repairMode(m.Modes[f]))
 			if m.M == s.mIdx && from != s.env.ID && s.ownerOf(s.ring, f) == from && !s.cfg.Bugs.NoPrune {
 				s.prune(f, m.Flows[f])
 			}
