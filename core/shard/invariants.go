@@ -2,8 +2,8 @@ package shard
 
 import "fmt"
 
-// CheckInvariants checks the shard's own bookkeeping: the LRU list and
-// its count, the deadline heap, the flows the backend may hold, and the
+// CheckInvariants checks the shard's own bookkeeping: the LRU list, its
+// count and that it holds every flow live at the latest clock reading, the deadline heap, the flows the backend may hold, and the
 // writer's marks and units. It reads the state only (no clock, no
 // timer), in O(flows): the simulator calls it after every 16th step a
 // node takes (sim.Checked), so a change that leaves the structures
@@ -27,6 +27,12 @@ func (s *Shard[V]) CheckInvariants() error {
 			err = fmt.Errorf("shard: flow %q was last written by Put %d, past the last, %d", name, f.lastSeq, s.seq)
 		case len(f.keys) > 0 && s.staleDeadlines(f):
 			err = fmt.Errorf("shard: flow %q's deadlines (%d, %d) are not its keys'", name, f.liveUntil, f.purgeAt)
+		case f.liveUntil > s.lastMs && !f.inLRU:
+			// Live at every clock reading the shard has taken, so live
+			// whenever it was placed: the cap must count it. (A flow
+			// that died since stays listed until a purge finds it, so
+			// the converse needs the clock.)
+			err = fmt.Errorf("shard: flow %q is live until %d, past the clock's %d, and not in the LRU list", name, f.liveUntil, s.lastMs)
 		}
 		if err != nil && (badErr == nil || name < bad) {
 			bad, badErr = name, err

@@ -33,6 +33,7 @@ func TestInvariantsHoldAndNameWhatBroke(t *testing.T) {
 		{"deadline", func(s *Shard[val]) { s.flows["f0"].liveUntil++ }, `"f0"'s deadlines`},
 		{"heap", func(s *Shard[val]) { s.due[0], s.due[1] = s.due[1], s.due[0] }, "deadline heap"},
 		{"marks", func(s *Shard[val]) { s.durable = s.seq + 1 }, "past the last Put"},
+		{"unlisted", func(s *Shard[val]) { s.lruRemove(s.flows["f1"]) }, `"f1" is live until`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, Config{})
