@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -101,6 +102,8 @@ type raftCluster struct {
 	// The client workloads started (with ClientsOff, the ones that would
 	// have been): their work is reported for the floors.
 	kvClients, leaseClients int
+	kvBounds                kvBounds // the KV's drawn bounds (drawKVBounds); zero: the defaults
+	garbling                bool     // the run garbles forwarded proposals (garbleProposals)
 	// timing is the protocol timings the run drew.
 	timing timing
 
@@ -229,6 +232,9 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 	c.cfg = consensus.Config{KV: kv.Config{Bugs: b}, Journal: journal.Config{Bugs: b}, Bugs: b}
 	c.timing = drawTiming(run)
 	c.timing.applyConsensus(&c.cfg)
+	if run.callBounds {
+		c.drawKVBounds()
+	}
 	var boot []consensus.Member
 	var founding []dial.NodeID
 	for _, name := range names[:founders] {
@@ -303,6 +309,15 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 	return c
 }
 
+// malformedUnexplained reports whether a command proposed at call and
+// refused as malformed (kv.ErrMalformed) was refused for bytes no fault
+// made: the proposer encoded it, so only garbleProposals can have changed
+// them, and only before the faults stop. Such a refusal is a decoder that
+// disagrees with its encoder (checker kv-refusals).
+func (c *raftCluster) malformedUnexplained(call time.Duration, res kv.Result) bool {
+	return errors.Is(res.Err, kv.ErrMalformed) && !(c.garbling && call < c.faultsUntil)
+}
+
 // garbleProposals makes, in a third of the runs until the faults stop,
 // one in ten commands a follower forwards to its leader leave cut short,
 // or with bytes after their end: what a peer of another version, or one
@@ -324,6 +339,7 @@ func (c *raftCluster) garbleProposals() {
 	if !on {
 		return
 	}
+	c.garbling = true
 	c.nw.RewriteIf(func(from, to dial.NodeID, frame []byte) []byte {
 		if c.k.Now() >= c.faultsUntil || len(frame) < 2 || frame[0] != consensus.FramePrefix || c.byID[from] == nil {
 			return nil

@@ -31,7 +31,7 @@ func init() {
 			{Name: "ack-before-append", Window: 60, MinCaught: 10},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 15}, {"votes", 4}, {"crashes-after-vote", 1}},
-		Checkers: clusterCheckers,
+		Checkers: plus(clusterCheckers, "kv-refusals"),
 		Run:      runElectionCrash,
 	})
 }

@@ -19,7 +19,7 @@ func init() {
 			{Name: "journal-trust-tail", Window: 150, MinCaught: 10},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 25}, {"power-cuts", 2}},
-		Checkers: clusterCheckers,
+		Checkers: plus(clusterCheckers, "kv-refusals"),
 		Run:      runJournalCrash,
 	})
 }

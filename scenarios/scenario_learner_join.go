@@ -20,7 +20,7 @@ func init() {
 			{Name: "promote-early", Window: 30, MinCaught: 20},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 30}, {"promotions", 2}},
-		Checkers: plus(clusterCheckers, "membership"),
+		Checkers: plus(clusterCheckers, "membership", "kv-refusals"),
 		Run:      runLearnerJoin,
 	})
 }

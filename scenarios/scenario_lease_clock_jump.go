@@ -20,7 +20,7 @@ func init() {
 			{Name: "release-keeps", Window: 30, MinCaught: 20},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 50}, {"lease-grants", 10}, {"leader-steps-back", 2}},
-		Checkers: clusterCheckers,
+		Checkers: plus(clusterCheckers, "kv-refusals"),
 		Run:      runLeaseClockJump,
 	})
 }

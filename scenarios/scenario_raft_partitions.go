@@ -20,9 +20,11 @@ func init() {
 			{Name: "release-any", Window: 50, MinCaught: 30},
 			{Name: "expire-late", Window: 50, MinCaught: 14},
 			{Name: "stopped-lease-clock", Window: 50, MinCaught: 15},
+			{Name: "bound-plus-one", Window: 30, MinCaught: 8},
+			{Name: "empty-branch-malformed", Window: 30, MinCaught: 12},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 15}, {"lease-grants", 3}, {"faults", 3}},
-		Checkers: clusterCheckers,
+		Checkers: plus(clusterCheckers, "kv-refusals"),
 		Swarm:    true,
 		Run:      runRaftPartitions,
 	})

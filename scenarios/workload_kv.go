@@ -32,6 +32,7 @@ func (c *raftCluster) startKVClients(count int, until time.Duration) {
 	if c.run.ClientsOff {
 		return
 	}
+	c.startKVBoundsClient(until)
 	r := c.k.Stream("workload/kv")
 	for i := 0; i < count; i++ {
 		cl := &kvClient{id: i, lastSeen: map[string]kv.Entry{}}
@@ -85,6 +86,9 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 				case err != nil:
 					unknownOrRefused(err)
 				case res.Err != nil:
+					if c.malformedUnexplained(now, res) {
+						c.run.Fail("kv-refusals", "client %d's %v on %q through %s at %v was refused as malformed, though no fault touched its bytes: %v", cl.id, op.Kind, key, n.Name(), now, res.Err)
+					}
 					refuse(res.Err.Error())
 				default:
 					if a.once() {

@@ -253,6 +253,13 @@ type Set struct {
 	// whatever its mode: a none flow's repaired copy reaches the disk,
 	// and a restart brings it back though every copy was down.
 	RepairToDisk bool
+	// BoundPlusOne: the KV takes a Put whose value is one byte past its
+	// bound, on the proposer and in apply alike.
+	BoundPlusOne bool
+	// EmptyBranchMalformed: the KV's apply refuses, as malformed, a txn
+	// whose failure branch is empty, as a decoder that took an empty
+	// list for one cut short would: every compare-and-set is refused.
+	EmptyBranchMalformed bool
 	// AENoDigests: a replica pulls without its digests, so each owner
 	// answers every round with every flow it holds placed on the replica.
 	// Merging a copy already held changes nothing: every state checker
@@ -439,6 +446,8 @@ var Table = []Bug{
 	{"one-push", "an owner pushes a write to its first successor only, leaving the second to anti-entropy", func(s *Set) *bool { return &s.OnePush }},
 	{"no-anti-entropy", "replicas never pull", func(s *Set) *bool { return &s.NoAntiEntropy }},
 	{"key-counter", "a write's counter starts from the key's previous tuple or the floor: a key written again after its flow left the shard reuses a tuple", func(s *Set) *bool { return &s.KeyCounter }},
+	{"bound-plus-one", "the KV takes a value one byte past its bound", func(s *Set) *bool { return &s.BoundPlusOne }},
+	{"empty-branch-malformed", "the KV refuses a txn with an empty failure branch as malformed: every compare-and-set is refused", func(s *Set) *bool { return &s.EmptyBranchMalformed }},
 	{"repair-to-disk", "a none flow's copy that arrives to repair another is written to disk: a whole-cluster restart brings a memory-only flow back", func(s *Set) *bool { return &s.RepairToDisk }},
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},

@@ -104,6 +104,10 @@ func (s *State) Apply(index uint64, data []byte) Result {
 	if err != nil {
 		return s.refuse(index, OpInvalid, err)
 	}
+	if s.cfg.Bugs.EmptyBranchMalformed && cmd.Op.Kind == OpTxn && len(cmd.Op.OnFailure) == 0 {
+		// The planted bug: a decoder that takes an empty list for one cut short.
+		return s.refuse(index, OpInvalid, fmt.Errorf("%w: txn's failure branch is empty", ErrMalformed))
+	}
 	return s.apply(index, cmd, true)
 }
 

@@ -170,6 +170,9 @@ func (c Config) checkOp(op Op) error {
 	if err := c.checkName(what, op.Key); err != nil {
 		return err
 	}
+	if c.Bugs.BoundPlusOne && len(op.Value) == c.MaxValueBytes+1 {
+		return nil // the planted bug: one byte past the bound is taken
+	}
 	if len(op.Value) > c.MaxValueBytes {
 		return fmt.Errorf("value of %q is %d bytes, limit %d", op.Key, len(op.Value), c.MaxValueBytes)
 	}
