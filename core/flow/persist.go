@@ -71,9 +71,9 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 	// replica's late copy and served it with: imposter-scenarios seed 312.)
 	var floor Tuple
 	if at, ok := s.adopted[flow]; ok && at == s.mIdx {
-		floor = Tuple{Era: s.era(flow), MIdx: at, V: s.env.Epoch << 32}
+		floor = Tuple{Era: s.era(flow), MIdx: at, V: s.incarnationFloor()}
 	} else if a := s.adopting[flow]; a != nil && a.committing && a.m == s.mIdx {
-		floor = Tuple{Era: s.era(flow), MIdx: a.m, V: s.env.Epoch << 32} // adopted, waiting only for its fsync
+		floor = Tuple{Era: s.era(flow), MIdx: a.m, V: s.incarnationFloor()} // adopted, waiting only for its fsync
 	}
 	// The copy is written whole when every key of it is newer (a push,
 	// mostly): the shard only reads the map it is handed, so in serves.

@@ -423,9 +423,9 @@ func (s *Store) Adopted(flow string) bool {
 // A write of many keys stamps them in key order: the counter makes the
 // order reach the tuples.
 func (s *Store) nextTuple(era uint64, prev Tuple) Tuple {
-	v := max(s.issued, s.env.Epoch<<32)
+	v := max(s.issued, s.incarnationFloor())
 	if s.cfg.Bugs.KeyCounter {
-		v = s.env.Epoch << 32
+		v = s.incarnationFloor()
 	}
 	if prev.MIdx == s.mIdx && prev.Era == era {
 		// A counter from another m_idx or era says nothing about this
@@ -435,6 +435,13 @@ func (s *Store) nextTuple(era uint64, prev Tuple) Tuple {
 	s.issued = v + 1
 	return Tuple{Era: era, MIdx: s.mIdx, V: s.issued, Origin: s.env.ID}
 }
+
+// incarnationFloor is the counter this incarnation's tuples are issued
+// above (nextTuple), room for 2^32 writes an incarnation. It is also the
+// merge floor's counter (merge): every tuple at an m_idx that this
+// incarnation did not stamp is below it, which holds only while the two
+// are one number, so both read it here.
+func (s *Store) incarnationFloor() uint64 { return s.env.Epoch << 32 }
 
 // era is the era this node's group writes flow in (Tuple): 0 outside a
 // fleet and while the directory holds its partition where the table first
