@@ -102,8 +102,9 @@ type raftCluster struct {
 	// The client workloads started (with ClientsOff, the ones that would
 	// have been): their work is reported for the floors.
 	kvClients, leaseClients int
-	kvBounds                kvBounds // the KV's drawn bounds (drawKVBounds); zero: the defaults
-	garbling                bool     // the run garbles forwarded proposals (garbleProposals)
+	kvBounds                kvBounds                 // the KV's drawn bounds (drawKVBounds); zero: the defaults
+	garbling                bool                     // the run garbles forwarded proposals (garbleProposals)
+	appendedChanges         []checker.AppendedChange // watchOwnRemovals' record
 	// timing is the protocol timings the run drew.
 	timing timing
 
@@ -378,6 +379,43 @@ func (c *raftCluster) garbleProposals() {
 		}
 		return append([]byte{consensus.FramePrefix}, out...)
 	})
+}
+
+// watchOwnRemovals records, while the committed membership has two
+// voters, every change a leader's append carries that takes a voter out,
+// as the network saw the leader send it (accepted or refused: either way
+// it had appended the change), for checkOwnRemovals. Appends are decoded
+// only then: the rule is about groups of two.
+func (c *raftCluster) watchOwnRemovals() {
+	c.nw.Watch(func(s netsim.Sending) {
+		if s.Fate != netsim.Sent && s.Fate != netsim.Refused || c.byID[s.From] == nil || len(c.committed().Voters) != 2 {
+			return
+		}
+		frame := s.Meant
+		if frame == nil {
+			frame = s.Frame
+		}
+		frame = c.plain(frame)
+		if len(frame) == 0 || frame[0] != consensus.FramePrefix {
+			return
+		}
+		from, term, changes, err := consensus.AppendConfChanges(frame)
+		if err != nil {
+			return
+		}
+		for _, ch := range changes {
+			if ch.Out != 0 {
+				c.appendedChanges = append(c.appendedChanges, checker.AppendedChange{Leader: from, Term: term, Index: ch.Index, EntryTerm: ch.Term, Out: ch.Out, At: c.k.Now()})
+			}
+		}
+	})
+}
+
+// checkOwnRemovals judges what watchOwnRemovals recorded (checker
+// own-removal).
+func (c *raftCluster) checkOwnRemovals() {
+	judged := checker.OwnRemoval(c.run, c.appendedChanges, c.memberships, func(id dial.NodeID) string { return c.byID[id].Name() })
+	c.run.Logf("own-removal: %d appended removals from groups of two judged", judged)
 }
 
 // recordMembership notes the first instant any node applied a membership.

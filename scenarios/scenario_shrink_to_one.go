@@ -49,11 +49,11 @@ func init() {
 		Bugs: []Bug{
 			{Name: "wait-for-removed", Window: 30, MinCaught: 20},
 			{Name: "remove-last-voter", Window: 30, MinCaught: 20},
-			{Name: "remove-leader-of-two", Window: 200, MinCaught: 10},
+			{Name: "remove-leader-of-two", Window: 200, MinCaught: 80},
 			{Name: "lead-own-removal", Window: 100, MinCaught: 5},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 50}, {"removals", 1}, {"last-voter-asks", 2}},
-		Checkers: plus(flowCheckers, "served-after-removal", "last-voter"),
+		Checkers: plus(flowCheckers, "served-after-removal", "last-voter", "own-removal"),
 		Run:      runShrinkToOne,
 	})
 }
@@ -68,6 +68,7 @@ func runShrinkToOne(run *Run) error {
 		extra = 1 // a joiner: one voter grows to two before it shrinks back
 	}
 	h, hot, all, calm := flowSetup(run, founders, extra, flow.Config{})
+	h.watchOwnRemovals()
 	r := k.Stream("faults")
 	// The survivors' promise (checker.ServedAfterRemoval): once they lead
 	// again by the network's record, and have had a heartbeat or two to
@@ -354,6 +355,7 @@ func runShrinkToOne(run *Run) error {
 		run.Undecided("served-after-removal", "%d removals, and no survivor was judged on any flow", len(removals))
 	}
 	checker.LastVoter(run, h.memberships, asks)
+	h.checkOwnRemovals()
 	return nil
 }
 
