@@ -60,11 +60,8 @@ func MayBeVoteResp(frame []byte) bool {
 
 // DecodeFrame decodes a raft frame (first byte 1) as the node does.
 func DecodeFrame(frame []byte) (FrameInfo, error) {
-	if len(frame) == 0 || frame[0] != frameRaft {
-		return FrameInfo{}, errors.New("consensus: not a raft frame")
-	}
-	var m pb.Message
-	if err := m.Unmarshal(frame[1:]); err != nil {
+	m, err := unmarshalFrame(frame)
+	if err != nil {
 		return FrameInfo{}, err
 	}
 	info := FrameInfo{Kind: FrameOther, From: dial.NodeID(m.From), To: dial.NodeID(m.To), Term: m.Term, Reject: m.Reject, Index: m.Index}
@@ -100,11 +97,8 @@ type ConfEntry struct {
 // sender, the term it sent in, and the changes among the entries (none
 // for a frame that is not an append).
 func AppendConfChanges(frame []byte) (from dial.NodeID, term uint64, changes []ConfEntry, err error) {
-	if len(frame) == 0 || frame[0] != frameRaft {
-		return 0, 0, nil, errors.New("consensus: not a raft frame")
-	}
-	var m pb.Message
-	if err := m.Unmarshal(frame[1:]); err != nil {
+	m, err := unmarshalFrame(frame)
+	if err != nil {
 		return 0, 0, nil, err
 	}
 	if m.Type != pb.MsgApp {
@@ -137,4 +131,14 @@ func AppendConfChanges(frame []byte) (from dial.NodeID, term uint64, changes []C
 		changes = append(changes, ce)
 	}
 	return dial.NodeID(m.From), m.Term, changes, nil
+}
+
+// unmarshalFrame reads a raft frame (first byte 1) as the node does.
+func unmarshalFrame(frame []byte) (pb.Message, error) {
+	var m pb.Message
+	if len(frame) == 0 || frame[0] != frameRaft {
+		return m, errors.New("consensus: not a raft frame")
+	}
+	err := m.Unmarshal(frame[1:])
+	return m, err
 }
