@@ -606,28 +606,6 @@ func (s *Service) Sweep() int { return s.claims.Sweep(s.now()) }
 // Pending is how many claims this node holds as an owner.
 func (s *Service) Pending() int { return s.claims.Pending() }
 
-// FrameInfo is what a claim frame says of itself, for the simulator's
-// record (when the owner granted a claim, to whom).
-type FrameInfo struct {
-	Grant bool  // a claim's answer that grants it
-	Token Token // the grant's token
-	Key   string
-	// Ask is a request its receiver owes an answer (a claim, a record);
-	// Answer is such an answer; ID pairs the two.
-	Ask, Answer bool
-	ID          uint64
-}
-
-// DecodeFrame reads a claim frame as the service would.
-func DecodeFrame(b []byte) (FrameInfo, error) {
-	f, err := decodeFrame(b)
-	if err != nil {
-		return FrameInfo{}, err
-	}
-	return FrameInfo{Grant: f.kind == frameClaimResp && f.out == outWon, Token: f.token, Key: f.key,
-		Ask: f.kind == frameClaim || f.kind == frameRecord, Answer: f.kind == frameClaimResp || f.kind == frameRecordResp, ID: f.id}, nil
-}
-
 // --- frames: a strict binary encoding
 
 type frame struct {
