@@ -62,6 +62,7 @@ func init() {
 			{Name: "unconfirmed-claim", Window: 60, MinCaught: 7},
 			// 32 of seeds 1..60, in the plain half of the runs.
 			{Name: "silent-refusal", Window: 60, MinCaught: 16},
+			{Name: "late-send-refusal", Window: 30, MinCaught: 22},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
 		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live", "disk-answer", "tuple-unique"),
@@ -73,12 +74,17 @@ func init() {
 // proxyRun is the simulator's record of a proxyOnce run: its upstream,
 // what clients were served, and the signatures.
 type proxyRun struct {
-	h            *flowHarness
-	upstreamRand *rand.Rand // the upstream service's latencies and failures
-	keys         []string   // introduced over the run, newest last
-	calls        []checker.UpstreamCall
-	served       []checker.Served
-	lapse        time.Duration
+	h *flowHarness
+	// The node an Acquire or Record is being asked of, inside its call,
+	// and whether the network accepted or refused a request it sent
+	// meanwhile (refusedAtOnce).
+	asking              dial.NodeID
+	askSent, askRefused bool
+	upstreamRand        *rand.Rand // the upstream service's latencies and failures
+	keys                []string   // introduced over the run, newest last
+	calls               []checker.UpstreamCall
+	served              []checker.Served
+	lapse               time.Duration
 	// upstream's knobs
 	failP, slowP int // percent of calls that fail, that are slow
 	n503         int
@@ -297,6 +303,7 @@ func runProxyOnce(run *Run, crash bool) error {
 		if len(frame) == 0 || frame[0] != proxyonce.FramePrefix {
 			return
 		}
+		p.noteAsk(s, frame)
 		if s.Meant != nil {
 			// Garbled on the wire (garbleFrames): by the simulator's
 			// record no node can take it, whatever a node's decoder makes
@@ -586,55 +593,107 @@ func (p *proxyRun) hit(n *sim.Machine, key string, then func()) {
 	ok := n.Exec(func() {
 		acquired := false
 		defer p.mustAnswer(n, inc, "an Acquire of "+key, proxyWait+proxyDeadline, &acquired)
-		svc.Acquire(key, func(ans proxyonce.Answer, err error) {
-			acquired = true
-			switch {
-			case err != nil:
-				p.n503++
-				if errors.Is(err, proxyonce.ErrBusyCalls) {
-					p.busy++
+		var judge func(error)
+		judge = p.ask(n, "an Acquire of "+key, func() {
+			svc.Acquire(key, func(ans proxyonce.Answer, err error) {
+				acquired = true
+				if judge != nil {
+					judge(err)
 				}
-				finish()
-			case !ans.Won:
-				p.serve(key, n, string(ans.Recorded))
-				finish()
-			default:
-				p.upstream(n, key, ans.Token, func(i int, answer string, failed bool) {
-					if !alive() {
-						finish() // the node went down with the client's connection
-						return
+				switch {
+				case err != nil:
+					p.n503++
+					if errors.Is(err, proxyonce.ErrBusyCalls) {
+						p.busy++
 					}
-					n.Exec(func() {
-						if a.done {
-							// The client went away: give the claim up.
-							p.calls[i].Released = true
-							svc.Release(key, ans.Token)
+					finish()
+				case !ans.Won:
+					p.serve(key, n, string(ans.Recorded))
+					finish()
+				default:
+					p.upstream(n, key, ans.Token, func(i int, answer string, failed bool) {
+						if !alive() {
+							finish() // the node went down with the client's connection
 							return
 						}
-						if failed {
-							svc.Release(key, ans.Token)
-							p.n503++
-							finish()
-							return
-						}
-						recorded := false
-						defer p.mustAnswer(n, n.Incarnation(), "a Record of "+key, proxyDeadline, &recorded)
-						svc.Record(key, ans.Token, []byte(answer), func(err error) {
-							recorded = true
-							if err != nil {
-								p.n503++
-							} else {
-								p.serve(key, n, answer)
+						n.Exec(func() {
+							if a.done {
+								// The client went away: give the claim up.
+								p.calls[i].Released = true
+								svc.Release(key, ans.Token)
+								return
 							}
-							finish()
+							if failed {
+								svc.Release(key, ans.Token)
+								p.n503++
+								finish()
+								return
+							}
+							recorded := false
+							defer p.mustAnswer(n, n.Incarnation(), "a Record of "+key, proxyDeadline, &recorded)
+							var judge func(error)
+							judge = p.ask(n, "a Record of "+key, func() {
+								svc.Record(key, ans.Token, []byte(answer), func(err error) {
+									recorded = true
+									if judge != nil {
+										judge(err)
+									}
+									if err != nil {
+										p.n503++
+									} else {
+										p.serve(key, n, answer)
+									}
+									finish()
+								})
+							})
 						})
 					})
-				})
-			}
+				}
+			})
 		})
 	})
 	if !ok {
 		finish()
+	}
+}
+
+// noteAsk notes a request sent by the node being asked, inside its call:
+// whether the network took it or refused it (what the sender meant, for
+// a frame garbled on the wire).
+func (p *proxyRun) noteAsk(s netsim.Sending, frame []byte) {
+	if p.asking == 0 || s.From != p.asking || (s.Fate != netsim.Sent && s.Fate != netsim.Refused) {
+		return
+	}
+	if s.Meant != nil {
+		frame = s.Meant
+	}
+	if info, err := proxyonce.DecodeFrame(frame); err != nil || !info.Ask {
+		return
+	}
+	if s.Fate == netsim.Sent {
+		p.askSent = true
+	} else {
+		p.askRefused = true
+	}
+}
+
+// ask runs call, which asks n's claim service (an Acquire or a Record),
+// and returns a judge for its answer: a call whose every request the
+// network refused at once (a cut link, a full one) was certainly not
+// applied anywhere, and the service knows it there and then, so it must
+// answer at once with ErrSend, not leave its caller to its deadline and
+// an unknown outcome (checker proxyonce-answered).
+func (p *proxyRun) ask(n *sim.Machine, what string, call func()) (judge func(error)) {
+	p.asking, p.askSent, p.askRefused = n.ID(), false, false
+	call()
+	refusedOnly := p.askRefused && !p.askSent
+	p.asking = 0
+	at := p.h.k.Now()
+	return func(err error) {
+		if refusedOnly && errors.Is(err, proxyonce.ErrTimeout) {
+			p.h.run.Fail("proxyonce-answered", "%s through %s at %v: the network refused its request at once, yet it was answered at %v by its deadline (%v), an unknown outcome, not a refusal known not applied",
+				what, n.Name(), at, p.h.k.Now(), err)
+		}
 	}
 }
 

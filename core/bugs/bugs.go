@@ -260,6 +260,10 @@ type Set struct {
 	// whose failure branch is empty, as a decoder that took an empty
 	// list for one cut short would: every compare-and-set is refused.
 	EmptyBranchMalformed bool
+	// LateSendRefusal: a proxyOnce request the network refuses at once
+	// is left to its deadline: the caller learns of it late, as an
+	// unknown outcome, though it certainly did not apply.
+	LateSendRefusal bool
 	// AENoDigests: a replica pulls without its digests, so each owner
 	// answers every round with every flow it holds placed on the replica.
 	// Merging a copy already held changes nothing: every state checker
@@ -448,6 +452,7 @@ var Table = []Bug{
 	{"key-counter", "a write's counter starts from the key's previous tuple or the floor: a key written again after its flow left the shard reuses a tuple", func(s *Set) *bool { return &s.KeyCounter }},
 	{"bound-plus-one", "the KV takes a value one byte past its bound", func(s *Set) *bool { return &s.BoundPlusOne }},
 	{"empty-branch-malformed", "the KV refuses a txn with an empty failure branch as malformed: every compare-and-set is refused", func(s *Set) *bool { return &s.EmptyBranchMalformed }},
+	{"late-send-refusal", "a proxyOnce request the network refused is answered by its deadline, an unknown outcome, instead of at once", func(s *Set) *bool { return &s.LateSendRefusal }},
 	{"repair-to-disk", "a none flow's copy that arrives to repair another is written to disk: a whole-cluster restart brings a memory-only flow back", func(s *Set) *bool { return &s.RepairToDisk }},
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},

@@ -425,6 +425,9 @@ func (s *Service) toOwner(key string, kind uint8, t Token, value []byte, done fu
 		return
 	}
 	if err := s.env.Net.Send(owner, f.encode()); err != nil {
+		if s.cfg.Bugs.LateSendRefusal {
+			return // the planted bug: the deadline answers, an unknown outcome
+		}
 		finish(response{err: unavailable(fmt.Errorf("%w: %v", ErrSend, err))})
 	}
 }
