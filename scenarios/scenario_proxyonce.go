@@ -77,7 +77,7 @@ type proxyRun struct {
 	h *flowHarness
 	// The node an Acquire or Record is being asked of, inside its call,
 	// and whether the network accepted or refused a request it sent
-	// meanwhile (refusedAtOnce).
+	// meanwhile (ask).
 	asking              dial.NodeID
 	askSent, askRefused bool
 	upstreamRand        *rand.Rand // the upstream service's latencies and failures
@@ -631,12 +631,12 @@ func (p *proxyRun) hit(n *sim.Machine, key string, then func()) {
 							}
 							recorded := false
 							defer p.mustAnswer(n, n.Incarnation(), "a Record of "+key, proxyDeadline, &recorded)
-							var judge func(error)
-							judge = p.ask(n, "a Record of "+key, func() {
+							var judgeRecord func(error)
+							judgeRecord = p.ask(n, "a Record of "+key, func() {
 								svc.Record(key, ans.Token, []byte(answer), func(err error) {
 									recorded = true
-									if judge != nil {
-										judge(err)
+									if judgeRecord != nil {
+										judgeRecord(err)
 									}
 									if err != nil {
 										p.n503++
