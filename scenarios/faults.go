@@ -64,6 +64,11 @@ type Chaos struct {
 	// orderly draws which stops are orderly restarts (crash).
 	orderly *rand.Rand
 	until   time.Duration
+	// readopt, when set (AimStopsWhileAdopting), draws the orderly
+	// restarts aimed at a node that has just come back.
+	readopt   *rand.Rand
+	adoptWait time.Duration
+	waiting   func(*sim.Machine) bool
 
 	// Counters, for the run's report.
 	Partitions, Crashes, Steps, Drifts int
@@ -177,10 +182,59 @@ func (c *Chaos) crash(ord FaultID, node *sim.Machine) {
 			k.At(back, sim.EvFault, xxhash.Sum64String("restart "+node.Name()), func() {
 				if !node.Up() {
 					node.Start()
+					c.stopWhileAdopting(node)
 				}
 			})
 		}
 	})
+}
+
+// AimStopsWhileAdopting aims orderly restarts at nodes that have just
+// come back: after three in four of the restarts the schedule makes, the
+// operator restarts the node again, in order, at the first instant
+// within half an AdoptWait (looked at every 5 ms) that waiting says a
+// client's call through it is unanswered: mostly a call on a flow it
+// owns, waiting while it re-adopts. Its Close must answer every such
+// call; only a crash may leave a caller to its deadline. The schedule's
+// own stops find a call waiting at a node serving it itself in about one
+// run in a hundred. Its own stream; waiting is the clients' record, not
+// the node's word.
+func (c *Chaos) AimStopsWhileAdopting(adoptWait time.Duration, waiting func(*sim.Machine) bool) {
+	c.readopt, c.adoptWait, c.waiting = c.run.Kernel.Stream("faults/readopt-stop"), adoptWait, waiting
+	c.run.Knob("stop_while_adopting", adoptWait)
+}
+
+func (c *Chaos) stopWhileAdopting(node *sim.Machine) {
+	if c.readopt == nil {
+		return
+	}
+	k := c.run.Kernel
+	aim := c.readopt.IntN(4) != 0
+	down := sim.Between(c.readopt, 100*time.Millisecond, 500*time.Millisecond)
+	inc, until := node.Incarnation(), k.Now()+c.adoptWait/2
+	if !aim {
+		return
+	}
+	var look func()
+	look = func() {
+		now := k.Now()
+		if !node.Up() || node.Incarnation() != inc || now > until || now+down >= c.until {
+			return
+		}
+		if !c.waiting(node) {
+			k.After(5*time.Millisecond, sim.EvFault, xxhash.Sum64String("readopt-stop "+node.Name()), look)
+			return
+		}
+		c.run.Inject(c.run.AimedFault(), fmt.Sprintf("orderly restart of %s while it re-adopts with a call waiting (down %v)", node.Name(), down.Round(time.Millisecond)), func() {
+			node.Shutdown()
+			k.At(k.Now()+down, sim.EvFault, xxhash.Sum64String("restart "+node.Name()), func() {
+				if !node.Up() {
+					node.Start()
+				}
+			})
+		})
+	}
+	look()
 }
 
 // Add puts nodes started after the faults began (a group added to a

@@ -49,6 +49,12 @@ type flowHarness struct {
 	// calling is that node, callOp the history op (-1: none), arriveBy
 	// the latest instant any frame it sent can arrive, and forwarded
 	// whether it sent the request on to an owner.
+	// stopsWhileAdopting aims orderly restarts at nodes re-adopting
+	// (Chaos.AimStopsWhileAdopting): flow-ops sets it.
+	stopsWhileAdopting bool
+	// waiting counts, per node, the clients' calls through it that
+	// outlived the call itself and are not yet answered (callFlowOp).
+	waiting   map[dial.NodeID]int
 	calling   dial.NodeID
 	callOp    int
 	arriveBy  time.Duration
@@ -543,7 +549,14 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 	a := &answer{}
 	inc := n.Incarnation()
 	store := h.flows[n.Name()]
-	sentOn := false // the node sent the request on: set when its Exec returns
+	sentOn := false  // the node sent the request on: set when its Exec returns
+	waiting := false // counted in h.waiting[n] (the call outlived its Exec)
+	unwait := func() {
+		if waiting {
+			waiting = false
+			h.waiting[n.ID()]--
+		}
+	}
 	settle := func(resp flow.Response, err error) {
 		if !a.once() {
 			// The store promises one answer per call; a second one, or
@@ -551,6 +564,7 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 			h.run.Fail("bridge", "client %d's call on %s was answered twice", client, req.Flow)
 			return
 		}
+		unwait()
 		// Answered inside the call, or after it by a node that sent
 		// nothing on: the node itself refused. (An owner elsewhere that
 		// refused is judged by the frame it sent.)
@@ -580,18 +594,38 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 	if a.done {
 		return until, forwarded
 	}
+	waiting = true
+	if h.waiting == nil {
+		h.waiting = map[dial.NodeID]int{}
+	}
+	h.waiting[n.ID()]++
 	// The store's deadline runs from when the node took the call: a node
 	// stalled (or busy in fsyncs) when it came takes it late.
 	h.k.At(tookAt+h.deadline+time.Second, sim.EvClient, tag, func() {
 		if a.once() {
+			unwait()
 			if n.Up() && n.Incarnation() == inc {
 				// The node lived, yet its store never answered.
 				h.run.Fail("bridge", "client %d's call on %s at %v was never answered by a live node", client, req.Flow, call)
+			} else if stoppedInOrder(n, call, h.k.Now()) {
+				// An operator's stop runs the node's Close, and a store
+				// that closes answers every call it holds (Store.Stop):
+				// only a crash may leave a caller to its deadline.
+				h.run.Fail("bridge", "client %d's call on %s at %v was never answered, though %s was stopped in order, not crashed", client, req.Flow, call, n.Name())
 			}
 			done(flow.Response{}, fmt.Errorf("%w: %w", flow.ErrTimeout, errClientDeadline))
 		}
 	})
 	return until, forwarded
+}
+
+// stoppedInOrder reports whether n was stopped between from and to by
+// its operator (sim.Machine.Shutdown, which runs its Close) and by no
+// crash: a node that goes down so owes its callers their answers first.
+func stoppedInOrder(n *sim.Machine, from, to time.Duration) bool {
+	down, _ := n.CrashedDuring(from, to)
+	crashed, _ := n.LostUnsyncedDuring(from, to)
+	return down && !crashed
 }
 
 // stallDuring stalls each of nodes, with even odds, once at an instant
@@ -826,6 +860,9 @@ func (h *flowHarness) runUnderChaos(faults FaultConfig, hot, all []string, calm 
 		n.Start()
 	}
 	chaos := StartChaos(h.run, h.nw, h.nodes, faults, calm)
+	if h.stopsWhileAdopting {
+		chaos.AimStopsWhileAdopting(h.timing.adoptWait, func(n *sim.Machine) bool { return h.waiting[n.ID()] > 0 })
+	}
 	h.holdForFlowOps(calm)
 	h.startFlowClients(h.nodes, h.perNode, hot, all, calm)
 	h.startChecks(100 * time.Millisecond)

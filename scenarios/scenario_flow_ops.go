@@ -13,6 +13,7 @@ func init() {
 		Duration: 40 * time.Second,
 		Default:  true,
 		Bugs: []Bug{
+			{Name: "stop-forgets-local", Window: 60, MinCaught: 4},
 			{Name: "local-fallback", Window: 50, MinCaught: 30},
 			{Name: "silent-refusal", Window: 30, MinCaught: 25},
 			{Name: "modulo-owner", Window: 20, MinCaught: 18},
@@ -32,6 +33,7 @@ func runFlowOps(run *Run) error {
 	k := run.Kernel
 	voters := 3 + k.Stream("knobs/size").IntN(5)
 	h, hot, all, calm := flowSetup(run, voters, 0, flow.Config{})
+	h.stopsWhileAdopting = true
 	faults := DrawFaults(k.Stream("knobs/faults"), voters)
 	run.Knob("faults", faults)
 	DrawClocks(run, h.nodes, 300*time.Millisecond, 100)

@@ -264,6 +264,10 @@ type Set struct {
 	// is left to its deadline: the caller learns of it late, as an
 	// unknown outcome, though it certainly did not apply.
 	LateSendRefusal bool
+	// StopForgetsLocal: a store's Stop answers the calls it sent to
+	// owners but not those it serves itself: an orderly stop leaves
+	// their callers to their deadlines, as a crash would.
+	StopForgetsLocal bool
 	// AENoDigests: a replica pulls without its digests, so each owner
 	// answers every round with every flow it holds placed on the replica.
 	// Merging a copy already held changes nothing: every state checker
@@ -453,6 +457,7 @@ var Table = []Bug{
 	{"bound-plus-one", "the KV takes a value one byte past its bound", func(s *Set) *bool { return &s.BoundPlusOne }},
 	{"empty-branch-malformed", "the KV refuses a txn with an empty failure branch as malformed: every compare-and-set is refused", func(s *Set) *bool { return &s.EmptyBranchMalformed }},
 	{"late-send-refusal", "a proxyOnce request the network refused is answered by its deadline, an unknown outcome, instead of at once", func(s *Set) *bool { return &s.LateSendRefusal }},
+	{"stop-forgets-local", "an orderly stop answers the calls sent to owners but not those the node serves itself", func(s *Set) *bool { return &s.StopForgetsLocal }},
 	{"repair-to-disk", "a none flow's copy that arrives to repair another is written to disk: a whole-cluster restart brings a memory-only flow back", func(s *Set) *bool { return &s.RepairToDisk }},
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},

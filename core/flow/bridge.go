@@ -45,6 +45,7 @@ func (s *Store) Do(req Request, done func(Response, error)) {
 	case owner == 0:
 		s.settle(c, Response{}, unavailable(ErrNoOwner))
 	case owner == s.env.ID:
+		s.fileLocal(c)
 		s.serve(s.mIdx, req, func(resp Response, err error) { s.settle(c, resp, err) })
 	default:
 		err := s.call(c, owner, msg{Kind: FrameOp, M: s.mIdx, Req: &req})
@@ -92,6 +93,21 @@ func (s *Store) call(c *call, to dial.NodeID, m msg) error {
 	c.id, c.to = m.ID, to
 	s.calls[c.id] = c
 	return nil
+}
+
+// fileLocal files a call this node serves itself among the calls
+// waiting, so that Stop answers it too: an owner's call may wait for an
+// adoption, a floor or an fsync, and an orderly stop answers every caller
+// (only a crash leaves one to its deadline). Its id has the top bit set,
+// so no answer frame, whose ids are nextID's, can name it; nor can its
+// owner, 0, match a sender.
+func (s *Store) fileLocal(c *call) {
+	if s.cfg.Bugs.StopForgetsLocal {
+		return // the planted bug: Stop answers only the calls sent to owners
+	}
+	s.localID++
+	c.id = 1<<63 | s.localID
+	s.calls[c.id] = c
 }
 
 // sendFailed settles c unavailable if its request could not be sent

@@ -19,7 +19,7 @@ func (s *Store) CheckInvariants() error {
 		return fmt.Errorf("flow: %d answers remembered, %d in their order (bound %d)", len(s.served), len(s.servedOrder), maxServed)
 	case s.permits < 0 || s.cfg.Permits-s.permits < len(s.calls):
 		// Every call waiting for an owner holds a permit.
-		return fmt.Errorf("flow: %d of %d permits free, %d calls at owners", s.permits, s.cfg.Permits, len(s.calls))
+		return fmt.Errorf("flow: %d of %d permits free, %d calls waiting", s.permits, s.cfg.Permits, len(s.calls))
 	}
 	if n := len(s.servedOrder); n > 0 {
 		// Both ends only: the whole order is 4,096 lookups, a step's

@@ -116,8 +116,9 @@ type Store struct {
 
 	permits int
 	nextID  uint64
+	localID uint64           // numbers the calls served here (fileLocal)
 	session uint64           // drawn at boot: tells this incarnation's request ids apart
-	calls   map[uint64]*call // requests sent to owners, by id
+	calls   map[uint64]*call // calls waiting: sent to owners, or served here, by id
 
 	served      map[servedKey]msg // answers given, for duplicate requests
 	servedOrder []servedKey       // oldest first
@@ -156,7 +157,7 @@ type Store struct {
 }
 
 type call struct {
-	id      uint64      // its key in Store.calls while it waits for the owner; 0 if served here
+	id      uint64      // its key in Store.calls while it waits; 0 if answered at once
 	to      dial.NodeID // the owner it was sent to; 0 if served here
 	done    func(Response, error)
 	timer   clock.Timer
