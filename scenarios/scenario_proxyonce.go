@@ -63,6 +63,7 @@ func init() {
 			// 32 of seeds 1..60, in the plain half of the runs.
 			{Name: "silent-refusal", Window: 60, MinCaught: 16},
 			{Name: "late-send-refusal", Window: 30, MinCaught: 22},
+			{Name: "stop-forgets-waiters", Window: 30, MinCaught: 3},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},
 		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live", "disk-answer", "tuple-unique"),
@@ -700,8 +701,9 @@ func (p *proxyRun) ask(n *sim.Machine, what string, call func()) (judge func(err
 // mustAnswer holds a call just made through n's claim service
 // (incarnation inc) to its promise: it is answered, a refusal included,
 // within bound (the service's own deadline and wait), plus a second for
-// the node's clock drift and busy time, unless the node went down
-// meanwhile (checker proxyonce-answered). done turns true when the answer
+// the node's clock drift and busy time, unless the node crashed
+// meanwhile; one stopped in order answers it before it goes (checker
+// proxyonce-answered). done turns true when the answer
 // comes; a call answered as it was made (a refusal at a bound, thousands
 // in some runs) needs no check.
 func (p *proxyRun) mustAnswer(n *sim.Machine, inc uint64, what string, bound time.Duration, done *bool) {
@@ -711,8 +713,15 @@ func (p *proxyRun) mustAnswer(n *sim.Machine, inc uint64, what string, bound tim
 	k := p.h.k
 	at := k.Now()
 	k.After(bound+time.Second, sim.EvCheck, xxhash.Sum64String(what), func() {
-		if !*done && n.Up() && n.Incarnation() == inc {
+		switch {
+		case *done:
+		case n.Up() && n.Incarnation() == inc:
 			p.h.run.Fail("proxyonce-answered", "%s through %s at %v was not answered within %v", what, n.Name(), at, bound+time.Second)
+		case stoppedInOrder(n, at, k.Now()):
+			// An operator's stop runs the node's Close, which stops the
+			// claim service: it answers every call and every waiting
+			// loser first. Only a crash may leave a caller unanswered.
+			p.h.run.Fail("proxyonce-answered", "%s through %s at %v was never answered, though %s was stopped in order, not crashed", what, n.Name(), at, n.Name())
 		}
 	})
 }

@@ -268,6 +268,10 @@ type Set struct {
 	// owners but not those it serves itself: an orderly stop leaves
 	// their callers to their deadlines, as a crash would.
 	StopForgetsLocal bool
+	// StopForgetsWaiters: the claim service's Stop answers the calls in
+	// flight but not the losers waiting on a recording, which learn of
+	// it only at their next poll: never, in a process that exits.
+	StopForgetsWaiters bool
 	// AENoDigests: a replica pulls without its digests, so each owner
 	// answers every round with every flow it holds placed on the replica.
 	// Merging a copy already held changes nothing: every state checker
@@ -458,6 +462,7 @@ var Table = []Bug{
 	{"empty-branch-malformed", "the KV refuses a txn with an empty failure branch as malformed: every compare-and-set is refused", func(s *Set) *bool { return &s.EmptyBranchMalformed }},
 	{"late-send-refusal", "a proxyOnce request the network refused is answered by its deadline, an unknown outcome, instead of at once", func(s *Set) *bool { return &s.LateSendRefusal }},
 	{"stop-forgets-local", "an orderly stop answers the calls sent to owners but not those the node serves itself", func(s *Set) *bool { return &s.StopForgetsLocal }},
+	{"stop-forgets-waiters", "an orderly stop answers the proxyOnce calls in flight but not the losers waiting on a recording", func(s *Set) *bool { return &s.StopForgetsWaiters }},
 	{"repair-to-disk", "a none flow's copy that arrives to repair another is written to disk: a whole-cluster restart brings a memory-only flow back", func(s *Set) *bool { return &s.RepairToDisk }},
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},

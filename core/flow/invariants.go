@@ -18,7 +18,7 @@ func (s *Store) CheckInvariants() error {
 	case len(s.servedOrder) != len(s.served) || len(s.served) > maxServed:
 		return fmt.Errorf("flow: %d answers remembered, %d in their order (bound %d)", len(s.served), len(s.servedOrder), maxServed)
 	case s.permits < 0 || s.cfg.Permits-s.permits < len(s.calls):
-		// Every call waiting for an owner holds a permit.
+		// Every call waiting (at an owner, or served here) holds a permit.
 		return fmt.Errorf("flow: %d of %d permits free, %d calls waiting", s.permits, s.cfg.Permits, len(s.calls))
 	}
 	if n := len(s.servedOrder); n > 0 {

@@ -23,6 +23,9 @@ func (s *Service) CheckInvariants() error {
 	if broken {
 		return fmt.Errorf("proxyonce: %d waiting on %q (bound %d)", s.waiting[bad], bad, s.cfg.MaxWaiters)
 	}
+	if len(s.waiters) != waits {
+		return fmt.Errorf("proxyonce: %d losers waiting, %d answers kept for a stop", waits, len(s.waiters))
+	}
 	if s.active != len(s.calls)+waits+len(s.held) || s.active > s.cfg.MaxCalls {
 		return fmt.Errorf("proxyonce: %d active, %d calls, %d waits and %d held claims in flight (bound %d)", s.active, len(s.calls), waits, len(s.held), s.cfg.MaxCalls)
 	}

@@ -205,6 +205,11 @@ type Service struct {
 	held map[Token]clock.Timer
 	// waiting counts, per signature, the losers waiting on its recording.
 	waiting map[string]int
+	// waiters holds each waiting loser's answer at Stop, by the turn it
+	// began waiting in: a stop answers the losers too, not only the
+	// calls in flight (an exiting process runs no next poll).
+	waiters map[uint64]func()
+	waitSeq uint64
 	// swept is when lapsed claims were last let go: serving a request
 	// sweeps at most once a Lapse, so no timer runs for it.
 	swept   time.Duration
@@ -236,7 +241,7 @@ func NewService(cfg ServiceConfig, env Env) *Service {
 	// (proxyonce-crash seed 136: a grant for another signature, sent to
 	// the node's last incarnation, made a new call's client call
 	// upstream for its own signature under the wrong token).
-	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}, waiting: map[string]int{},
+	return &Service{cfg: cfg, env: env, claims: New(cfg.Claims, env.ID, env.Session), calls: map[uint64]*call{}, waiting: map[string]int{}, waiters: map[uint64]func(){},
 		held: map[Token]clock.Timer{}, nextID: env.Session << 32}
 }
 
@@ -279,6 +284,14 @@ func (s *Service) Stop() {
 	for _, id := range slices.Sorted(maps.Keys(s.calls)) {
 		if c := s.calls[id]; c != nil {
 			c.done(response{err: unavailable(ErrStopped)})
+		}
+	}
+	if s.cfg.Bugs.StopForgetsWaiters {
+		return // the planted bug: the losers wait for a poll that never comes
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.waiters)) {
+		if stop := s.waiters[id]; stop != nil {
+			stop()
 		}
 	}
 }
@@ -444,20 +457,24 @@ func (s *Service) wait(key string, done func(Answer, error)) {
 	}
 	s.active++
 	s.waiting[key]++
+	s.waitSeq++
+	id := s.waitSeq
+	var next clock.Timer // the next poll
 	end := func(a Answer, err error) {
+		delete(s.waiters, id)
+		if next != nil {
+			next.Stop()
+		}
 		s.active--
 		if s.waiting[key]--; s.waiting[key] <= 0 {
 			delete(s.waiting, key)
 		}
 		done(a, err)
 	}
+	s.waiters[id] = func() { end(Answer{}, unavailable(ErrStopped)) }
 	deadline := s.env.Clock.Mono() + s.cfg.Wait
 	var poll func()
 	poll = func() {
-		if s.stopped {
-			end(Answer{}, unavailable(ErrStopped))
-			return
-		}
 		if v, ok := s.env.Ctl.Recorded(KVKey(key)); ok {
 			end(Answer{Recorded: v}, nil)
 			return
@@ -466,7 +483,7 @@ func (s *Service) wait(key string, done func(Answer, error)) {
 			end(Answer{}, unavailable(ErrWaited))
 			return
 		}
-		s.env.Clock.AfterFunc(s.cfg.Poll, poll)
+		next = s.env.Clock.AfterFunc(s.cfg.Poll, poll)
 	}
 	poll()
 }
