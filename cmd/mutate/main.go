@@ -289,7 +289,7 @@ func runOne(c config, work string, m Mutant) (verdict, detail string, err error)
 	}
 	var simDetail string
 	for _, s := range scens {
-		out, hung := simulate(c, bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2")
+		out, hung := simulate(c, bin, "-scenario", s, "-seeds", "1.."+strconv.Itoa(c.seeds), "-j", "2", "-fail-fast")
 		if hung {
 			// A node's loop that never returns (a livelock inside one
 			// event, which the kernel's event budget cannot see) hangs

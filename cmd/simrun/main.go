@@ -69,6 +69,9 @@ type config struct {
 	out string
 	// toPin stops each bug's window once it reaches its pin (-to-pin).
 	toPin bool
+	// failFast stops handing out a sweep's seeds once one has failed
+	// (-fail-fast).
+	failFast bool
 	// skip leaves faults and operations out of one run (-skip); inventory
 	// prints what the run injected and sent (-inventory); shrink
 	// minimizes a failing run (-shrink), within shrinkFor.
@@ -106,6 +109,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.list, "list", false, "list scenarios, their work floors and planted bugs")
 	fs.BoolVar(&c.catchRates, "catch-rates", false, "measure every planted bug (of -scenario, -bug if given) over its pinned window; fail if one is caught less than its pin")
 	fs.BoolVar(&c.toPin, "to-pin", false, "with -catch-rates: stop each bug's seeds once it is caught as often as its pin asks (a verdict, not a measurement)")
+	fs.BoolVar(&c.failFast, "fail-fast", false, "with -seeds: start no more seeds once one fails (those already running finish, so the lowest failing seed is always found)")
 	fs.StringVar(&c.writeRates, "write", "", "with -catch-rates: record the measured rates in this file (scenarios/catchrates.txt)")
 	fs.BoolVar(&c.verbose, "v", false, "print a line per event (one seed only)")
 	fs.BoolVar(&c.quiet, "quiet", false, "print only the summary line and undecided checks (used by worker processes)")
@@ -219,6 +223,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.toPin && (!c.catchRates || c.writeRates != "") {
 		return c, usageError{"-to-pin stops -catch-rates early: it records nothing (-write needs whole windows)"}
+	}
+	if c.failFast && (!c.rangeMode || c.determinism) {
+		return c, usageError{"-fail-fast stops a sweep of -seeds early; it takes no -check-determinism (a divergence needs both runs)"}
 	}
 	if c.writeRates != "" && !c.catchRates {
 		return c, usageError{"-write records what -catch-rates measured; use them together"}

@@ -59,6 +59,8 @@ func TestUsageErrorsExit2(t *testing.T) {
 		want string
 	}{
 		{[]string{"-to-pin"}, "-to-pin stops -catch-rates early"},
+		{[]string{"-fail-fast"}, "-fail-fast stops a sweep of -seeds early"},
+		{[]string{"-fail-fast", "-seeds", "1..3", "-check-determinism"}, "-fail-fast stops a sweep of -seeds early"},
 		{[]string{"-catch-rates", "-to-pin", "-write", "x.txt"}, "-to-pin stops -catch-rates early"},
 		{[]string{"-shard", "2/4"}, "-shard slices -seeds or -random"},
 		{[]string{"-seeds", "1..10", "-shard", "0/4"}, "want i/n with 1 <= i <= n"},
@@ -138,6 +140,16 @@ func TestSweepInWorkerProcesses(t *testing.T) {
 	require.Equal(t, 1, cmd.ProcessState.ExitCode())
 	require.Contains(t, string(out), "failing seeds: 1 2 3")
 	require.Contains(t, string(out), "replay: go run ./cmd/simrun -scenario kernel-selftest -seed 2 -bug selftest-no-gossip")
+
+	// -fail-fast: the seeds handed out before the first failure finish
+	// (so seed 1 is still named), and the rest are never started: at
+	// most one per worker and the one the hand-out holds beyond it.
+	cmd = exec.Command(bin, "-scenario", "kernel-selftest", "-bug", "selftest-no-gossip", "-seeds", "1..40", "-j", "2", "-fail-fast")
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Equal(t, 1, cmd.ProcessState.ExitCode())
+	require.Regexp(t, `failing seeds: 1( [2-4])*\n`, string(out))
+	require.Regexp(t, `fail-fast: [1-4] of 40 runs started`, string(out))
 
 	// An undecided seed is counted as such, printed, and exits 3.
 	cmd = exec.Command(bin, "-scenario", "flow-ops", "-seeds", "1..2", "-j", "2", "-check-timeout", "1ns")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenceline/fenceline/scenarios"
@@ -72,7 +73,11 @@ func sweep(c config, stdout, stderr io.Writer) int {
 			break
 		}
 	}
-	results := pool(exe, c, work)
+	// With -fail-fast, a failure stops the hand-out: every seed below a
+	// failing one was handed out before it, so it still runs, and the
+	// lowest failing seed is the same as a whole sweep's.
+	var failedOnce atomic.Bool
+	results := poolSkipping(exe, c, work, func(job) bool { return c.failFast && failedOnce.Load() })
 
 	start := time.Now()
 	bySeed := map[uint64][]outcome{}
@@ -94,6 +99,7 @@ func sweep(c config, stdout, stderr io.Writer) int {
 			undecided++
 		default:
 			failed++
+			failedOnce.Store(true)
 		}
 		if r.slowest > slowest.slowest {
 			slowest = r
@@ -163,6 +169,9 @@ func sweep(c config, stdout, stderr io.Writer) int {
 		slow, verdict, time.Since(start).Round(time.Millisecond))
 	if len(failing) > 0 {
 		fmt.Fprintf(stdout, "failing seeds: %s\n", joinSeeds(failing))
+	}
+	if done < total*runsPerSeed {
+		fmt.Fprintf(stdout, "fail-fast: %d of %d runs started; the seeds above the last were not run\n", done, total*runsPerSeed)
 	}
 	if len(unsure) > 0 {
 		fmt.Fprintf(stdout, "undecided seeds: %s\n", joinSeeds(unsure))
