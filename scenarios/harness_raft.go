@@ -93,6 +93,10 @@ type raftCluster struct {
 
 	// clientDeadline bounds how long a client waits for any answer.
 	clientDeadline time.Duration
+	// clientsWaiting counts, per node, the KV clients' calls through it
+	// not yet answered nor given up: the clients' record, by which a
+	// scenario may aim a call at a node the clients keep busy.
+	clientsWaiting map[dial.NodeID]int
 	// unanswered are the KV calls whose node gave no answer, not even
 	// ErrTimeout, by the client's deadline (call-deadline judges them).
 	unanswered []unanswered
@@ -105,6 +109,10 @@ type raftCluster struct {
 	kvBounds                kvBounds                 // the KV's drawn bounds (drawKVBounds); zero: the defaults
 	garbling                bool                     // the run garbles forwarded proposals (garbleProposals)
 	appendedChanges         []checker.AppendedChange // watchOwnRemovals' record
+	// onRemovalSent, if set, hears each removal watchOwnRemovals sees
+	// the network carry, with the frame's receiver (a scenario aims
+	// faults by it).
+	onRemovalSent func(to dial.NodeID, ch checker.AppendedChange)
 	// timing is the protocol timings the run drew.
 	timing timing
 
@@ -219,6 +227,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 		seenM:          map[uint64]bool{1: true},
 		promotions:     checker.NewPromotions(),
 		clientDeadline: 3 * time.Second,
+		clientsWaiting: map[dial.NodeID]int{},
 	}
 	c.nw.Watch(func(s netsim.Sending) {
 		frame := c.plain(s.Frame)
@@ -405,7 +414,11 @@ func (c *raftCluster) watchOwnRemovals() {
 		}
 		for _, ch := range changes {
 			if ch.Out != 0 {
-				c.appendedChanges = append(c.appendedChanges, checker.AppendedChange{Leader: from, Term: term, Index: ch.Index, EntryTerm: ch.Term, Out: ch.Out, At: c.k.Now()})
+				a := checker.AppendedChange{Leader: from, Term: term, Index: ch.Index, EntryTerm: ch.Term, Out: ch.Out, At: c.k.Now()}
+				c.appendedChanges = append(c.appendedChanges, a)
+				if c.onRemovalSent != nil && s.Fate == netsim.Sent {
+					c.onRemovalSent(s.To, a)
+				}
 			}
 		}
 	})
@@ -466,6 +479,55 @@ func (c *raftCluster) call(n *sim.Machine, f func(*consensus.Node)) bool {
 	return n.Exec(func() { f(cn) })
 }
 
+// confCall asks n, through call, for a membership change, as the
+// operator does, and holds n to call-deadline for it as for a KV call:
+// some answer within its ProposalTimeout, whatever became of the change
+// (raft dropped it, the calls-in-flight bound refused it, it timed out).
+// The operator retries by the membership it sees, not by the answer, so
+// a change left unanswered went unseen before.
+func (c *raftCluster) confCall(n *sim.Machine, what string, call func(cn *consensus.Node, done func(error))) {
+	at := c.k.Now()
+	answered := false
+	if !c.call(n, func(cn *consensus.Node) { call(cn, func(error) { answered = true }) }) {
+		return
+	}
+	c.k.After(c.clientDeadline, sim.EvClient, xxhash.Sum64String(what), func() {
+		if !answered {
+			c.unanswered = append(c.unanswered, unanswered{client: -1, key: what, node: n, call: at, gave: c.k.Now(), busy: n.Local() > c.k.Now()})
+		}
+	})
+}
+
+// busiest is the node of ns, up, through which the KV clients wait on
+// the most calls (the first of equals; nil if none is up).
+func (c *raftCluster) busiest(ns []*sim.Machine) *sim.Machine {
+	var best *sim.Machine
+	for _, n := range ns {
+		if n.Up() && (best == nil || c.clientsWaiting[n.ID()] > c.clientsWaiting[best.ID()]) {
+			best = n
+		}
+	}
+	return best
+}
+
+// whenBusy calls f with the node of ns the KV clients keep busiest, as
+// soon as the clients' record shows one holding as many calls as the
+// run's calls-in-flight bound (checked every 5 ms), or with the busiest
+// after patience has passed, or at once if the run has no such bound.
+func (c *raftCluster) whenBusy(ns []*sim.Machine, patience time.Duration, f func(*sim.Machine)) {
+	until := c.k.Now() + patience
+	var poll func()
+	poll = func() {
+		b := c.busiest(ns)
+		if b == nil || c.timing.callsInFlight == 0 || c.clientsWaiting[b.ID()] >= c.timing.callsInFlight || c.k.Now() >= until {
+			f(b)
+			return
+		}
+		c.k.After(5*time.Millisecond, sim.EvClient, xxhash.Sum64String("when busy"), poll)
+	}
+	poll()
+}
+
 // adminAct is the record of the operator's join (or removal) of n that
 // *current holds, made at its first ask (admin-acts judges each:
 // checkAdminActs).
@@ -504,13 +566,19 @@ func (c *raftCluster) callNode(n *sim.Machine, f func(*node.Node)) bool {
 // answer wraps a client's callback so that only the first of "the node
 // answered" and "the client gave up" counts, and an answer from a process
 // that crashed after the call cannot arrive.
-type answer struct{ done bool }
+type answer struct {
+	done   bool
+	onDone func() // if set, runs at the first answer
+}
 
 func (a *answer) once() bool {
 	if a.done {
 		return false
 	}
 	a.done = true
+	if a.onDone != nil {
+		a.onDone()
+	}
 	return true
 }
 
@@ -785,10 +853,11 @@ func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
 
 func (r crashRecord) Name(id dial.NodeID) string { return r.c.byID[id].Name() }
 
-// unanswered is a KV call the client gave up on: its node, and when the
-// call was made and given up.
+// unanswered is a KV call the client gave up on (or the operator's
+// membership change: confCall): its node, and when the call was made and
+// given up.
 type unanswered struct {
-	client     int
+	client     int // -1: the operator
 	key        string
 	node       *sim.Machine
 	call, gave time.Duration
@@ -812,8 +881,12 @@ func (c *raftCluster) checkCallDeadline() {
 		if crashed, _ := u.node.CrashedDuring(u.call, u.gave); crashed || u.busy {
 			continue
 		}
-		c.run.Fail("call-deadline", "client %d's call on %s through %s at %v had no answer, not even a timeout, for %v; its ProposalTimeout is %v",
-			u.client, u.key, u.node.Name(), u.call, u.gave-u.call, c.timing.proposal)
+		who := fmt.Sprintf("client %d's call on %s", u.client, u.key)
+		if u.client < 0 {
+			who = "the operator's " + u.key
+		}
+		c.run.Fail("call-deadline", "%s through %s at %v had no answer, not even a timeout, for %v; its ProposalTimeout is %v",
+			who, u.node.Name(), u.call, u.gave-u.call, c.timing.proposal)
 	}
 }
 

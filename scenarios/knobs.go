@@ -87,13 +87,15 @@ func drawTiming(run *Run) timing {
 	run.Knob("timing", t)
 	t.bounds = drawBounds(run)
 	// In scenarios that opt in (Scenario.CallBounds), half the runs bound
-	// the calls in flight at each consensus node (MaxPending) at 2–9,
+	// the calls in flight at each consensus node (MaxPending) at 1–9,
 	// which the clients reach: a call past it is refused at once
-	// (ErrBusy), a path no run took at the default, 1,024. Its own
-	// stream: the draws above are the same.
+	// (ErrBusy), a path no run took at the default, 1,024. One, the
+	// smallest bound Validate accepts, is drawn too: a check that
+	// refused it went unseen. Its own stream: the draws above are the
+	// same.
 	if run.callBounds {
 		if rc := run.Kernel.Stream("knobs/consensus-bounds"); rc.IntN(2) == 0 {
-			t.callsInFlight = 2 + rc.IntN(8)
+			t.callsInFlight = 1 + rc.IntN(9)
 		}
 		run.Knob("calls_in_flight", t.callsInFlight)
 	}

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -18,6 +19,7 @@ func init() {
 		Duration:   40 * time.Second,
 		Bugs: []Bug{
 			{Name: "promote-early", Window: 30, MinCaught: 20},
+			{Name: "silent-conf-busy", Window: 100, MinCaught: 3},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 30}, {"promotions", 2}},
 		Checkers: plus(clusterCheckers, "membership", "kv-refusals"),
@@ -43,6 +45,14 @@ func runLearnerJoin(run *Run) error {
 	run.Knob("remove_at", removeAt)
 	run.Knob("calm_at", calm)
 
+	// In half the runs the operator asks through the node the KV
+	// clients keep busiest (by their own record), waiting up to half a
+	// second for one to hold as many of their calls as the run's
+	// calls-in-flight bound: its change is then refused at admission
+	// now and then, and the refusal must be answered (call-deadline). Its own
+	// stream: the draws above are the same.
+	viaBusiest := k.Stream("knobs/conf-via").IntN(2) == 0
+	run.Knob("conf_via_busiest", viaBusiest)
 	all := names(5)
 	c := newRaftCluster(run, all, 3, netCfg, disk)
 	for _, n := range c.nodes[:3] {
@@ -56,9 +66,16 @@ func runLearnerJoin(run *Run) error {
 			n.Start()
 		}
 		via := c.nodes[r.IntN(3)]
-		c.call(via, func(cn *consensus.Node) {
-			cn.AddLearner(consensus.NewMember(n.Name(), n.Name()+":7000"), func(error) {})
-		})
+		ask := func(via *sim.Machine) {
+			c.confCall(via, "join of "+n.Name(), func(cn *consensus.Node, done func(error)) {
+				cn.AddLearner(consensus.NewMember(n.Name(), n.Name()+":7000"), done)
+			})
+		}
+		if viaBusiest {
+			c.whenBusy(c.nodes[:3], 500*time.Millisecond, func(b *sim.Machine) { ask(cmp.Or(b, via)) })
+		} else {
+			ask(via)
+		}
 		k.After(time.Second, sim.EvClient, xxhash.Sum64String("join "+n.Name()), func() {
 			if !c.isMember(n.ID()) {
 				addLearner(n)
@@ -82,7 +99,14 @@ func runLearnerJoin(run *Run) error {
 	var remove func()
 	remove = func() {
 		via := c.nodes[1+r.IntN(4)]
-		c.call(via, func(cn *consensus.Node) { cn.RemoveMember(removed.ID(), func(error) {}) })
+		ask := func(via *sim.Machine) {
+			c.confCall(via, "removal of "+removed.Name(), func(cn *consensus.Node, done func(error)) { cn.RemoveMember(removed.ID(), done) })
+		}
+		if viaBusiest {
+			c.whenBusy(c.nodes[1:], 500*time.Millisecond, func(b *sim.Machine) { ask(cmp.Or(b, via)) })
+		} else {
+			ask(via)
+		}
 		k.After(time.Second, sim.EvClient, xxhash.Sum64String("remove"), func() {
 			if c.isMember(removed.ID()) {
 				remove()

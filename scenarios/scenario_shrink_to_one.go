@@ -50,7 +50,8 @@ func init() {
 			{Name: "wait-for-removed", Window: 30, MinCaught: 20},
 			{Name: "remove-last-voter", Window: 30, MinCaught: 20},
 			{Name: "remove-leader-of-two", Window: 200, MinCaught: 80},
-			{Name: "lead-own-removal", Window: 100, MinCaught: 5},
+			{Name: "lead-own-removal", Window: 100, MinCaught: 9},
+			{Name: "send-before-durable", Window: 200, MinCaught: 2},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 50}, {"removals", 1}, {"last-voter-asks", 2}},
 		Checkers: plus(flowCheckers, "served-after-removal", "last-voter", "own-removal"),
@@ -96,6 +97,36 @@ func runShrinkToOne(run *Run) error {
 	// committed and can be elected only with the vote of the node being
 	// removed (planted bug remove-leader-of-two).
 	aimed := k.Stream("faults/aimed")
+	// In half the runs the survivor of the step from two voters to one
+	// is crashed the instant the first of the two applies the removal:
+	// instead of the cut when the survivor applies first (as a leader
+	// does: the frames carrying the commit are on the wire, and the
+	// removed voter must learn of it), beside it when the removed voter
+	// does. The survivor loses what it had not yet written and comes
+	// back with its commit index, which rides on later writes, as a rule
+	// below the removal: it counts two voters and needs the removed
+	// voter's vote, which a log longer than its own withholds for ever
+	// (planted bug send-before-durable: holdAppend in core/consensus).
+	// Its own stream: the draws above are the same.
+	crashSurvivor := k.Stream("faults/aimed-survivor")
+	survivorCrash := crashSurvivor.IntN(2) == 0
+	run.Knob("crash_survivor_at_removal", survivorCrash)
+	crashAimed := func(survivor *sim.Machine, why string) {
+		down := sim.Between(crashSurvivor, 100*time.Millisecond, 600*time.Millisecond)
+		k.After(sim.Between(crashSurvivor, 10*time.Microsecond, 2*time.Millisecond), sim.EvFault, xxhash.Sum64String("aim survivor crash"), func() {
+			if !survivor.Up() {
+				return
+			}
+			run.Inject(run.AimedFault(), fmt.Sprintf("crash the survivor %s for %v %s", survivor.Name(), down, why), func() {
+				survivor.Crash()
+				k.After(down, sim.EvFault, xxhash.Sum64String("restart "+survivor.Name()), func() {
+					if !survivor.Up() && !run.retired[survivor.ID()] {
+						survivor.Start()
+					}
+				})
+			})
+		})
+	}
 	h.onBoot = func(m *sim.Machine, _ *sim.Env, nd *node.Node) {
 		nd.Consensus.OnMembership(func(ms consensus.Membership) {
 			first := !h.seenM[ms.Index]
@@ -110,6 +141,17 @@ func runShrinkToOne(run *Run) error {
 				}
 			}
 			cut := sim.Between(aimed, 50*time.Millisecond, 300*time.Millisecond)
+			survivor, removedFirst := m, false
+			if !slices.ContainsFunc(ms.Voters, func(v consensus.Member) bool { return v.ID == m.ID() }) {
+				survivor, removedFirst = h.byID[other], true
+			}
+			if survivorCrash && !removedFirst {
+				// The crash instead of the cut: the frames carrying the
+				// commit are on the wire, and the removed voter must
+				// learn of it for the hazard to be set up.
+				crashAimed(survivor, fmt.Sprintf("as it applies the removal of %s", h.byID[other].Name()))
+				return
+			}
 			ord := run.AimedFault()
 			run.Inject(ord, fmt.Sprintf("cut %s and %s apart for %v as %s applies the removal", m.Name(), h.byID[other].Name(), cut, m.Name()), func() {
 				h.nw.Block(m.ID(), other)
@@ -117,6 +159,9 @@ func runShrinkToOne(run *Run) error {
 				// The scenario cuts no other link: heal them all.
 				k.After(cut, sim.EvFault, xxhash.Sum64String("heal aimed"), h.nw.Heal)
 			})
+			if survivorCrash {
+				crashAimed(survivor, fmt.Sprintf("as %s applies its own removal", m.Name()))
+			}
 		})
 	}
 	for _, n := range h.nodes[:founders] {
@@ -175,8 +220,46 @@ func runShrinkToOne(run *Run) error {
 	// core/consensus). Its own stream: the draws above are the same.
 	crashes := k.Stream("faults/aimed-crash")
 	crashLeader := crashes.IntN(3) == 0
-	run.Knob("crash_leader_at_last_removal", crashLeader)
+	// Half of those runs aim by the network's record instead of by a
+	// timer: the leader is crashed the instant it sends the other voter
+	// the append that carries that voter's removal, so the frame is on
+	// the wire and the leader never hears it acknowledged. The other
+	// voter then holds its own removal, unapplied, and (with a log no
+	// shorter than the leader's) is the one most often elected once the
+	// leader is back: the hazard handOffPendingRemoval defends, which the
+	// timer reaches in a few runs in a hundred (planted bug
+	// lead-own-removal). Its own stream: the draws above are the same.
+	onSend := k.Stream("faults/aimed-crash-send").IntN(2) == 0
+	run.Knob("crash_leader_at_last_removal", map[bool]string{false: "no", true: map[bool]string{false: "timed", true: "at-send"}[onSend]}[crashLeader])
+	var aimAt *sim.Machine // the voter whose removal's first append crashes its sender
+	h.onRemovalSent = func(to dial.NodeID, ch checker.AppendedChange) {
+		if aimAt == nil || to != aimAt.ID() || ch.Out != to || ch.Leader == to {
+			return
+		}
+		aimAt = nil
+		n := h.byID[ch.Leader]
+		down := sim.Between(crashes, 100*time.Millisecond, 600*time.Millisecond)
+		// Not inside the send, which runs in the leader's own event: at
+		// once after it, before any answer can come back.
+		k.After(sim.Between(crashes, 10*time.Microsecond, 500*time.Microsecond), sim.EvFault, xxhash.Sum64String("aim crash at send"), func() {
+			if !n.Up() {
+				return
+			}
+			run.Inject(run.AimedFault(), fmt.Sprintf("crash the leader %s for %v as it sends %s the append removing it", n.Name(), down, h.byID[to].Name()), func() {
+				n.Crash()
+				k.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+					if !n.Up() && !run.retired[n.ID()] {
+						n.Start()
+					}
+				})
+			})
+		})
+	}
 	aimCrash := func(before []*sim.Machine, victim *sim.Machine) {
+		if onSend {
+			aimAt = victim
+			return
+		}
 		k.After(sim.Between(crashes, 2*time.Millisecond, 40*time.Millisecond), sim.EvFault, xxhash.Sum64String("aim crash"), func() {
 			for _, n := range before {
 				if cn := h.node(n); cn == nil || !cn.IsLeader() {

@@ -106,6 +106,8 @@ func (c *raftCluster) kvStep(cl *kvClient, r interface{ IntN(int) int }, until t
 		next()
 		return
 	}
+	c.clientsWaiting[n.ID()]++
+	a.onDone = func() { c.clientsWaiting[n.ID()]-- }
 	switch {
 	case pick >= 17:
 		opID = c.hist.Call(cl.id, key, linearizability.KVInput{Op: linearizability.KVDelete}, now)
@@ -255,6 +257,14 @@ func (c *raftCluster) leaseStep(holder string, r interface{ IntN(int) int }, ttl
 					next(quietFor)
 					return
 				}
+			}
+			if errors.Is(err, consensus.ErrBusy) {
+				// Refused at once for the calls in flight: a holder
+				// tries again soon, as one whose lease is at stake does
+				// (at one call in flight, six KV clients otherwise left
+				// the holders too few grants to judge).
+				next(pause / 16)
+				return
 			}
 			next(pause)
 		})

@@ -113,6 +113,15 @@ type Set struct {
 	// forgotten without an answer, where ErrTimeout was due: the caller
 	// waits out its own deadline, an unknown outcome either way.
 	SilentTimeout bool
+	// SendBeforeDurable: the leader of two voters sends the other the
+	// entries after that voter's removal before its own copy is written,
+	// as raft allows elsewhere: a crash then leaves the removed voter's
+	// log the longer, and the survivor may never get its vote.
+	SendBeforeDurable bool
+	// SilentConfBusy: a membership change refused at admission (the
+	// calls-in-flight bound, ErrBusy) is dropped without an answer: the
+	// operator waits out its own deadline.
+	SilentConfBusy bool
 	// LeadOwnRemoval lets a node elected leader of two voters, with a
 	// change that removes it waiting in its log (appended by the leader
 	// before it), lead it through instead of handing leadership over: a
@@ -427,6 +436,8 @@ var Table = []Bug{
 	{"tick-window", "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", func(s *Set) *bool { return &s.TickWindow }},
 	{"remove-last-voter", "a membership change that leaves no voter is proposed and applied: etcd raft panics on every member, and on every restart", func(s *Set) *bool { return &s.RemoveLastVoter }},
 	{"silent-timeout", "a proposal or read whose ProposalTimeout passes is forgotten without an answer: the caller waits out its own deadline", func(s *Set) *bool { return &s.SilentTimeout }},
+	{"send-before-durable", "the leader of two sends the voter it removes entries before writing them itself: after a crash the removed voter's log is the longer and the survivor may never elect", func(s *Set) *bool { return &s.SendBeforeDurable }},
+	{"silent-conf-busy", "a membership change refused at admission (too many calls in flight) is dropped without an answer: the operator waits out its own deadline", func(s *Set) *bool { return &s.SilentConfBusy }},
 	{"lead-own-removal", "a node elected leader of two with its own removal waiting in its log leads it through instead of handing leadership over: the survivor may never elect", func(s *Set) *bool { return &s.LeadOwnRemoval }},
 	{"remove-leader-of-two", "the leader of two voters appends its own removal instead of handing leadership over first: the survivor may never elect", func(s *Set) *bool { return &s.RemoveLeaderOfTwo }},
 	{"no-fence", "the owner skips its membership-index checks", func(s *Set) *bool { return &s.NoFence }},

@@ -1,7 +1,6 @@
 package consensus
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -43,19 +42,22 @@ func (n *Node) Propose(op kv.Op, done func(kv.Result, error)) {
 	data := propID{n.id, n.session, seq}.append(make([]byte, 0, propIDBytes+len(payload)))
 	data = append(data, payload...)
 	p := &pendingProp{done: done, data: data}
-	if err := n.propose(p); err != nil {
-		done(kv.Result{}, err)
-		return
-	}
+	n.propose(p)
 	n.Proposed++
 	n.wait(seq, p)
 	n.pump()
 }
 
-// propose hands a waiting proposal to raft (again). A drop is no error:
-// the proposal waits for its retry. Any other error is final.
-func (n *Node) propose(p *pendingProp) error {
-	var err error
+// propose hands a waiting proposal to raft (again). Whatever raft says,
+// the proposal waits: for its retry if raft did not take it, and in any
+// case for its commit or its timer, which answers it as an unknown
+// outcome. etcd raft v3.6 refuses a proposal only with
+// ErrProposalDropped (its Step returns nothing else for MsgProp, and a
+// ConfChange always marshals), so no refusal is final; were a later raft
+// to refuse otherwise, the caller would still be told the truth, that
+// the outcome is unknown.
+func (n *Node) propose(p *pendingProp) {
+	taken := false
 	if to, first := n.handOffBefore(p.cc); first {
 		// Not while this node leads: it hands leadership to the other
 		// voter, and the change waits, unaccepted, for the next retry,
@@ -63,22 +65,17 @@ func (n *Node) propose(p *pendingProp) error {
 		if to != 0 {
 			n.rn.TransferLeader(to)
 		}
-		err = raft.ErrProposalDropped
 	} else if p.cc != nil {
-		err = n.rn.ProposeConfChange(*p.cc)
+		taken = n.rn.ProposeConfChange(*p.cc) == nil
 	} else {
-		err = n.rn.Propose(p.data)
+		taken = n.rn.Propose(p.data) == nil
 	}
 	was := p.try.accepted
-	n.tried(&p.try, err == nil)
+	n.tried(&p.try, taken)
 	p.try.conf = p.cc != nil
 	if !was && p.try.accepted {
 		p.try.mIdx = n.mIdx // the membership its first copy was proposed under
 	}
-	if err != nil && !errors.Is(err, raft.ErrProposalDropped) {
-		return err
-	}
-	return nil
 }
 
 // tried notes an attempt.
@@ -153,11 +150,7 @@ func (n *Node) retryWaiting() {
 			continue // the membership moved: the change may no longer be right
 		}
 		if n.stale(p.try) {
-			if err := n.propose(p); err != nil {
-				delete(n.pending, seq)
-				p.timer.Stop()
-				p.fail(err)
-			}
+			n.propose(p)
 		}
 	}
 	for _, seq := range slices.Sorted(maps.Keys(n.reads)) {
@@ -421,24 +414,27 @@ func (n *Node) unapplied() ([]journal.Entry, error) {
 	return n.j.Entries(max(applied+1, n.j.FirstIndex()), last+1, math.MaxUint64)
 }
 
-// selfRemovalPending reports whether this node's log holds, past what it
-// has applied, a change that removes it or makes it a learner.
-func (n *Node) selfRemovalPending() bool {
+// removalPending reports whether this node's log holds, past what it
+// has applied, a change that removes id or makes it a learner.
+func (n *Node) removalPending(id uint64) bool {
 	ents, err := n.unapplied()
 	if err != nil {
-		return false // cannot tell: no hand-over, and the change commits as it would have
+		return false // cannot tell: no hand-over or hold, and the change commits as it would have
 	}
 	for _, e := range ents {
-		if pb.EntryType(e.Type) != pb.EntryConfChange {
-			continue
-		}
-		var cc pb.ConfChange
-		if cc.Unmarshal(e.Data) == nil && cc.NodeID == uint64(n.id) &&
-			(cc.Type == pb.ConfChangeRemoveNode || cc.Type == pb.ConfChangeAddLearnerNode) {
+		if pb.EntryType(e.Type) == pb.EntryConfChange && takesOut(e.Data, id) {
 			return true
 		}
 	}
 	return false
+}
+
+// takesOut reports whether data, a ConfChange entry's payload, removes id
+// or makes it a learner.
+func takesOut(data []byte, id uint64) bool {
+	var cc pb.ConfChange
+	return cc.Unmarshal(data) == nil && cc.NodeID == id &&
+		(cc.Type == pb.ConfChangeRemoveNode || cc.Type == pb.ConfChangeAddLearnerNode)
 }
 
 // leavesNoVoter reports whether applying cc to the membership cs would
@@ -460,16 +456,15 @@ func leavesNoVoter(cs pb.ConfState, cc pb.ConfChange) bool {
 func (n *Node) proposeConfOnce(cc pb.ConfChange, m Member, at uint64, once bool, done func(error)) {
 	seq, err := n.admit()
 	if err != nil {
-		done(err)
+		if !n.cfg.Bugs.SilentConfBusy {
+			done(err)
+		}
 		return
 	}
 	cc.Context = appendContext(propID{n.id, n.session, seq}, m, at)
 	p := &pendingProp{conf: done, cc: &cc}
 	p.try.once = once
-	if err := n.propose(p); err != nil {
-		done(err)
-		return
-	}
+	n.propose(p)
 	n.Proposed++
 	n.wait(seq, p)
 	n.pump()
