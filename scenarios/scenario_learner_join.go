@@ -19,7 +19,7 @@ func init() {
 		Duration:   40 * time.Second,
 		Bugs: []Bug{
 			{Name: "promote-early", Window: 30, MinCaught: 20},
-			{Name: "silent-conf-busy", Window: 100, MinCaught: 3},
+			{Name: "silent-conf-busy", Window: 100, MinCaught: 8},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 30}, {"promotions", 2}},
 		Checkers: plus(clusterCheckers, "membership", "kv-refusals"),
