@@ -104,7 +104,14 @@ type Disk struct {
 	Syncs, Writes, Torn, Holes, PowerCuts, SyncFailures, WriteFailures uint64
 	// BackgroundWork counts the work Go completed.
 	BackgroundWork uint64
+	// renamedTo counts the renames onto each name, crashes or not: a
+	// file's rewrites (a raft journal's compactions), as the disk saw
+	// them.
+	renamedTo map[string]int
 }
+
+// Renamed is how many renames have replaced name, over every incarnation.
+func (d *Disk) Renamed(name string) int { return d.renamedTo[name] }
 
 type bgWork struct {
 	work func() error
@@ -219,6 +226,10 @@ func (d *Disk) Rename(oldname, newname string) error {
 	}
 	delete(d.dir, oldname)
 	d.dir[newname] = ino
+	if d.renamedTo == nil {
+		d.renamedTo = map[string]int{}
+	}
+	d.renamedTo[newname]++
 	return nil
 }
 

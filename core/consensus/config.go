@@ -74,9 +74,14 @@ type Config struct {
 	KV      kv.Config
 	Journal journal.Config
 	Bugs    bugs.Set
-	// JournalName is the journal's file name in the node's FS.
+	// JournalName is the journal's file name in the node's FS
+	// (DefaultJournalName if empty).
 	JournalName string
 }
+
+// DefaultJournalName is the journal's file name when Config leaves it
+// empty.
+const DefaultJournalName = "raft.journal"
 
 // ErrBadConfig wraps every configuration refusal.
 var ErrBadConfig = errors.New("consensus: bad configuration")
@@ -113,7 +118,7 @@ func (c Config) withDefaults() Config {
 		c.MaxReadyRounds = 64
 	}
 	if c.JournalName == "" {
-		c.JournalName = "raft.journal"
+		c.JournalName = DefaultJournalName
 	}
 	return c
 }
