@@ -470,13 +470,5 @@ func (n *Node) proposeConfOnce(cc pb.ConfChange, m Member, at uint64, once bool,
 	n.pump()
 }
 
-func leUint64(b []byte) uint64 {
-	var v uint64
-	for i := 7; i >= 0; i-- {
-		v = v<<8 | uint64(b[i])
-	}
-	return v
-}
-
 // Revision is the version of the last change this node applied.
 func (n *Node) Revision() uint64 { return n.kv.Version() }

@@ -1,7 +1,6 @@
 package consensus
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -952,8 +951,6 @@ func (n *Node) maybeSnapshot() {
 		n.deliver(m)
 	}
 }
-
-func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 
 type discardLogger struct{}
 
