@@ -183,7 +183,8 @@ type Node struct {
 	// one fsync. An append's responses (votes, append acknowledgements,
 	// raft's own MsgStorageAppendResp) are held until the write that
 	// covers it completed: queuedResp for what is staged, jwResp for what
-	// jw covers.
+	// jw covers. So are the appends holdAppend holds back (a leader of
+	// two, sending the voter it removes what it has not yet written).
 	jw         *journal.Write
 	jwResp     []pb.Message
 	queuedResp []pb.Message
