@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/linearizability"
@@ -215,6 +217,17 @@ func (run *Run) Retire(n *sim.Machine) {
 	}
 	run.retired[n.ID()] = true
 	n.Crash()
+}
+
+// CrashFor crashes n and starts it again down later, unless an operator
+// has retired it meanwhile (Retire).
+func (run *Run) CrashFor(n *sim.Machine, down time.Duration) {
+	n.Crash()
+	run.Kernel.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+		if !n.Up() && !run.retired[n.ID()] {
+			n.Start()
+		}
+	})
 }
 
 // Rejoin starts n again after Retire, with what its disk kept, as an

@@ -119,12 +119,7 @@ func runShrinkToOne(run *Run) error {
 				return
 			}
 			run.Inject(run.AimedFault(), fmt.Sprintf("crash the survivor %s for %v %s", survivor.Name(), down, why), func() {
-				survivor.Crash()
-				k.After(down, sim.EvFault, xxhash.Sum64String("restart "+survivor.Name()), func() {
-					if !survivor.Up() && !run.retired[survivor.ID()] {
-						survivor.Start()
-					}
-				})
+				run.CrashFor(survivor, down)
 			})
 		})
 	}
@@ -256,7 +251,14 @@ func runShrinkToOne(run *Run) error {
 	// timer reaches in a few runs in a hundred (planted bug
 	// lead-own-removal). Its own stream: the draws above are the same.
 	onSend := k.Stream("faults/aimed-crash-send").IntN(2) == 0
-	run.Knob("crash_leader_at_last_removal", map[bool]string{false: "no", true: map[bool]string{false: "timed", true: "at-send"}[onSend]}[crashLeader])
+	aim := "no"
+	switch {
+	case crashLeader && onSend:
+		aim = "at-send"
+	case crashLeader:
+		aim = "timed"
+	}
+	run.Knob("crash_leader_at_last_removal", aim)
 	var aimAt *sim.Machine // the voter whose removal's first append crashes its sender
 	h.onRemovalSent = func(to dial.NodeID, ch checker.AppendedChange) {
 		if aimAt == nil || to != aimAt.ID() || ch.Out != to || ch.Leader == to {
@@ -272,12 +274,7 @@ func runShrinkToOne(run *Run) error {
 				return
 			}
 			run.Inject(run.AimedFault(), fmt.Sprintf("crash the leader %s for %v as it sends %s the append removing it", n.Name(), down, h.byID[to].Name()), func() {
-				n.Crash()
-				k.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
-					if !n.Up() && !run.retired[n.ID()] {
-						n.Start()
-					}
-				})
+				run.CrashFor(n, down)
 			})
 		})
 	}
@@ -293,12 +290,7 @@ func runShrinkToOne(run *Run) error {
 				}
 				down := sim.Between(crashes, 100*time.Millisecond, 600*time.Millisecond)
 				run.Inject(run.AimedFault(), fmt.Sprintf("crash the leader %s for %v just after the removal of %s was asked for", n.Name(), down, victim.Name()), func() {
-					n.Crash()
-					k.After(down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
-						if !n.Up() && !run.retired[n.ID()] {
-							n.Start()
-						}
-					})
+					run.CrashFor(n, down)
 				})
 				return
 			}

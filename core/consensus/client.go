@@ -366,7 +366,7 @@ func (n *Node) proposeConf(cc pb.ConfChange, m Member, at uint64, done func(erro
 // once the pending change has applied.
 func (n *Node) handOffBefore(cc *pb.ConfChange) (to uint64, first bool) {
 	if cc == nil || n.cfg.Bugs.RemoveLeaderOfTwo || cc.NodeID != uint64(n.id) || len(n.conf.Voters) != 2 ||
-		(cc.Type != pb.ConfChangeRemoveNode && cc.Type != pb.ConfChangeAddLearnerNode) || !n.BelievesSelfLeader() {
+		!outOfVoters(cc.Type) || !n.BelievesSelfLeader() {
 		return 0, false
 	}
 	if n.confPending() {
@@ -433,15 +433,20 @@ func (n *Node) removalPending(id uint64) bool {
 // or makes it a learner.
 func takesOut(data []byte, id uint64) bool {
 	var cc pb.ConfChange
-	return cc.Unmarshal(data) == nil && cc.NodeID == id &&
-		(cc.Type == pb.ConfChangeRemoveNode || cc.Type == pb.ConfChangeAddLearnerNode)
+	return cc.Unmarshal(data) == nil && cc.NodeID == id && outOfVoters(cc.Type)
+}
+
+// outOfVoters reports whether a change of type t takes its node out of
+// the voters: a removal, or a voter made a learner.
+func outOfVoters(t pb.ConfChangeType) bool {
+	return t == pb.ConfChangeRemoveNode || t == pb.ConfChangeAddLearnerNode
 }
 
 // leavesNoVoter reports whether applying cc to the membership cs would
 // leave no voter: removing the only voter, or making it a learner. (Only
 // simple changes are proposed here; joint ones never are.)
 func leavesNoVoter(cs pb.ConfState, cc pb.ConfChange) bool {
-	if cc.Type != pb.ConfChangeRemoveNode && cc.Type != pb.ConfChangeAddLearnerNode {
+	if !outOfVoters(cc.Type) {
 		return false
 	}
 	for _, v := range cs.Voters {
