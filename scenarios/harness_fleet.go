@@ -1327,7 +1327,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		f.checkResized()
 	}
 	f.probe.judge()
-	f.report()
+	f.report(services)
 	f.run.Did("cross-group-ops", cross)
 	newest := uint64(0)
 	if n := len(f.published); n > 0 {
@@ -1509,9 +1509,14 @@ func (f *fleetHarness) checkResized() {
 }
 
 // report is flowHarness.report for the fleet: the one history's counts,
-// every group's stores.
-func (f *fleetHarness) report() {
-	flowSummary(f.run, f.groups[0].flowHist, len(f.groups[0].cuts), f.groups...)
+// every group's stores, the accepted losses and who served each flow.
+func (f *fleetHarness) report(services []checker.FlowService) {
+	first := f.groups[0]
+	flowSummary(f.run, first.flowHist, len(first.cuts), f.groups...)
+	for _, c := range first.cuts {
+		f.k.Logf("accepted loss: flow %s at %v: %s", c.Flow, c.At, c.Reason)
+	}
+	logServices(f.k, services, func(id dial.NodeID) string { return f.k.Machine(id).Name() })
 }
 
 // capturedResize is a resize as it travelled: what an eavesdropper on

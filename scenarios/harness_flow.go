@@ -784,9 +784,14 @@ func (h *flowHarness) report() {
 	for _, c := range h.cuts {
 		h.k.Logf("accepted loss: flow %s at %v: %s", c.Flow, c.At, c.Reason)
 	}
-	// Who served each flow when, in runs, for reading a failure in -v.
+	logServices(h.k, h.services, func(id dial.NodeID) string { return h.byID[id].Name() })
+}
+
+// logServices logs who served each flow when, in runs of one node, for
+// reading a failure in -v.
+func logServices(k *sim.Kernel, services []checker.FlowService, name func(dial.NodeID) string) {
 	byFlow := map[string][]checker.FlowService{}
-	for _, s := range h.services {
+	for _, s := range services {
 		byFlow[s.Flow] = append(byFlow[s.Flow], s)
 	}
 	for _, f := range slices.Sorted(maps.Keys(byFlow)) {
@@ -798,10 +803,10 @@ func (h *flowHarness) report() {
 			for j+1 < len(ss) && ss[j+1].Node == ss[i].Node {
 				j++
 			}
-			runs = append(runs, fmt.Sprintf("%s[%v..%v]x%d", h.byID[ss[i].Node].Name(), ss[i].At, ss[j].At, j-i+1))
+			runs = append(runs, fmt.Sprintf("%s[%v..%v]x%d", name(ss[i].Node), ss[i].At, ss[j].At, j-i+1))
 			i = j + 1
 		}
-		h.k.Logf("served %s: %s", f, strings.Join(runs, " "))
+		k.Logf("served %s: %s", f, strings.Join(runs, " "))
 	}
 }
 

@@ -290,6 +290,13 @@ type Set struct {
 	// from the replicas at once, trusting D-17 alone to have stopped the
 	// previous owner.
 	NoAdoptWait bool
+	// AdoptRefusedCopy makes a new owner count an answer to its adoption
+	// as heard when the shard refused to write the copy it carried (the
+	// writer's queue full), and serve a flow whose re-stamped copy the
+	// shard refused: the previous owner's answer completes the adoption
+	// at once, with its copy missing, and every later copy falls below
+	// the new owner's floor. The state is lost.
+	AdoptRefusedCopy bool
 	// NoPrune: a replica merges the owner's anti-entropy copy but keeps
 	// the keys the owner does not hold, so what a lossy adoption left
 	// behind stays on the replica forever.
@@ -478,6 +485,7 @@ var Table = []Bug{
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},
+	{"adopt-refused-copy", "a new owner counts an adoption answer whose copy its full shard writer refused, and serves what it could not re-stamp", func(s *Set) *bool { return &s.AdoptRefusedCopy }},
 	{"no-prune", "a replica keeps keys its owner's anti-entropy copy no longer holds", func(s *Set) *bool { return &s.NoPrune }},
 	{"stale-adoption", "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", func(s *Set) *bool { return &s.StaleAdoption }},
 	{"wait-for-removed", "an adoption past AdoptWait still waits for a copy when every node it asked was removed: a last voter never adopts", func(s *Set) *bool { return &s.WaitForRemoved }},

@@ -145,9 +145,9 @@ func (s *Store) askSources(a *adoption, every time.Duration) {
 	})
 }
 
-func (s *Store) tryFinishAdoption(a *adoption) bool {
+func (s *Store) tryFinishAdoption(a *adoption) {
 	if a.committing {
-		return false
+		return
 	}
 	// The previous owner's answer is the authority only if it was serving
 	// the flow under the membership just before this one: then every
@@ -181,21 +181,33 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 	// accepts; a voter that is down is waited for, as before.
 	waitedOut := a.waited && (len(a.answered) > 0 || len(a.sources) == 0 || !a.members && !s.cfg.Bugs.WaitForRemoved)
 	if !fromPrev && !everyCopy && !waitedOut {
-		return false
+		return
 	}
 	a.stopTimers()
 	if a.m != s.mIdx {
 		delete(s.adopting, a.flow)
-		return true // the membership moved on while we gathered: start over on the next request
+		return // the membership moved on while we gathered: start over on the next request
 	}
 	a.committing = true
+	before, had := s.servedAt[a.flow]
 	s.servedAt[a.flow] = a.m
 	if !fromPrev {
 		// Without the last serving owner's answer, even every copy that
 		// answered may lack its final writes, and a copy still in flight
 		// may carry them later: re-stamp, so the copies converge on what
-		// this owner serves.
-		s.restamp(a.flow, a.mode)
+		// this owner serves. If the shard refuses the re-stamped copy
+		// (its writer is full), this node must not serve the flow under
+		// the tuples it took, nor claim it did: start over on the next
+		// request.
+		if err := s.restamp(a.flow, a.mode); err != nil && !s.cfg.Bugs.AdoptRefusedCopy {
+			if had {
+				s.servedAt[a.flow] = before
+			} else {
+				delete(s.servedAt, a.flow)
+			}
+			delete(s.adopting, a.flow)
+			return
+		}
 	}
 	// The adopted copy, and the note that this node serves the flow at
 	// this m_idx, reach the disk before the first answer: a crash right
@@ -221,14 +233,13 @@ func (s *Store) tryFinishAdoption(a *adoption) bool {
 		// Nothing to keep: a flow nobody has written. Its note is written
 		// with its first write.
 		done(nil)
-		return true
+		return
 	}
 	if err := s.sh.Put(a.flow, nil, encodeServed(a.m), mode); err != nil {
 		done(err)
-		return true
+		return
 	}
 	s.sh.WhenDurable(a.flow, done)
-	return true
 }
 
 // answerAdoption sends a new owner this node's copy of a flow. If the new
@@ -258,7 +269,7 @@ func (s *Store) answerAdoption(from dial.NodeID, m msg) {
 func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 	a := s.adopting[m.Flow]
 	if a == nil || a.id != m.ID || a.committing {
-		s.merge(m.Flow, m.Entries, s.repairMode(m.Mode)) // a late answer is still a copy worth keeping
+		_ = s.merge(m.Flow, m.Entries, s.repairMode(m.Mode)) // a late answer is still a copy worth keeping
 		return
 	}
 	if m.Their > a.m {
@@ -269,7 +280,14 @@ func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 		delete(s.adopting, a.flow)
 		return
 	}
-	s.merge(m.Flow, m.Entries, s.repairMode(m.Mode))
+	if err := s.merge(m.Flow, m.Entries, s.repairMode(m.Mode)); err != nil && !s.cfg.Bugs.AdoptRefusedCopy {
+		// The shard refused the copy (its writer is full): this answer
+		// has not been heard. Counted, it could complete the adoption
+		// (the previous owner's answer does at once) with the copy
+		// missing, and every later copy below the new owner's floor.
+		// The next round of asking repeats it.
+		return
+	}
 	a.answered[from] = true
 	a.servedAt[from] = m.Served
 	s.tryFinishAdoption(a)
@@ -281,10 +299,10 @@ func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 // copies it heard from; the new owner's tuple (this m_idx) outranks it, so
 // the copies converge on what the new owner serves. Writes held only by a
 // copy it did not hear from are the loss the design accepts there.
-func (s *Store) restamp(flow string, mode shard.Mode) {
+func (s *Store) restamp(flow string, mode shard.Mode) error {
 	f := s.sh.Peek(flow)
 	if len(f) == 0 {
-		return
+		return nil
 	}
 	changed := map[string]Value{}
 	era := s.era(flow)
@@ -293,7 +311,9 @@ func (s *Store) restamp(flow string, mode shard.Mode) {
 		v.Tuple = s.nextTuple(era, v.Tuple)
 		changed[k] = v
 	}
-	if s.commit(flow, changed, mode) == nil {
-		s.push(flow, changed, mode)
+	if err := s.commit(flow, changed, mode); err != nil {
+		return err
 	}
+	s.push(flow, changed, mode)
+	return nil
 }

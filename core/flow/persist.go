@@ -52,10 +52,12 @@ func (s *Store) repairMode(m shard.Mode) shard.Mode {
 
 // merge keeps, key by key, the value with the larger fencing tuple. It is
 // the only way a copy from elsewhere enters the shard. A merge the shard
-// refuses is dropped: anti-entropy repeats it.
-func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
+// refuses (its writer full) changes nothing and says so: a push or a
+// repair may drop it, because anti-entropy repeats it, but an adoption
+// must not count the copy as heard.
+func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) error {
 	if len(in) == 0 {
-		return
+		return nil
 	}
 	f := s.sh.Peek(flow)
 	// A flow this node serves took every copy it will ever take when it
@@ -95,9 +97,11 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) {
 			}
 		}
 	}
-	if len(changed) > 0 && s.commit(flow, changed, mode) == nil {
-		s.Merged += uint64(len(changed))
+	if err := s.commit(flow, changed, mode); err != nil {
+		return err
 	}
+	s.Merged += uint64(len(changed))
+	return nil
 }
 
 // evict is the shard's hook for a flow over the cap. The owner serving

@@ -353,3 +353,43 @@ func TestAdoptionAnswersFromARestartedOrFencedNode(t *testing.T) {
 	ans = net.frames[len(net.frames)-1].m
 	require.Equal(t, uint64(5), ans.Their, "the fence is passed on, so the old asker abandons")
 }
+
+// An adoption answer whose copy the shard refuses (its writer's queue is
+// full) is not an answer: the adoption asks again once the queue has
+// room, and serves the copy. Counted as heard, it completed past
+// AdoptWait with the copy missing, and served the flow empty (planted bug
+// adopt-refused-copy; found by fleet-grow seed 27 with appends held in
+// every group of two).
+func TestAdoptionAnswerRefusedByAFullWriterIsAskedAgain(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		mem := shard.NewMemory()
+		s, clk, net := newDiskStore(t, idA, 1, mem, Config{Shard: shard.Config{MaxPending: 8}, Bugs: bugs.Set{AdoptRefusedCopy: bug}})
+		f := ownedBy(t, idA)
+		// Another flow's seven keys and its metadata fill the queue.
+		busy := map[string]Value{}
+		for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+			busy[k] = Value{Data: []byte(k), Tuple: Tuple{MIdx: 1, V: 1, Origin: idB}}
+		}
+		require.NoError(t, s.sh.Put("busy", busy, nil, shard.Async))
+		_, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+		require.ErrorIs(t, err, ErrNotAdopted)
+		copyOf := map[string]Value{"k": {Data: []byte("kept"), Tuple: Tuple{MIdx: 1, V: 7, Origin: idB}}}
+		answerAdoptions(s, net, f, map[dial.NodeID]map[string]Value{idB: copyOf, idC: copyOf})
+		require.Empty(t, s.Copy(f), "the full writer refused both copies")
+		net.frames = nil
+		clk.Advance(time.Second) // the writer drains; the adoption asks again; AdoptWait passes
+		if bug {
+			require.True(t, s.Adopted(f), "the planted bug counts the refused answers")
+			require.Empty(t, s.Copy(f), "and serves the flow without its copy")
+			continue
+		}
+		require.False(t, s.Adopted(f), "no copy heard: past AdoptWait it still waits")
+		require.NotEmpty(t, net.frames, "and asks again")
+		answerAdoptions(s, net, f, map[dial.NodeID]map[string]Value{idB: copyOf, idC: copyOf})
+		clk.Advance(0) // the adoption's fsync
+		require.True(t, s.Adopted(f))
+		resp, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+		require.NoError(t, err)
+		require.Equal(t, "kept", string(resp.Value))
+	}
+}

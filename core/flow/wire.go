@@ -233,7 +233,7 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 			s.BadFrames++
 			return
 		}
-		s.merge(m.Flow, m.Entries, m.Mode)
+		_ = s.merge(m.Flow, m.Entries, m.Mode) // refused: anti-entropy repeats it
 	case FrameAE:
 		s.answerAntiEntropy(from, m)
 	case FrameAEResp:
@@ -244,7 +244,7 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 			}
 		}
 		for _, f := range slices.Sorted(maps.Keys(m.Flows)) {
-			s.merge(f, m.Flows[f], s.repairMode(m.Modes[f]))
+			_ = s.merge(f, m.Flows[f], s.repairMode(m.Modes[f])) // refused: the next round repeats it
 			if m.M == s.mIdx && from != s.env.ID && s.ownerOf(s.ring, f) == from && !s.cfg.Bugs.NoPrune {
 				s.prune(f, m.Flows[f])
 			}

@@ -37,7 +37,8 @@ type Config struct {
 	AsyncDelay time.Duration
 	// MaxPending bounds the mutations waiting for the writer, the batch
 	// on its way to the backend included. At the bound Put refuses with
-	// ErrBusy and changes nothing. Default 65 536.
+	// ErrBusy and changes nothing. A single Put larger than the bound is
+	// taken into an empty queue, alone. Default 65 536.
 	MaxPending int
 	// MaxBatch bounds the mutations in one backend write. Default 4096.
 	MaxBatch int

@@ -284,7 +284,10 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	f := s.flows[flow]
 	persist := mode != None && s.env.Backend != nil
 	disk := persist || (f != nil && f.onDisk)
-	if disk && s.Pending()+len(changes)+1 > s.cfg.MaxPending {
+	// A put larger than the whole queue (a flow's copy of more keys than
+	// MaxPending) goes into an empty queue alone: refused always, it
+	// would leave that flow's adoption or move waiting for ever.
+	if disk && s.Pending() > 0 && s.Pending()+len(changes)+1 > s.cfg.MaxPending {
 		s.stats.Busy++
 		return ErrBusy
 	}
@@ -412,7 +415,7 @@ func (s *Shard[V]) DropKeys(flow string, keys []string) error {
 		return ErrClosed
 	case s.err != nil:
 		return s.err
-	case f.onDisk && s.Pending()+len(keys) > s.cfg.MaxPending:
+	case f.onDisk && s.Pending() > 0 && s.Pending()+len(keys) > s.cfg.MaxPending: // alone if larger, as Put
 		s.stats.Busy++
 		return ErrBusy
 	}

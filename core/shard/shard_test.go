@@ -199,6 +199,27 @@ func TestPutRefusesAtMaxPending(t *testing.T) {
 	r.put("over", Async, "a", "x")
 }
 
+// A copy larger than the whole queue is taken alone into an empty queue,
+// and only there: refused always, a flow with more keys than MaxPending
+// could never be adopted or moved.
+func TestPutLargerThanTheQueueGoesAlone(t *testing.T) {
+	r := newRig(t, Config{MaxPending: 3})
+	big := map[string]val{}
+	for _, k := range []string{"a", "b", "c", "d"} {
+		big[k] = val{data: k, exp: r.nowMs() + 1000}
+	}
+	r.put("small", Async, "k", "v")
+	require.ErrorIs(t, r.s.Put("big", big, nil, Async), ErrBusy, "behind another write, the big copy waits")
+	require.Nil(t, r.s.Peek("big"))
+	r.clk.Advance(0)
+	require.Zero(t, r.s.Pending())
+	require.NoError(t, r.s.Put("big", big, nil, Async), "into an empty queue it goes alone")
+	require.Equal(t, 5, r.s.Pending(), "four keys and the flow's metadata")
+	require.ErrorIs(t, r.s.Put("small", map[string]val{"k": {data: "w", exp: r.nowMs() + 1000}}, nil, Async), ErrBusy, "and nothing joins it")
+	r.clk.Advance(0)
+	require.Len(t, r.stored("big"), 4)
+}
+
 func TestEvictsWholeLeastRecentlyUsedFlows(t *testing.T) {
 	r := newRig(t, Config{MaxFlows: 3})
 	for i := range 3 {
