@@ -120,6 +120,7 @@ type Network struct {
 	shape    string // the partition in force, for traces
 	drop     func(from, to dial.NodeID, frame []byte) bool
 	rewrite  []func(from, to dial.NodeID, frame []byte) []byte
+	lag      func(from, to dial.NodeID, frame []byte) time.Duration
 	slow     map[dial.NodeID]time.Duration // extra one-way delay for every frame to or from a node
 	watchers []func(Sending)
 	// cuts is the record of every link's blocking and unblocking, in time
@@ -245,6 +246,13 @@ func (nw *Network) send(from, to dial.NodeID, frame []byte) error {
 		}
 		delays[i] = delay
 		arriveBy = max(arriveBy, nw.k.Now()+delay)
+	}
+	if nw.lag != nil && copies == 1 {
+		if lag := nw.lag(from, to, frame); lag > 0 {
+			copies, delays[1] = 2, delays[0]+lag
+			arriveBy = nw.k.Now() + delays[1]
+			nw.Duplicated++
+		}
 	}
 	sent := Sending{From: from, To: to, Frame: frame, Meant: meant, At: nw.k.Now(), ArriveBy: arriveBy, Copies: copies, Fate: Sent}
 	for i := 0; i < copies; i++ {
@@ -378,6 +386,13 @@ func (nw *Network) DropIf(f func(from, to dial.NodeID, frame []byte) bool) { nw.
 func (nw *Network) RewriteIf(f func(from, to dial.NodeID, frame []byte) []byte) {
 	nw.rewrite = append(nw.rewrite, f)
 }
+
+// LagIf installs a function that may give a frame a second copy,
+// delivered lag after the first: a duplicate that arrives late, as a
+// frame sent again after a reconnect does, long after its answer came.
+// It returns 0 to leave the frame be; it is not asked of a frame the
+// network duplicates already, nor of one it drops. nil removes it.
+func (nw *Network) LagIf(f func(from, to dial.NodeID, frame []byte) time.Duration) { nw.lag = f }
 
 // Slow adds d to the delay of every frame to or from node id: a node
 // behind a congested link, or one too busy to read its socket.

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,7 +29,7 @@ import (
 
 // fleetCheckers are what a fleet of groups is judged by: each group's
 // flow checkers, and partition-holder across the fleet.
-var fleetCheckers = plus(flowCheckers, "released", "partition-holder", "directory-current", "control-members", "fleet-records-once", "admin-acts")
+var fleetCheckers = plus(flowCheckers, "released", "partition-holder", "directory-current", "control-members", "fleet-records-once", "admin-acts", "move-pages")
 
 // fleetHarness is a fleet of raft groups on one network (core/fleet):
 // each group a raftCluster with its own flow harness, and every node a
@@ -128,6 +129,7 @@ type fleetHarness struct {
 	// lagging drops a frame to a node cut off from the control group
 	// (fleet-resize's lagControl); nil: none.
 	lagging func(to dial.NodeID, frame []byte) bool
+	pages   *pageRecord // move-pages' reading of the record
 	// onStep is told each step of a move the record shows: "fence" (a
 	// batch first moving), "publish" (a batch published), "copy" (its
 	// driver asks an old voter for a page), "ingest" (it hands a new
@@ -340,7 +342,148 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		aimIOErrors(run, f.nodes, disk.FaultsUntil)
 	}
 	f.probe = newFleetProbe(f)
+	f.watchPages()
 	return f
+}
+
+// watchPages judges the pages of every move (checker move-pages), from
+// the network's record. A move's driver counts a page only once every new
+// voter it handed the page to has acknowledged that very page, and the
+// acknowledgement, not refused, has reached it: so it asks a source for
+// its next page only then, and a batch is published only once the driver
+// that finished it has every page it handed acknowledged (judged at the
+// publication: some driver of that batch must). The outcome checkers
+// cannot see a driver that counted another acknowledgement (a late one,
+// a duplicate, one of an earlier page): every flow comes from each old
+// voter and reaches each new voter, so a page skipped once is nearly
+// always made good by another, yet the move's promise is that it never
+// needs to be. Frames a node sends itself (a driver that is a voter of
+// the batch's groups) never touch the network and go unjudged. A driver
+// is told apart by its incarnation: a move's numbers start again when a
+// node restarts.
+func (f *fleetHarness) watchPages() {
+	h := f.groups[0]
+	f.pages = &pageRecord{handed: map[movePage]map[dial.NodeID]bool{}, acked: map[movePage]map[dial.NodeID]bool{}, byEra: map[uint64][]moveDriver{}}
+	pr := f.pages
+	f.nw.Watch(func(s netsim.Sending) {
+		frame := s.Frame
+		switch {
+		case s.Fate == netsim.Sent && s.Meant != nil:
+			frame = s.Meant // what the driver did, whatever the wire did to it
+		case s.Fate != netsim.Sent && s.Fate != netsim.Delivered:
+			return
+		}
+		p := h.plain(frame)
+		kind, ok := flow.PeekKind(p)
+		if !ok || kind != flow.FrameMoveAsk && kind != flow.FrameIngest && kind != flow.FrameIngestAck {
+			return
+		}
+		info, err := flow.DecodeFrame(p)
+		if err != nil {
+			return
+		}
+		switch {
+		case s.Fate == netsim.Sent && info.Kind == flow.FrameIngest:
+			d := moveDriver{s.From, f.k.Machine(s.From).Incarnation(), info.ID}
+			if !slices.Contains(pr.byEra[info.M], d) {
+				pr.byEra[info.M] = append(pr.byEra[info.M], d)
+			}
+			pr.note(pr.handed, movePage{d, info.Served, info.Session}, s.To)
+		case s.Fate == netsim.Delivered && info.Kind == flow.FrameIngestAck && info.Refusal == "":
+			pr.note(pr.acked, movePage{moveDriver{s.To, f.k.Machine(s.To).Incarnation(), info.ID}, info.Served, info.Session}, s.From)
+		case s.Fate == netsim.Sent && info.Kind == flow.FrameMoveAsk && info.Session > 1:
+			pg := movePage{moveDriver{s.From, f.k.Machine(s.From).Incarnation(), info.ID}, uint64(s.To), info.Session - 1}
+			if v, ok := pr.missing(pg); ok {
+				f.failPages("%s asked %s for page %d of move %d at %v before %s's acknowledgement of page %d reached it",
+					f.k.Machine(s.From).Name(), f.k.Machine(s.To).Name(), info.Session, info.ID, s.At, f.k.Machine(v).Name(), info.Session-1)
+			}
+		}
+	})
+}
+
+// published judges a batch's publication (move-pages): some driver of its
+// era must have every page it handed acknowledged by now.
+func (f *fleetHarness) publishedPages(era uint64) {
+	pr := f.pages
+	if pr == nil || len(pr.byEra[era]) == 0 {
+		return // no page of it crossed the network: nothing to judge
+	}
+	var gap string
+	for _, d := range pr.byEra[era] {
+		lacking := ""
+		for _, pg := range slices.SortedFunc(maps.Keys(pr.handed), movePage.cmp) {
+			if pg.driver != d {
+				continue
+			}
+			if v, ok := pr.missing(pg); ok {
+				lacking = fmt.Sprintf("%s's acknowledgement of page %d from %s", f.k.Machine(v).Name(), pg.number, f.k.Machine(dial.NodeID(pg.source)).Name())
+				break
+			}
+		}
+		if lacking == "" {
+			return
+		}
+		if gap == "" {
+			gap = fmt.Sprintf("%s (move %d) lacked %s", f.k.Machine(d.node).Name(), d.move, lacking)
+		}
+	}
+	f.failPages("the batch moving since epoch %d was published at %v, though no driver of it had every page acknowledged: %s", era, f.k.Now(), gap)
+}
+
+func (f *fleetHarness) failPages(format string, args ...any) {
+	if !f.pages.failed {
+		f.pages.failed = true
+		f.run.Fail("move-pages", format, args...)
+	}
+}
+
+// pageRecord is what move-pages reads of the network's record: per page
+// of a move, the new voters the driver handed it to and those whose
+// acknowledgement of it reached the driver; per batch (by its era), the
+// drivers that handed pages of it.
+type pageRecord struct {
+	handed, acked map[movePage]map[dial.NodeID]bool
+	byEra         map[uint64][]moveDriver
+	judged        int // acknowledgements judged
+	failed        bool
+}
+
+// moveDriver is one move as a driver ran it: the node, its incarnation,
+// and the move's number there.
+type moveDriver struct {
+	node dial.NodeID
+	inc  uint64
+	move uint64
+}
+
+// movePage is one page of a move: its source and number.
+type movePage struct {
+	driver         moveDriver
+	source, number uint64
+}
+
+func (a movePage) cmp(b movePage) int {
+	return cmp.Or(cmp.Compare(a.driver.node, b.driver.node), cmp.Compare(a.driver.inc, b.driver.inc), cmp.Compare(a.driver.move, b.driver.move),
+		cmp.Compare(a.source, b.source), cmp.Compare(a.number, b.number))
+}
+
+func (pr *pageRecord) note(m map[movePage]map[dial.NodeID]bool, pg movePage, id dial.NodeID) {
+	if m[pg] == nil {
+		m[pg] = map[dial.NodeID]bool{}
+	}
+	m[pg][id] = true
+}
+
+// missing names the first new voter handed pg whose acknowledgement of it
+// has not reached the driver.
+func (pr *pageRecord) missing(pg movePage) (dial.NodeID, bool) {
+	for _, v := range slices.Sorted(maps.Keys(pr.handed[pg])) {
+		pr.judged++
+		if !pr.acked[pg][v] {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // sawDirectory records the directory epoch nd's control replica holds,
@@ -371,6 +514,10 @@ func (f *fleetHarness) record(d *fleet.Directory) {
 			lost[h[len(h)-1].group] = true
 			if f.fencedAt[p] == 0 {
 				unfenced = append(unfenced, fmt.Sprintf("%d (group %d to %d)", p, h[len(h)-1].group, g))
+			}
+			if published[0] < 0 && f.latest != nil {
+				_, _, _, era := f.latest.MovingBatch()
+				f.publishedPages(era)
 			}
 			published = [2]int{h[len(h)-1].group, g}
 			f.holdings[p] = append(h, holding{group: g, at: f.k.Now()})
@@ -1329,6 +1476,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 	f.probe.judge()
 	f.report(services)
 	f.run.Did("cross-group-ops", cross)
+	f.run.Logf("move-pages: %d acknowledgements judged", f.pages.judged)
 	newest := uint64(0)
 	if n := len(f.published); n > 0 {
 		newest = f.published[n-1].epoch

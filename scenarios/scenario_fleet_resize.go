@@ -37,6 +37,9 @@ func init() {
 			// the control group served by its directory past its group
 			// log's fence.
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 13},
+			// 6 of seeds 1..40, by move-pages: late duplicates
+			// (late_acks) taken for the page in flight.
+			{Name: "stale-page-ack", Window: 40, MinCaught: 3},
 		},
 		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"partitions-moved", 2 * node.MoveBatch}},
 		Checkers: plus(fleetCheckers, "resize-complete", "moves-fenced"),
@@ -85,7 +88,30 @@ func resizingFleet(run *Run, groups, added int) (*fleetHarness, []string, []stri
 	faults := DrawFaults(k.Stream("knobs/faults"), len(f.nodes))
 	run.Knob("faults", faults)
 	DrawClocks(run, f.nodes, 300*time.Millisecond, 100)
+	lateAcks(run, f)
 	return f, hot, all, faults
+}
+
+// lateAcks: in half the runs (knob late_acks), one in four of the new
+// voters' acknowledgements of a page arrives twice, the copy 20 to 300 ms
+// after the first (netsim.LagIf), when the driver has moved on to later
+// pages: it must count an acknowledgement only for the page it names
+// (move-pages; planted bug stale-page-ack). The network's own duplicates
+// arrive within its latency, too soon to land on a later page.
+func lateAcks(run *Run, f *fleetHarness) {
+	on := run.Kernel.Stream("knobs/late-acks").IntN(2) == 0
+	run.Knob("late_acks", on)
+	if !on {
+		return
+	}
+	r := run.Kernel.Stream("net/late-acks")
+	h := f.groups[0]
+	f.nw.LagIf(func(_, _ dial.NodeID, frame []byte) time.Duration {
+		if kind, ok := flow.PeekKind(h.plain(frame)); !ok || kind != flow.FrameIngestAck || r.IntN(2) != 0 {
+			return 0
+		}
+		return sim.Between(r, 5*time.Millisecond, 100*time.Millisecond)
+	})
 }
 
 // resizeWhen asks for a resize to target groups (named what: knob

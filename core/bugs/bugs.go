@@ -171,6 +171,11 @@ type Set struct {
 	// PublishBeforeCopy: a move publishes its partitions at the new group
 	// as soon as the directory fences them, without copying them there.
 	PublishBeforeCopy bool
+	// StalePageAck makes a move's driver take any new voter's
+	// acknowledgement as one of the page in flight, whatever page it
+	// names: a late or duplicated acknowledgement of an earlier page
+	// counts for a page that voter may never have received.
+	StalePageAck bool
 	// AddedGroupTakesTable: a group added to a running fleet is handed
 	// its share of the table at once (the target set to the new count
 	// and every partition the table puts there published to it), with
@@ -457,6 +462,7 @@ var Table = []Bug{
 	{"route-stale-epoch", "an owner serves a partition by its directory's epoch after its group's log fenced a move of it", func(s *Set) *bool { return &s.RouteStaleEpoch }},
 	{"move-before-fence", "a group answers a partition move's copy before its own log fences the partition", func(s *Set) *bool { return &s.MoveBeforeFence }},
 	{"publish-before-copy", "a partition move publishes the new group as holder as soon as it is fenced, without copying the partition there", func(s *Set) *bool { return &s.PublishBeforeCopy }},
+	{"stale-page-ack", "a move's driver counts a new voter's acknowledgement of any page as one of the page in flight", func(s *Set) *bool { return &s.StalePageAck }},
 	{"added-group-takes-table", "a group added to a running fleet is handed its share of the table at once, with no fence and no copy", func(s *Set) *bool { return &s.AddedGroupTakesTable }},
 	{"unchecked-add-group", "a node adds a group to the fleet under whatever number it is asked for, out of turn too", func(s *Set) *bool { return &s.UncheckedAddGroup }},
 	{"unattested-admin", "a node takes an admin act (a join, a removal, a resize, an added group) without checking its attestation", func(s *Set) *bool { return &s.UnattestedAdmin }},

@@ -111,11 +111,12 @@ func (s *Store) startAdoption(flow string, mode shard.Mode) {
 	s.tryFinishAdoption(a)
 }
 
+// stopTimers stops the adoption's timers. retry is set before anything
+// can stop them (startAdoption asks its sources before it can finish);
+// spent only when the window ends before AdoptWait.
 func (a *adoption) stopTimers() {
 	a.deadline.Stop()
-	if a.retry != nil {
-		a.retry.Stop()
-	}
+	a.retry.Stop()
 	if a.spent != nil {
 		a.spent.Stop()
 	}

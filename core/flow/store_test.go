@@ -3,7 +3,9 @@ package flow
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -445,4 +447,35 @@ func TestAntiEntropyPrunesWhatTheOwnerLacks(t *testing.T) {
 			require.Equal(t, uint64(1), s.Pruned)
 		}
 	}
+}
+
+// Validate takes every bound at its smallest valid value and refuses the
+// one below it, bound by bound: a check off by one either way shows.
+func TestValidateAtEveryBoundsEdge(t *testing.T) {
+	smallest := Config{Permits: 1, Deadline: 1, AntiEntropy: 1, AdoptWait: 1, DefaultTTLMs: 1, MaxTTLMs: 1,
+		MaxKeyBytes: 1, MaxValueBytes: 1, MaxFlowKeys: 1, MaxAEFlows: 1, AEPartitions: 1, MaxMoveFlows: 1}
+	require.NoError(t, smallest.Validate())
+	below := map[string]func(c *Config){
+		"Permits":       func(c *Config) { c.Permits = -1 },
+		"Deadline":      func(c *Config) { c.Deadline = -1 },
+		"AntiEntropy":   func(c *Config) { c.AntiEntropy = -1 },
+		"AdoptWait":     func(c *Config) { c.AdoptWait = -1 },
+		"DefaultTTLMs":  func(c *Config) { c.DefaultTTLMs = -1 },
+		"MaxKeyBytes":   func(c *Config) { c.MaxKeyBytes = -1 },
+		"MaxValueBytes": func(c *Config) { c.MaxValueBytes = -1 },
+		"MaxFlowKeys":   func(c *Config) { c.MaxFlowKeys = -1 },
+		"MaxAEFlows":    func(c *Config) { c.MaxAEFlows = -1 },
+		"AEPartitions":  func(c *Config) { c.AEPartitions = -1 },
+		"MaxMoveFlows":  func(c *Config) { c.MaxMoveFlows = -1 },
+	}
+	for _, name := range slices.Sorted(maps.Keys(below)) {
+		c := smallest
+		below[name](&c)
+		require.Error(t, c.Validate(), "%s below its smallest valid value", name)
+	}
+	most := smallest
+	most.AEPartitions = 1 << 16
+	require.NoError(t, most.Validate(), "65536 partitions is the most, and allowed")
+	most.AEPartitions++
+	require.Error(t, most.Validate())
 }
