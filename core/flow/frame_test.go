@@ -189,6 +189,25 @@ func TestFrameDecoderIsStrict(t *testing.T) {
 	repeated := bytes.Replace(good, []byte{1, 'b'}, []byte{1, 'a'}, 1)
 	_, err = decodeFrame(repeated)
 	require.ErrorIs(t, err, errFrame)
+	// An answer's flags byte with a bit no flag names: found where the
+	// encodings of no flags and of both differ.
+	none := encodeFrame(msg{Kind: FrameOpResp, ID: 1, Session: 1, Resp: &Response{}})
+	both := encodeFrame(msg{Kind: FrameOpResp, ID: 1, Session: 1, Resp: &Response{Found: true, Succeeded: true}})
+	require.Len(t, both, len(none))
+	at := -1
+	for i := range none {
+		if none[i] != both[i] {
+			at = i
+			break
+		}
+	}
+	require.GreaterOrEqual(t, at, 0)
+	unknown := bytes.Clone(none)
+	unknown[at] = 4
+	_, err = decodeFrame(unknown)
+	require.ErrorIs(t, err, errFrame, "a flag bit no flag names")
+	_, err = scanFrame(unknown)
+	require.Error(t, err, "the scan refuses it too")
 }
 
 // FuzzFrame: decoding any bytes never panics and allocates within the
