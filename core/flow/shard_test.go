@@ -393,3 +393,51 @@ func TestAdoptionAnswerRefusedByAFullWriterIsAskedAgain(t *testing.T) {
 		require.Equal(t, "kept", string(resp.Value))
 	}
 }
+
+// An adoption that completes without the previous owner's answer
+// re-stamps the flow; if the shard refuses the re-stamped copy (its
+// writer's queue is full), the adoption starts over and claims nothing:
+// the next one re-stamps. Left claiming it served the flow at this m_idx
+// (planted bug adopt-refused-copy), the node took itself for the
+// authority on the next request and served the copies' old tuples, which
+// a copy it never heard from may outrank.
+func TestAdoptionWhoseRestampIsRefusedStartsOver(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		mem := shard.NewMemory()
+		// The writer lingers 20 ms, so the queue is still full when
+		// AdoptWait passes.
+		cfg := Config{Shard: shard.Config{MaxPending: 8, CommitDelay: 20 * time.Millisecond, AsyncDelay: 20 * time.Millisecond}, Bugs: bugs.Set{AdoptRefusedCopy: bug}}
+		s, clk, net := newDiskStore(t, idA, 1, mem, cfg)
+		f := ownedBy(t, idA)
+		_, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+		require.ErrorIs(t, err, ErrNotAdopted)
+		old := Tuple{MIdx: 1, V: 7, Origin: idB}
+		copyOf := map[string]Value{"k": {Data: []byte("kept"), Tuple: old, ExpiresAtMs: clk.Now().UnixMilli() + 3_600_000}}
+		answerAdoptions(s, net, f, map[dial.NodeID]map[string]Value{idB: copyOf, idC: copyOf})
+		clk.Advance(999 * time.Millisecond) // the copy is written; AdoptWait has not passed
+		require.False(t, s.Adopted(f))
+		busy := map[string]Value{}
+		for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+			busy[k] = Value{Data: []byte(k), Tuple: old}
+		}
+		require.NoError(t, s.sh.Put("busy", busy, nil, shard.Async), "seven keys and the metadata fill the queue")
+		clk.Advance(time.Millisecond) // AdoptWait passes: no authority answered, so it re-stamps, and the shard refuses
+		require.False(t, s.Adopted(f))
+		require.Equal(t, old, s.Copy(f)["k"].Tuple)
+		clk.Advance(50 * time.Millisecond) // the writer drains
+		net.frames = nil
+		_, err, _ = do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+		require.ErrorIs(t, err, ErrNotAdopted, "the next request starts over")
+		if bug {
+			clk.Advance(50 * time.Millisecond) // the note's fsync, nobody asked
+			require.True(t, s.Adopted(f), "the planted bug takes its own claim for the authority")
+			require.Equal(t, old, s.Copy(f)["k"].Tuple, "and serves the old tuple")
+			continue
+		}
+		require.False(t, s.Adopted(f), "no claim left behind: it gathers again")
+		answerAdoptions(s, net, f, map[dial.NodeID]map[string]Value{idB: copyOf, idC: copyOf})
+		clk.Advance(time.Second)
+		require.True(t, s.Adopted(f))
+		require.Equal(t, idA, s.Copy(f)["k"].Tuple.Origin, "re-stamped by the new owner")
+	}
+}
