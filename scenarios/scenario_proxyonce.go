@@ -41,6 +41,11 @@ func init() {
 			{Name: "silent-busy", Window: 60, MinCaught: 7},
 			// 28 of seeds 1..30: the live probe after the faults heal.
 			{Name: "loser-refused", Window: 30, MinCaught: 14},
+			// 1 of seeds 1..100 (34), by proxyonce-answered: the first
+			// answer to a duplicated recording must be lost on the way
+			// for the caller to hear the duplicate's; the unit test
+			// (TestRecordingThatFindsItsOwnAnswerIsDone) every time.
+			{Name: "own-record-refused", Window: 100, MinCaught: 1},
 		},
 		Floors:   []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}},
 		Checkers: plus(clusterCheckers, "proxyonce", "request-answered", "proxyonce-answered", "proxyonce-live", "disk-answer", "tuple-unique"),
@@ -85,7 +90,10 @@ type proxyRun struct {
 	keys                []string   // introduced over the run, newest last
 	calls               []checker.UpstreamCall
 	served              []checker.Served
-	lapse               time.Duration
+	// refused are the recordings answered as lost to another's
+	// (ErrAlreadyRecorded): the key and this recording's answer.
+	refused []checker.Served
+	lapse   time.Duration
 	// upstream's knobs
 	failP, slowP int // percent of calls that fail, that are slow
 	n503         int
@@ -124,6 +132,28 @@ func (p *proxyRun) recordAnswers(s netsim.Sending, info proxyonce.FrameInfo) {
 		p.asks = append(p.asks, checker.Ask{From: s.From, To: s.To, ID: info.ID, Sent: s.At, Taken: p.h.byID[s.To].Local()})
 	case (s.Fate == netsim.Sent || s.Fate == netsim.Refused) && info.Answer:
 		p.replies = append(p.replies, checker.Reply{From: s.From, To: s.To, ID: info.ID, At: s.At})
+	}
+}
+
+// checkRefusedRecords holds a recording answered as lost to another's
+// (ErrAlreadyRecorded) to having lost (checker proxyonce-answered): no
+// other upstream call answers what it answered, so if that answer is ever
+// served as the recorded one, it was this recording that is in place,
+// and the caller was told it failed. A duplicate of the recording's frame
+// that commits first leaves exactly that (planted bug own-record-refused).
+func (p *proxyRun) checkRefusedRecords() {
+	servedAt := map[[2]string]checker.Served{}
+	for _, s := range p.served {
+		if _, ok := servedAt[[2]string{s.Key, s.Answer}]; !ok {
+			servedAt[[2]string{s.Key, s.Answer}] = s
+		}
+	}
+	for _, r := range p.refused {
+		if s, ok := servedAt[[2]string{r.Key, r.Answer}]; ok {
+			p.h.run.Fail("proxyonce-answered", "a recording of %s through %s was answered at %v as lost to another's, yet its answer %q is the one recorded: served through %s at %v",
+				r.Key, r.Node, r.At, r.Answer, s.Node, s.At)
+			return
+		}
 	}
 }
 
@@ -394,6 +424,7 @@ func runProxyOnce(run *Run, crash bool) error {
 	}
 	checker.ProxyOnce(run, p.calls, p.served, p.losses(), proxyLapse*99/100, final)
 	p.checkAnswered()
+	p.checkRefusedRecords()
 	run.Did("proxy-served", len(p.served))
 	run.Did("upstream-calls", len(p.calls))
 	if p.h.proxyCfg.MaxCalls > 0 {
@@ -638,6 +669,9 @@ func (p *proxyRun) hit(n *sim.Machine, key string, then func()) {
 									recorded = true
 									if judgeRecord != nil {
 										judgeRecord(err)
+									}
+									if errors.Is(err, proxyonce.ErrAlreadyRecorded) {
+										p.refused = append(p.refused, checker.Served{Key: key, Node: n.Name(), At: k.Now(), Answer: answer})
 									}
 									if err != nil {
 										p.n503++

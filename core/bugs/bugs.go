@@ -390,6 +390,12 @@ type Set struct {
 	// StaleToken lets any token record, a lapsed or older one included,
 	// and the recording overwrite what is there.
 	StaleToken bool
+	// OwnRecordRefused makes an owner answer a recording that finds its
+	// key already recorded as having lost to another, even when what is
+	// recorded is this very answer (a duplicate of the recording's frame
+	// got there first): the caller is told its recording failed though
+	// its answer is the one in place.
+	OwnRecordRefused bool
 
 	// --- imposter: stateful stubs over the flow store.
 
@@ -511,6 +517,7 @@ var Table = []Bug{
 	{"selftest-trust-tail", "replay ignores checksums: a torn record is read as data", func(s *Set) *bool { return &s.SelftestTrustTail }},
 	{"no-claim", "proxyOnce calls upstream without a claim: every node that misses the recording calls it", func(s *Set) *bool { return &s.NoClaim }},
 	{"record-before-commit", "the owner answers a recording, and ends its claim, before the raft entry commits", func(s *Set) *bool { return &s.RecordBeforeCommit }},
+	{"own-record-refused", "an owner answers a duplicated recording as lost to another, though the answer in place is its own", func(s *Set) *bool { return &s.OwnRecordRefused }},
 	{"stale-token", "a lapsed or older claim token may still record, over what is recorded", func(s *Set) *bool { return &s.StaleToken }},
 	{"gate-local-read", "a scenario gate reads this node's copy of the flow, not the owner's", func(s *Set) *bool { return &s.GateLocalRead }},
 	{"forward-fallback", "a request whose forward to the owner failed is answered here from the local copy", func(s *Set) *bool { return &s.ForwardFallback }},

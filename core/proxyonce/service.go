@@ -1,6 +1,7 @@
 package proxyonce
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -603,9 +604,13 @@ func (s *Service) serveCurrent(from dial.NodeID, f frame, confirmed bool) {
 				return
 			}
 			switch {
-			case errors.Is(err, ErrAlreadyRecorded):
+			case errors.Is(err, ErrAlreadyRecorded) && !s.recordedAlready(key, f.value):
 				reply(outAlready, Token{}, nil)
 				return
+			case errors.Is(err, ErrAlreadyRecorded):
+				// A copy of this very recording got there first (its
+				// frame duplicated on the way): the answer in place is
+				// this one, and the recording is done.
 			case err != nil:
 				reply(outRefused, Token{}, nil)
 				return
@@ -618,6 +623,14 @@ func (s *Service) serveCurrent(from dial.NodeID, f frame, confirmed bool) {
 	case frameRelease:
 		_ = s.claims.Release(f.key, f.token)
 	}
+}
+
+// recordedAlready reports whether the answer recorded for key is value
+// itself, byte for byte: a recording refused because the key exists has
+// then found its own copy in place, not another's.
+func (s *Service) recordedAlready(key string, value []byte) bool {
+	v, ok := s.env.Ctl.Recorded(KVKey(key))
+	return ok && bytes.Equal(v, value) && !s.cfg.Bugs.OwnRecordRefused
 }
 
 // Sweep lets lapsed claims go; the node calls it now and then.

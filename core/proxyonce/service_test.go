@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenceline/fenceline/clock"
+	"github.com/fenceline/fenceline/core/bugs"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/dial"
 )
@@ -362,6 +363,31 @@ func TestRecordingLosesToAnother(t *testing.T) {
 	w.commit()
 	require.ErrorIs(t, recErr, ErrAlreadyRecorded)
 	require.Equal(t, []byte("first"), w.kv[KVKey(key)])
+}
+
+// A recording that finds its own answer in place (a duplicate of its
+// frame committed first) has not lost: it is done. The planted bug
+// own-record-refused tells the caller it lost.
+func TestRecordingThatFindsItsOwnAnswerIsDone(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		w := newWorld(t, ServiceConfig{Bugs: bugs.Set{OwnRecordRefused: bug}})
+		a := w.ids[0]
+		g := w.acquire(a, key)
+		w.deliver()
+		require.True(t, g.a.Won)
+		w.kv[KVKey(key)] = []byte("mine") // the duplicate's commit
+		var recErr error = errors.New("not answered")
+		w.nodes[a].Record(key, g.a.Token, []byte("mine"), func(err error) { recErr = err })
+		w.deliver()
+		w.commit()
+		w.deliver()
+		if bug {
+			require.ErrorIs(t, recErr, ErrAlreadyRecorded)
+			continue
+		}
+		require.NoError(t, recErr, "its own answer is the one recorded")
+		require.NoError(t, w.nodes[a].CheckInvariants())
+	}
 }
 
 func TestFrames(t *testing.T) {
