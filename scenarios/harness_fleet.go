@@ -515,9 +515,8 @@ func (f *fleetHarness) record(d *fleet.Directory) {
 			if f.fencedAt[p] == 0 {
 				unfenced = append(unfenced, fmt.Sprintf("%d (group %d to %d)", p, h[len(h)-1].group, g))
 			}
-			if published[0] < 0 && f.latest != nil {
-				_, _, _, era := f.latest.MovingBatch()
-				f.publishedPages(era)
+			if _, _, era, moving := f.latest.Moving(partition.Partition(p)); published[0] < 0 && moving {
+				f.publishedPages(era) // the batch's era, as its move was fenced
 			}
 			published = [2]int{h[len(h)-1].group, g}
 			f.holdings[p] = append(h, holding{group: g, at: f.k.Now()})
