@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -363,7 +362,8 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 // node restarts.
 func (f *fleetHarness) watchPages() {
 	h := f.groups[0]
-	f.pages = &pageRecord{handed: map[movePage]map[dial.NodeID]bool{}, acked: map[movePage]map[dial.NodeID]bool{}, byEra: map[uint64][]moveDriver{}}
+	f.pages = &pageRecord{handed: map[movePage]map[dial.NodeID]bool{}, acked: map[movePage]map[dial.NodeID]bool{},
+		byEra: map[uint64][]moveDriver{}, byDriver: map[moveDriver][]movePage{}}
 	pr := f.pages
 	f.nw.Watch(func(s netsim.Sending) {
 		frame := s.Frame
@@ -388,7 +388,11 @@ func (f *fleetHarness) watchPages() {
 			if !slices.Contains(pr.byEra[info.M], d) {
 				pr.byEra[info.M] = append(pr.byEra[info.M], d)
 			}
-			pr.note(pr.handed, movePage{d, info.Served, info.Session}, s.To)
+			pg := movePage{d, info.Served, info.Session}
+			if pr.handed[pg] == nil {
+				pr.byDriver[d] = append(pr.byDriver[d], pg)
+			}
+			pr.note(pr.handed, pg, s.To)
 		case s.Fate == netsim.Delivered && info.Kind == flow.FrameIngestAck && info.Refusal == "":
 			pr.note(pr.acked, movePage{moveDriver{s.To, f.k.Machine(s.To).Incarnation(), info.ID}, info.Served, info.Session}, s.From)
 		case s.Fate == netsim.Sent && info.Kind == flow.FrameMoveAsk && info.Session > 1:
@@ -401,8 +405,8 @@ func (f *fleetHarness) watchPages() {
 	})
 }
 
-// published judges a batch's publication (move-pages): some driver of its
-// era must have every page it handed acknowledged by now.
+// publishedPages judges a batch's publication (move-pages): some driver
+// of its era must have every page it handed acknowledged by now.
 func (f *fleetHarness) publishedPages(era uint64) {
 	pr := f.pages
 	if pr == nil || len(pr.byEra[era]) == 0 {
@@ -411,10 +415,7 @@ func (f *fleetHarness) publishedPages(era uint64) {
 	var gap string
 	for _, d := range pr.byEra[era] {
 		lacking := ""
-		for _, pg := range slices.SortedFunc(maps.Keys(pr.handed), movePage.cmp) {
-			if pg.driver != d {
-				continue
-			}
+		for _, pg := range pr.byDriver[d] {
 			if v, ok := pr.missing(pg); ok {
 				lacking = fmt.Sprintf("%s's acknowledgement of page %d from %s", f.k.Machine(v).Name(), pg.number, f.k.Machine(dial.NodeID(pg.source)).Name())
 				break
@@ -440,10 +441,12 @@ func (f *fleetHarness) failPages(format string, args ...any) {
 // pageRecord is what move-pages reads of the network's record: per page
 // of a move, the new voters the driver handed it to and those whose
 // acknowledgement of it reached the driver; per batch (by its era), the
-// drivers that handed pages of it.
+// drivers that handed pages of it; per driver, its pages in the order it
+// first handed them.
 type pageRecord struct {
 	handed, acked map[movePage]map[dial.NodeID]bool
 	byEra         map[uint64][]moveDriver
+	byDriver      map[moveDriver][]movePage
 	judged        int // acknowledgements judged
 	failed        bool
 }
@@ -460,11 +463,6 @@ type moveDriver struct {
 type movePage struct {
 	driver         moveDriver
 	source, number uint64
-}
-
-func (a movePage) cmp(b movePage) int {
-	return cmp.Or(cmp.Compare(a.driver.node, b.driver.node), cmp.Compare(a.driver.inc, b.driver.inc), cmp.Compare(a.driver.move, b.driver.move),
-		cmp.Compare(a.source, b.source), cmp.Compare(a.number, b.number))
 }
 
 func (pr *pageRecord) note(m map[movePage]map[dial.NodeID]bool, pg movePage, id dial.NodeID) {

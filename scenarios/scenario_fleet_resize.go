@@ -92,9 +92,9 @@ func resizingFleet(run *Run, groups, added int) (*fleetHarness, []string, []stri
 	return f, hot, all, faults
 }
 
-// lateAcks: in half the runs (knob late_acks), one in four of the new
-// voters' acknowledgements of a page arrives twice, the copy 20 to 300 ms
-// after the first (netsim.LagIf), when the driver has moved on to later
+// lateAcks: in half the runs (knob late_acks), half the new voters'
+// acknowledgements of a page arrive twice, the copy 5 to 100 ms after
+// the first (netsim.LagIf), when the driver has moved on to later
 // pages: it must count an acknowledgement only for the page it names
 // (move-pages; planted bug stale-page-ack). The network's own duplicates
 // arrive within its latency, too soon to land on a later page.

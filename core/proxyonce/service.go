@@ -604,13 +604,14 @@ func (s *Service) serveCurrent(from dial.NodeID, f frame, confirmed bool) {
 				return
 			}
 			switch {
-			case errors.Is(err, ErrAlreadyRecorded) && !s.recordedAlready(key, f.value):
-				reply(outAlready, Token{}, nil)
-				return
 			case errors.Is(err, ErrAlreadyRecorded):
-				// A copy of this very recording got there first (its
-				// frame duplicated on the way): the answer in place is
-				// this one, and the recording is done.
+				// Done if a copy of this very recording got there first
+				// (its frame duplicated on the way): the answer in place
+				// is this one. Lost to another's otherwise.
+				if !s.recordedAlready(key, f.value) {
+					reply(outAlready, Token{}, nil)
+					return
+				}
 			case err != nil:
 				reply(outRefused, Token{}, nil)
 				return
