@@ -90,6 +90,40 @@ func aimIOErrors(run *Run, nodes []*sim.Machine, until time.Duration) {
 	run.Knob("io_aimed", aimed)
 }
 
+// aimDiskStalls stalls disks (sim.Disk.Stall), in half the runs of a
+// scenario that opts in (Scenario.DiskStalls): one to three stalls, each
+// of one node's disk at a moment drawn before until, for 0.3 to 3
+// seconds, cut short at until — a cloud volume re-attaching, a controller resetting, a
+// device busy with its own garbage collection. Meanwhile the node runs,
+// its writes land in the page cache, and nothing it hands the disk
+// completes: its sync writes, its clock floors, its raft journal all
+// wait. A stall longer than the flow Deadline is what the shard's
+// MaxWait is for: an owner that held a sync request for as long as the
+// disk took would leave it unanswered past its caller's deadline
+// (request-answered; planted bug untimed-waits). Drawn from its own
+// stream; each stall is a fault of the schedule (Run.Inject).
+func aimDiskStalls(run *Run, nodes []*sim.Machine, until time.Duration) {
+	if !run.diskStalls {
+		return
+	}
+	k := run.Kernel
+	r := k.Stream("knobs/disk-stalls")
+	stalls := 0
+	if r.IntN(2) == 0 {
+		stalls = 1 + r.IntN(3)
+	}
+	run.Knob("disk_stalls", stalls)
+	for range stalls {
+		n, at, d := nodes[r.IntN(len(nodes))], sim.Between(r, 0, until), sim.Between(r, 300*time.Millisecond, 3*time.Second)
+		d = min(d, until-at) // like every fault, over by calm
+		k.At(at, sim.EvFault, xxhash.Sum64String("disk-stall "+n.Name()), func() {
+			run.Inject(run.Fault(), fmt.Sprintf("%s's disk stalls for %v", n.Name(), d), func() {
+				n.Disk().Stall(d)
+			})
+		})
+	}
+}
+
 // supervise restarts every node that halts, after a short pause drawn
 // from the "supervisor" stream, as systemd would, unless an operator has
 // retired it meanwhile (Run.Retire); and fails the run when

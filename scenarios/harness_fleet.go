@@ -340,6 +340,7 @@ func buildFleet(run *Run, shape fleetShape, cfg flow.Config) *fleetHarness {
 		// same instants at the same place in every group.
 		aimIOErrors(run, f.nodes, disk.FaultsUntil)
 	}
+	aimDiskStalls(run, f.nodes, disk.FaultsUntil)
 	f.probe = newFleetProbe(f)
 	f.watchPages()
 	return f

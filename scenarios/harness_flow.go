@@ -142,6 +142,9 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 	}
 	c.nw.Watch(h.watch)
 	c.garbleFrames()
+	if c.place == nil {
+		aimDiskStalls(c.run, c.nodes, c.faultsUntil) // a fleet aims at all its nodes at once (fleetSetup)
+	}
 	if from := c.run.Duration - aeQuietRounds*h.aeEvery; from > 0 {
 		h.k.At(from, sim.EvCheck, xxhash.Sum64String("anti-entropy-quiet"), h.readQuietStart)
 	}

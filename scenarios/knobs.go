@@ -35,24 +35,28 @@ type timing struct {
 // from 4 up, not from 1: replica-convergence allows 4.5 rounds of quiet,
 // which holds while a few rounds' answers carry every flow that diverged
 // (one flow per answer fails it, rightly, in a few seeds in a hundred).
-// It is drawn last but one, so the other bounds of a seed are what they
+// It is drawn after the others above, so their draws for a seed are what they
 // were. The anti-entropy partitions (AEPartitions, 64 by default) are
-// drawn last, 8 or 16: at 64 the workloads' few dozen flows leave most
-// partitions empty, so a digest taken over the wrong flows made no
-// partition differ that held a flow to send. The writer's queue is drawn
+// drawn after it, 8 or 16: at 64 the workloads' few dozen flows leave
+// most partitions empty, so a digest taken over the wrong flows made no
+// partition differ that held a flow to send. The durability waits a
+// shard holds at once (MaxWaiters, 65,536 by default) are drawn last,
+// 1 to 32, so that a wait is cut at the bound (shard.ErrWaitTimeout,
+// answered as an unknown outcome). The writer's queue is drawn
 // from 16 mutations up: from 64 up, no adoption in seeds 1..60 of six
 // flow scenarios ever met a full queue, and one that counted a refused
 // copy as heard went unseen.
 type bounds struct {
 	maxPending, maxBatch, maxBatchBytes int
 	maxAEFlows, aePartitions            int
+	maxWaiters                          int
 }
 
 func (b bounds) String() string {
 	if b == (bounds{}) {
 		return "defaults"
 	}
-	return fmt.Sprintf("max_pending=%d max_batch=%d max_batch_bytes=%d max_ae_flows=%d ae_partitions=%d", b.maxPending, b.maxBatch, b.maxBatchBytes, b.maxAEFlows, b.aePartitions)
+	return fmt.Sprintf("max_pending=%d max_batch=%d max_batch_bytes=%d max_ae_flows=%d ae_partitions=%d max_waiters=%d", b.maxPending, b.maxBatch, b.maxBatchBytes, b.maxAEFlows, b.aePartitions, b.maxWaiters)
 }
 
 // drawBounds draws the run's bounds from their own stream (knob bounds).
@@ -63,6 +67,7 @@ func drawBounds(run *Run) bounds {
 		b = bounds{maxPending: 16 + r.IntN(496), maxBatch: 1 + r.IntN(16), maxBatchBytes: 64 + r.IntN(1024)}
 		b.maxAEFlows = 4 + r.IntN(17)
 		b.aePartitions = 8 << r.IntN(2)
+		b.maxWaiters = 1 + r.IntN(32)
 	}
 	run.Knob("bounds", b)
 	return b
@@ -142,6 +147,7 @@ func (t timing) applyFlow(c *flow.Config) {
 	set(&c.Shard.MaxBatchBytes, t.bounds.maxBatchBytes)
 	set(&c.MaxAEFlows, t.bounds.maxAEFlows)
 	set(&c.AEPartitions, t.bounds.aePartitions)
+	set(&c.Shard.MaxWaiters, t.bounds.maxWaiters)
 }
 
 func names(n int) []string {

@@ -46,6 +46,11 @@ type Scenario struct {
 	// scenarios judge that a healed cluster serves, which a bound of two
 	// calls would not let it.
 	CallBounds bool
+	// DiskStalls opts the scenario into disk stalls (aimDiskStalls): in
+	// half its runs a node's disk answers nothing for a while. Every flow
+	// scenario opts in but bridge-saturation, whose measure is a bridge
+	// under steady load (as with NoAimedIO), and the benchmarks.
+	DiskStalls bool
 	// Run draws the run's knobs (reporting each with r.Knob before any
 	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
 	// and reports what its checkers find with r.Fail.

@@ -46,9 +46,10 @@ func init() {
 			{Name: "publish-before-copy", Window: 20, MinCaught: 12},
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 12},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"groups-added", 1}, {"admin-refusals", 8}, {"admin-acts", 1}, {"partitions-moved", 2 * node.MoveBatch}},
-		Checkers: plus(fleetCheckers, "resize-complete", "moves-fenced", "admin-refusals"),
-		Run:      runFleetGrow,
+		Floors:     []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"groups-added", 1}, {"admin-refusals", 8}, {"admin-acts", 1}, {"partitions-moved", 2 * node.MoveBatch}},
+		DiskStalls: true,
+		Checkers:   plus(fleetCheckers, "resize-complete", "moves-fenced", "admin-refusals"),
+		Run:        runFleetGrow,
 	})
 }
 

@@ -41,9 +41,10 @@ func init() {
 			// (late_acks) taken for the page in flight.
 			{Name: "stale-page-ack", Window: 40, MinCaught: 3},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"partitions-moved", 2 * node.MoveBatch}},
-		Checkers: plus(fleetCheckers, "resize-complete", "moves-fenced"),
-		Run:      runFleetResize,
+		Floors:     []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"partitions-moved", 2 * node.MoveBatch}},
+		DiskStalls: true,
+		Checkers:   plus(fleetCheckers, "resize-complete", "moves-fenced"),
+		Run:        runFleetResize,
 	})
 }
 

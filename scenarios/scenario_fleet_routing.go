@@ -24,9 +24,10 @@ func init() {
 		},
 		// Seeds 1..1600 serve at least 4 operations across groups (seed
 		// 15: a group down or halted through most of the faulted time).
-		Floors:   []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}},
-		Checkers: fleetCheckers,
-		Run:      runFleetRouting,
+		Floors:     []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}},
+		DiskStalls: true,
+		Checkers:   fleetCheckers,
+		Run:        runFleetRouting,
 	})
 }
 

@@ -23,9 +23,10 @@ func init() {
 			// where a cut request or copy reaches a read.
 			{Name: "lenient-frames", Window: 60, MinCaught: 7},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 10}, {"faults", 4}},
-		Checkers: flowCheckers,
-		Run:      runFlowOps,
+		Floors:     []Floor{{"flow-ops-ok", 10}, {"faults", 4}},
+		DiskStalls: true,
+		Checkers:   flowCheckers,
+		Run:        runFlowOps,
 	})
 }
 

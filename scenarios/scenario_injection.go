@@ -25,9 +25,10 @@ func init() {
 		Bugs: []Bug{
 			{Name: "local-state", Window: 30, MinCaught: 25},
 		},
-		Floors:   []Floor{{"counted", 40}, {"faults", 3}},
-		Checkers: plus(flowCheckers, "counter-linearizability", "imposter-served"),
-		Run:      runInjectedCounter,
+		Floors:     []Floor{{"counted", 40}, {"faults", 3}},
+		DiskStalls: true,
+		Checkers:   plus(flowCheckers, "counter-linearizability", "imposter-served"),
+		Run:        runInjectedCounter,
 	})
 }
 

@@ -21,9 +21,10 @@ func init() {
 			{Name: "no-d17", Window: 30, MinCaught: 20},
 			{Name: "tick-window", Window: 60, MinCaught: 4},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 15}, {"cuts", 3}},
-		Checkers: flowCheckers,
-		Run:      runIsolatedOwner,
+		Floors:     []Floor{{"flow-ops-ok", 15}, {"cuts", 3}},
+		DiskStalls: true,
+		Checkers:   flowCheckers,
+		Run:        runIsolatedOwner,
 	})
 }
 

@@ -37,9 +37,10 @@ func init() {
 			{Name: "local-records-only", Window: 50, MinCaught: 40},
 			{Name: "local-cycle", Window: 50, MinCaught: 40},
 		},
-		Floors:   []Floor{{"admin-ok", 20}, {"imposter-ok", 200}, {"cycle-ok", 10}, {"gathers-ok", 10}, {"faults", 3}},
-		Checkers: plus(flowCheckers, "config-rollout", "recorded-requests", "cycle-linearizability", "one-server-served"),
-		Run:      runOneServer,
+		Floors:     []Floor{{"admin-ok", 20}, {"imposter-ok", 200}, {"cycle-ok", 10}, {"gathers-ok", 10}, {"faults", 3}},
+		DiskStalls: true,
+		Checkers:   plus(flowCheckers, "config-rollout", "recorded-requests", "cycle-linearizability", "one-server-served"),
+		Run:        runOneServer,
 	})
 }
 

@@ -33,9 +33,10 @@ func init() {
 			// slow; core/flow's unit test catches it every time.
 			{Name: "adopt-refused-copy", Window: 150, MinCaught: 1},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 50}, {"promotions", 1}},
-		Checkers: flowCheckers,
-		Run:      runOwnerHandoff,
+		Floors:     []Floor{{"flow-ops-ok", 50}, {"promotions", 1}},
+		DiskStalls: true,
+		Checkers:   flowCheckers,
+		Run:        runOwnerHandoff,
 	})
 }
 

@@ -37,9 +37,10 @@ func init() {
 			{Name: "unconfirmed-owner", Window: 60, MinCaught: 4},
 			{Name: "unconfirmed-member", Window: 40, MinCaught: 5},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
-		Checkers: plus(flowCheckers, "admin-acts"),
-		Run:      runOwnershipReturns,
+		Floors:     []Floor{{"flow-ops-ok", 50}, {"membership-changes", 6}},
+		DiskStalls: true,
+		Checkers:   plus(flowCheckers, "admin-acts"),
+		Run:        runOwnershipReturns,
 	})
 }
 

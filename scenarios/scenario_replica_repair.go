@@ -16,10 +16,11 @@ func init() {
 		Bugs: []Bug{
 			{Name: "no-anti-entropy", Window: 50, MinCaught: 40},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 20}, {"pushes-dropped", 10}},
-		Checkers: flowCheckers,
-		Swarm:    true,
-		Run:      runReplicaRepair,
+		Floors:     []Floor{{"flow-ops-ok", 20}, {"pushes-dropped", 10}},
+		DiskStalls: true,
+		Checkers:   flowCheckers,
+		Swarm:      true,
+		Run:        runReplicaRepair,
 	})
 }
 

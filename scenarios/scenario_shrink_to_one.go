@@ -54,9 +54,10 @@ func init() {
 			{Name: "lead-own-removal", Window: 100, MinCaught: 9},
 			{Name: "send-before-durable", Window: 100, MinCaught: 8},
 		},
-		Floors:   []Floor{{"flow-ops-ok", 50}, {"removals", 1}, {"last-voter-asks", 2}},
-		Checkers: plus(flowCheckers, "served-after-removal", "last-voter", "own-removal"),
-		Run:      runShrinkToOne,
+		Floors:     []Floor{{"flow-ops-ok", 50}, {"removals", 1}, {"last-voter-asks", 2}},
+		DiskStalls: true,
+		Checkers:   plus(flowCheckers, "served-after-removal", "last-voter", "own-removal"),
+		Run:        runShrinkToOne,
 	})
 }
 

@@ -27,9 +27,10 @@ func init() {
 		Floors: []Floor{{"flow-ops-ok", 10}, {"faults", 3}, {"adversary-" + netsim.AttackRedirect, 20},
 			{"adversary-" + netsim.AttackReplay, 20}, {"adversary-" + netsim.AttackOldReply, 20},
 			{"adversary-" + netsim.AttackForge, 20}, {"adversary-" + netsim.AttackFlip, 20}},
-		Checkers: plus(flowCheckers, "adversary"),
-		Swarm:    true,
-		Run:      runTransportAdversary,
+		DiskStalls: true,
+		Checkers:   plus(flowCheckers, "adversary"),
+		Swarm:      true,
+		Run:        runTransportAdversary,
 	})
 }
 

@@ -29,9 +29,10 @@ func init() {
 			{Name: "no-floor-wait", Window: 50, MinCaught: 10},
 			{Name: "wait-refused", Window: 30, MinCaught: 15},
 		},
-		Floors:   []Floor{{"writes-acked", 10}, {"absent-reads", 2}, {"restarts-behind", 2}},
-		Checkers: plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
-		Run:      runTTLRestart,
+		Floors:     []Floor{{"writes-acked", 10}, {"absent-reads", 2}, {"restarts-behind", 2}},
+		DiskStalls: true,
+		Checkers:   plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
+		Run:        runTTLRestart,
 	})
 	Register(Scenario{
 		Name: "ttl-evict",
@@ -48,9 +49,10 @@ func init() {
 			{Name: "no-expiry-clamp", Window: 100, MinCaught: 9},
 			{Name: "wait-refused", Window: 30, MinCaught: 12},
 		},
-		Floors:   []Floor{{"writes-acked", 50}, {"absent-reads", 60}, {"faults", 4}},
-		Checkers: plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
-		Run:      runTTLEvict,
+		Floors:     []Floor{{"writes-acked", 50}, {"absent-reads", 60}, {"faults", 4}},
+		DiskStalls: true,
+		Checkers:   plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
+		Run:        runTTLEvict,
 	})
 }
 

@@ -99,6 +99,9 @@ type Disk struct {
 	bg         []*bgWork
 	bgFree     time.Duration
 	background bool
+	// stallUntil: until then (in the kernel's time) the disk completes
+	// nothing (Stall).
+	stallUntil time.Duration
 
 	// Counters, for checkers and the benchmark.
 	Syncs, Writes, Torn, Holes, PowerCuts, SyncFailures, WriteFailures uint64
@@ -264,6 +267,21 @@ func (d *Disk) SyncDir() error {
 	return nil
 }
 
+// Stall makes the disk answer nothing for dur from now, as a volume that
+// stops answering for a while does (a cloud disk re-attaching, a
+// controller resetting, a device busy with its own garbage collection):
+// the node's background work and asynchronous fsyncs complete no sooner
+// than the stall's end plus their usual latency, and an fsync on the
+// node's loop blocks the node until then. Writes still land in the page
+// cache at once. A crash does not end a stall.
+func (d *Disk) Stall(dur time.Duration) {
+	d.stallUntil = max(d.stallUntil, d.n.k.now+dur)
+}
+
+// ready is when an operation asked for now may start: now, or the end of
+// a stall.
+func (d *Disk) ready() time.Duration { return max(d.n.Local(), d.stallUntil) }
+
 // SyncAsync syncs f in the background: done runs on the node, as a disk
 // completion event, after the disk's sync latency. What was written before
 // the call is durable when done runs; a crash before then loses it, and
@@ -275,7 +293,7 @@ func (d *Disk) SyncAsync(f recfile.File, done func(error)) {
 	if sf != nil {
 		digest = uint64(len(sf.ino.data))
 	}
-	d.n.k.atNode(d.n.Local()+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
+	d.n.k.atNode(d.ready()+lat, EvDisk, d.n, digest, func() { done(f.Sync()) })
 }
 
 // Go runs work as the disk's background work (shard.Worker): it
@@ -287,7 +305,7 @@ func (d *Disk) SyncAsync(f recfile.File, done func(error)) {
 // done never runs.
 func (d *Disk) Go(work func() error, done func(error)) {
 	lat := Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
-	at := max(d.n.Local(), d.bgFree) + lat
+	at := max(d.ready(), d.bgFree) + lat
 	d.bgFree = at
 	w := &bgWork{work: work, done: done}
 	d.bg = append(d.bg, w)
@@ -321,10 +339,10 @@ func (d *Disk) complete(w *bgWork, background bool) {
 // one running: the process blocks in the fsync, and whatever it does next
 // (frames, timers, answers, its next event) comes after it.
 func (d *Disk) wait() {
-	if d.n.k.cur != d.n || d.cfg.SyncLatencyMax == 0 || d.background {
+	if d.n.k.cur != d.n || d.background || d.cfg.SyncLatencyMax == 0 && d.stallUntil <= d.n.Local() {
 		return
 	}
-	d.n.busyUntil = d.n.Local() + Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
+	d.n.busyUntil = d.ready() + Between(d.rng, d.cfg.SyncLatencyMin, d.cfg.SyncLatencyMax)
 }
 
 // crash applies the fault model: names back to the last SyncDir, each

@@ -344,6 +344,14 @@ type Set struct {
 	// ErrClosed, as if the writer had stopped: the caller answers that the
 	// disk failed while the disk is well, and the node lives on.
 	WaitRefused bool
+	// UntimedWaits: the writer holds a durability wait for as long as
+	// the disk takes, MaxWait ignored: on a stalled disk an owner holds
+	// its sync requests past their callers' deadlines.
+	UntimedWaits bool
+	// AbandonSlowAdoption: an adoption whose fsync the shard's MaxWait
+	// cut gives up, though it may have re-stamped the flow: the next one
+	// takes the previous owner's late answer below those tuples.
+	AbandonSlowAdoption bool
 	// EvictKeys: over the cap, the writer evicts one key of the least
 	// recently used flow instead of the whole flow.
 	EvictKeys bool
@@ -507,6 +515,8 @@ var Table = []Bug{
 	{"ack-before-sync", "sync mode acknowledges a write before its fsync", func(s *Set) *bool { return &s.AckBeforeSync }},
 	{"ack-at-submit", "the shard's writer counts a batch durable when it hands it to the disk, before its fsync completes", func(s *Set) *bool { return &s.AckAtSubmit }},
 	{"wait-refused", "the shard's writer answers a wait it cannot answer at once as if it had stopped: a read or sync write is refused as a disk failure on a healthy disk", func(s *Set) *bool { return &s.WaitRefused }},
+	{"untimed-waits", "the shard's writer holds a durability wait for as long as the disk takes: on a stalled disk an owner leaves its sync requests unanswered past their deadlines", func(s *Set) *bool { return &s.UntimedWaits }},
+	{"abandon-slow-adoption", "an adoption whose fsync outlasts the shard's MaxWait gives up after re-stamping the flow: the next adoption drops the previous owner's copy under the new tuples", func(s *Set) *bool { return &s.AbandonSlowAdoption }},
 	{"disk-count-drift", "dropping a flow the disk holds leaves the shard's count of such flows as it was", func(s *Set) *bool { return &s.DiskCountDrift }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
 	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"sort"
@@ -219,8 +220,27 @@ func (s *Store) tryFinishAdoption(a *adoption) {
 	if a.mode == shard.None {
 		mode = shard.None
 	}
-	done := func(err error) {
+	var done func(err error)
+	done = func(err error) {
 		if s.adopting[a.flow] != a {
+			return
+		}
+		if errors.Is(err, shard.ErrWaitTimeout) && a.m == s.mIdx && !s.stopped && !s.cfg.Bugs.AbandonSlowAdoption {
+			// The disk is slow, not failed: the adopted copy is in memory
+			// and on its way, and it may have been re-stamped above every
+			// copy still to come. Abandoned, the next adoption would take
+			// a late answer — the previous owner's, the authority's —
+			// below those tuples and serve without it. So the adoption
+			// stays complete but for its fsync, refusing requests and
+			// older copies as it does meanwhile (merge's floor), and
+			// waits again a round of asking later; from a timer, not at
+			// once, so that two adoptions that cut each other's waits at
+			// MaxWaiters do not spin.
+			a.retry = s.env.Clock.AfterFunc(s.cfg.AdoptWait/4, func() {
+				if s.adopting[a.flow] == a && !s.stopped {
+					s.sh.WhenDurable(a.flow, done)
+				}
+			})
 			return
 		}
 		delete(s.adopting, a.flow)

@@ -53,7 +53,12 @@ type Config struct {
 	MaxMoveFlows int
 	// Shard configures the node's FlowShard (core/shard): the flow cap,
 	// the async fsync interval, the writer's bounds. Its GraceMs defaults
-	// to MaxTTLMs plus one minute.
+	// to MaxTTLMs plus one minute, and its MaxWait to a quarter of the
+	// Deadline, the most it may be: an owner holds a request for a
+	// barrier (a quarter), then a clock floor's fsync and the write's
+	// (a quarter each), and answers within three quarters of the
+	// Deadline from when it took it — before its caller, who started the
+	// clock earlier, gives up.
 	Shard shard.Config
 
 	Bugs bugs.Set
@@ -83,6 +88,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Shard.GraceMs == 0 {
 		c.Shard.GraceMs = c.MaxTTLMs + 60_000
+	}
+	if c.Shard.MaxWait == 0 {
+		c.Shard.MaxWait = c.maxWait()
 	}
 	if c.MaxKeyBytes == 0 {
 		c.MaxKeyBytes = 1 << 10
@@ -121,8 +129,16 @@ func (c Config) Validate() error {
 	if c.Shard.GraceMs < c.MaxTTLMs {
 		return fmt.Errorf("flow: shard grace %dms is under the longest TTL %dms: a purged tombstone could let a stale copy return", c.Shard.GraceMs, c.MaxTTLMs)
 	}
+	if c.Shard.MaxWait > c.maxWait() {
+		return fmt.Errorf("flow: shard MaxWait %v is over a quarter of the deadline %v: an owner could hold a request past its caller's deadline", c.Shard.MaxWait, c.Deadline)
+	}
 	return c.Shard.Validate()
 }
+
+// maxWait is the longest the shard may hold a durability wait: a quarter
+// of the Deadline (and never zero, which the shard takes for its own
+// default).
+func (c Config) maxWait() time.Duration { return max(c.Deadline/4, 1) }
 
 func (c Config) check(req Request) error {
 	switch {

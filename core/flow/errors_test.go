@@ -44,7 +44,7 @@ func TestReasonNamesEachRefusal(t *testing.T) {
 		ErrSend: "unreachable", ErrBadRequest: "bad_request", ErrNotInteger: "bad_request",
 		fleet.ErrElsewhere: "partition_elsewhere", fleet.ErrStaleEpoch: "stale_epoch",
 		fleet.ErrAhead: "epoch_ahead", fleet.ErrMoving: "partition_moving",
-		ErrTimeout: "timeout", ErrCrashed: "timeout", ErrDisk: "timeout",
+		ErrTimeout: "timeout", ErrCrashed: "timeout", ErrDisk: "timeout", ErrDiskSlow: "timeout",
 	} {
 		require.Equal(t, want, Reason(err), "%v", err)
 		require.Equal(t, want, Reason(unavailable(err)), "%v, wrapped", err)

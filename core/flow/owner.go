@@ -50,7 +50,7 @@ func (s *Store) serve(callerM uint64, req Request, reply func(Response, error)) 
 		// stepped back could show the entry again to a later read.
 		s.sh.WhenFloorDurable(hiddenMs, func(ferr error) {
 			if ferr != nil {
-				reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, ferr)))
+				reply(Response{}, waitFailed(ferr))
 				return
 			}
 			s.finishServe(req, resp, changed, err, reply)
@@ -67,7 +67,13 @@ func (s *Store) finishServe(req Request, resp Response, changed map[string]Value
 		if req.Mode == shard.Sync {
 			// Even a refusal (not an integer, too many keys) tells of
 			// the flow's state: not before that state is on disk.
-			s.sh.WhenDurable(req.Flow, func(error) { reply(resp, err) })
+			s.sh.WhenDurable(req.Flow, func(werr error) {
+				if werr != nil {
+					reply(Response{}, waitFailed(werr))
+					return
+				}
+				reply(resp, err)
+			})
 			return
 		}
 		reply(resp, err)
@@ -88,11 +94,22 @@ func (s *Store) finishServe(req Request, resp Response, changed map[string]Value
 	// client is ever shown a value a crash could still take back.
 	s.sh.WhenDurable(req.Flow, func(err error) {
 		if err != nil {
-			reply(Response{}, unavailable(fmt.Errorf("%w: %v", ErrDisk, err)))
+			reply(Response{}, waitFailed(err))
 			return
 		}
 		reply(resp, nil)
 	})
+}
+
+// waitFailed is the answer to a request whose durability wait failed:
+// the disk did not answer within the shard's MaxWait (a stalled disk;
+// the write may still reach it), or it failed (the node stops). Either
+// way the outcome is unknown.
+func waitFailed(err error) error {
+	if errors.Is(err, shard.ErrWaitTimeout) {
+		return unavailable(ErrDiskSlow)
+	}
+	return unavailable(fmt.Errorf("%w: %v", ErrDisk, err))
 }
 
 // mayServe is the owner's checks after the caller's m_idx, in order: its

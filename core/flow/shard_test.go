@@ -441,3 +441,144 @@ func TestAdoptionWhoseRestampIsRefusedStartsOver(t *testing.T) {
 		require.Equal(t, idA, s.Copy(f)["k"].Tuple.Origin, "re-stamped by the new owner")
 	}
 }
+
+// stallWorker is a disk the test can stall: while stalled it holds the
+// shard's work; otherwise, and when released, it runs it at once.
+type stallWorker struct {
+	stalled bool
+	held    []func()
+}
+
+func (w *stallWorker) Go(work func() error, done func(error)) {
+	if w.stalled {
+		w.held = append(w.held, func() { done(work()) })
+		return
+	}
+	done(work())
+}
+
+func (w *stallWorker) Settle() { w.release() }
+
+func (w *stallWorker) release() {
+	w.stalled = false
+	for len(w.held) > 0 {
+		job := w.held[0]
+		w.held = w.held[1:]
+		job()
+	}
+}
+
+// An owner whose disk stalls still answers within its bound: a sync
+// write the disk has not taken by the shard's MaxWait (a quarter of the
+// Deadline) is answered as an unknown outcome, on the wire as "slow-disk",
+// never as a disk failure (the node is well, and lives on). The write is
+// not taken back: once the disk answers, it is on disk and served.
+func TestStalledDiskAnswersAnUnknownOutcomeAtMaxWait(t *testing.T) {
+	mem, w := shard.NewMemory(), &stallWorker{}
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	net := &sent{}
+	c := &ctl{m: 1, voters: []dial.NodeID{idA, idB, idC}}
+	s, err := New(Config{Deadline: 2 * time.Second}, Env{ID: idA, Epoch: 1, Clock: clk, Net: net, Ctl: c, Rand: rand.New(rand.NewPCG(1, 2)), Backend: mem, Worker: w})
+	require.NoError(t, err)
+	f := ownedBy(t, idA)
+	adoptNow(t, s, clk, net, f)
+
+	w.stalled = true
+	s.HandleFrame(idB, frame(msg{Kind: FrameOp, ID: 7, Session: 1, M: 1, Req: &Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("1"), Mode: shard.Sync}}))
+	answers := func() []msg {
+		var out []msg
+		for _, fr := range net.frames {
+			if fr.m.Kind == FrameOpResp {
+				out = append(out, fr.m)
+			}
+		}
+		return out
+	}
+	clk.Advance(499 * time.Millisecond)
+	require.Empty(t, answers(), "not answered before MaxWait")
+	clk.Advance(time.Millisecond)
+	got := answers()
+	require.Len(t, got, 1)
+	require.Equal(t, "slow-disk", got[0].Err)
+	derr := decodeErr(got[0].Err)
+	require.ErrorIs(t, derr, ErrDiskSlow)
+	require.False(t, Known(derr), "the write may still reach the disk")
+	require.Equal(t, "timeout", Reason(derr))
+
+	w.release()
+	clk.Advance(0)
+	require.Equal(t, "1", string(s.Copy(f)["k"].Data))
+	require.Equal(t, map[string]string{"k": "1"}, storedKeys(t, mem, f), "the write reached the disk after its answer")
+	require.Len(t, answers(), 1, "answered once")
+}
+
+// storedKeys is what mem holds of flow's keys, decoded.
+func storedKeys(t *testing.T, mem *shard.Memory, flow string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, mem.Scan(func(m shard.Mutation) error {
+		if m.Flow != flow || m.Key == "" {
+			return nil
+		}
+		v, err := valueCodec{}.Decode(m.Value)
+		require.NoError(t, err)
+		out[m.Key] = string(v.Data)
+		return nil
+	}))
+	return out
+}
+
+// An adoption whose fsync outlasts the shard's MaxWait (a stalled disk)
+// waits on: it has re-stamped the flow, and the copy is in memory and on
+// its way to the disk. Abandoned (planted bug abandon-slow-adoption), the
+// next adoption would hear the previous owner's late answer below the
+// re-stamped tuples and serve without it. Meanwhile requests are refused
+// as not adopted, without a new round of asking, and once the disk
+// answers the adoption completes.
+func TestAdoptionWhoseFsyncOutlastsMaxWaitWaitsOn(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		mem, w := shard.NewMemory(), &stallWorker{}
+		clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+		net := &sent{}
+		c := &ctl{m: 1, voters: []dial.NodeID{idA, idB, idC}}
+		s, err := New(Config{Deadline: 2 * time.Second, Bugs: bugs.Set{AbandonSlowAdoption: bug}},
+			Env{ID: idA, Epoch: 1, Clock: clk, Net: net, Ctl: c, Rand: rand.New(rand.NewPCG(1, 2)), Backend: mem, Worker: w})
+		require.NoError(t, err)
+		f := ownedBy(t, idA)
+		_, err, _ = do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+		require.ErrorIs(t, err, ErrNotAdopted)
+		copyOf := map[string]Value{"k": {Data: []byte("kept"), Tuple: Tuple{MIdx: 1, V: 7, Origin: idB}, ExpiresAtMs: clk.Now().UnixMilli() + 3_600_000}}
+		for _, fr := range net.frames {
+			if fr.m.Kind == FrameAdopt && fr.to == idB {
+				s.HandleFrame(idB, frame(msg{Kind: FrameAdoptResp, ID: fr.m.ID, M: fr.m.M, Flow: f, Entries: copyOf, Their: fr.m.M}))
+			}
+		}
+		w.stalled = true
+		clk.Advance(time.Second) // AdoptWait: one copy heard, so it re-stamps and waits for its fsync
+		require.False(t, s.Adopted(f))
+		require.Equal(t, idA, s.Copy(f)["k"].Tuple.Origin, "re-stamped")
+		clk.Advance(500 * time.Millisecond) // MaxWait: the shard cuts the wait
+		net.frames = nil
+		_, err, _ = do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+		require.ErrorIs(t, err, ErrNotAdopted)
+		asked := 0
+		for _, fr := range net.frames {
+			if fr.m.Kind == FrameAdopt {
+				asked++
+			}
+		}
+		if bug {
+			require.NotZero(t, asked, "the planted bug abandons the adoption and starts another")
+			continue
+		}
+		require.Zero(t, asked, "the adoption is complete but for its fsync: nobody is asked again")
+		clk.Advance(time.Second) // still stalled: it waits again, and again
+		require.False(t, s.Adopted(f))
+		w.release()
+		clk.Advance(250 * time.Millisecond) // a round later it waits again, and the disk answers
+		require.True(t, s.Adopted(f))
+		resp, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+		require.NoError(t, err)
+		require.Equal(t, "kept", string(resp.Value))
+	}
+}

@@ -478,4 +478,14 @@ func TestValidateAtEveryBoundsEdge(t *testing.T) {
 	require.NoError(t, most.Validate(), "65536 partitions is the most, and allowed")
 	most.AEPartitions++
 	require.Error(t, most.Validate())
+
+	// The shard's MaxWait is at most a quarter of the Deadline, and
+	// defaults to it.
+	waits := Config{Deadline: 2 * time.Second}
+	require.Equal(t, 500*time.Millisecond, waits.withDefaults().Shard.MaxWait)
+	waits.Shard.MaxWait = 500 * time.Millisecond
+	require.NoError(t, waits.Validate())
+	waits.Shard.MaxWait++
+	require.ErrorContains(t, waits.Validate(), "over a quarter of the deadline")
+	require.Equal(t, time.Duration(1), smallest.withDefaults().Shard.MaxWait, "a deadline under 4ns still bounds the wait")
 }

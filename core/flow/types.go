@@ -190,6 +190,11 @@ var (
 	// ErrDisk: the owner's disk failed after the write was applied in
 	// memory; outcome unknown.
 	ErrDisk = errors.New("owner's disk failed; outcome unknown")
+	// ErrDiskSlow: the owner applied the write (or read what a write may
+	// still change) and its disk did not make it durable within the
+	// shard's MaxWait, or its durability waits were at their bound;
+	// outcome unknown. The write may still reach the disk.
+	ErrDiskSlow = errors.New("owner's disk did not answer in time; outcome unknown")
 )
 
 // The fleet's refusals (core/fleet), a node's answer to a request for a
@@ -243,7 +248,7 @@ func unavailable(cause error) error {
 // crashed or isolated owner refuses, every timeout), and an error value
 // is only read, never changed, so one value serves every call.
 var (
-	unavailableCauses = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrTimeout, ErrCrashed, ErrBusy, ErrDisk}
+	unavailableCauses = []error{ErrShed, ErrNoOwner, ErrFenced, ErrNotOwner, ErrIsolated, ErrNotAdopted, ErrSend, ErrTimeout, ErrCrashed, ErrBusy, ErrDisk, ErrDiskSlow}
 	unavailableErrs   = func() []error {
 		out := make([]error, len(unavailableCauses))
 		for i, c := range unavailableCauses {

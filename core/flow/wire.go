@@ -145,6 +145,7 @@ var errCodes = []struct {
 	{"fenced", ErrFenced}, {"not-owner", ErrNotOwner}, {"isolated", ErrIsolated},
 	{"not-adopted", ErrNotAdopted}, {"not-integer", ErrNotInteger}, {"bad-request", ErrBadRequest},
 	{"no-owner", ErrNoOwner}, {"shed", ErrShed}, {"busy", ErrBusy}, {"disk", ErrDisk},
+	{"slow-disk", ErrDiskSlow},
 	{"elsewhere", fleet.ErrElsewhere}, {"stale-epoch", fleet.ErrStaleEpoch}, {"epoch-ahead", fleet.ErrAhead}, {"moving", fleet.ErrMoving},
 }
 

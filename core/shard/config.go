@@ -40,6 +40,18 @@ type Config struct {
 	// ErrBusy and changes nothing. A single Put larger than the bound is
 	// taken into an empty queue, alone. Default 65 536.
 	MaxPending int
+	// MaxWait bounds how long a durability wait (WhenDurable,
+	// WhenFloorDurable) is held. One the disk has not answered by then is
+	// answered ErrWaitTimeout: a disk that stalls (a volume re-attaching,
+	// a controller resetting) must not hold a request past the time its
+	// caller waits, and the write may still reach the disk, so its
+	// outcome is unknown. Default 1s.
+	MaxWait time.Duration
+	// MaxWaiters bounds the durability waits held at once. At the bound
+	// the oldest is answered ErrWaitTimeout to make room: it is the one
+	// nearest its own MaxWait, and its caller has waited longest.
+	// Default 65 536.
+	MaxWaiters int
 	// MaxBatch bounds the mutations in one backend write. Default 4096.
 	MaxBatch int
 	// MaxBatchBytes bounds the bytes (flow ids, keys, values) in one
@@ -77,6 +89,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxPending == 0 {
 		c.MaxPending = 1 << 16
 	}
+	if c.MaxWait == 0 {
+		c.MaxWait = time.Second
+	}
+	if c.MaxWaiters == 0 {
+		c.MaxWaiters = 1 << 16
+	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
 	}
@@ -95,7 +113,7 @@ func (c Config) withDefaults() Config {
 // Validate reports why a configuration cannot run.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if c.MaxFlows < 1 || c.SyncEvery <= 0 || c.CommitDelay < 0 || c.MaxPending < 1 || c.MaxBatch < 1 || c.MaxBatchBytes < 1 ||
+	if c.MaxFlows < 1 || c.SyncEvery <= 0 || c.CommitDelay < 0 || c.MaxPending < 1 || c.MaxWait <= 0 || c.MaxWaiters < 1 || c.MaxBatch < 1 || c.MaxBatchBytes < 1 ||
 		c.PurgeEvery <= 0 || c.GraceMs < 0 {
 		return fmt.Errorf("shard: every bound must be positive: %+v", c)
 	}
@@ -115,6 +133,10 @@ type Env struct {
 var (
 	// ErrBusy: the writer's queue is full. Nothing was changed.
 	ErrBusy = errors.New("shard: writer queue full")
+	// ErrWaitTimeout: a durability wait was not answered within MaxWait,
+	// or was the oldest at MaxWaiters. What it waited for may still
+	// become durable.
+	ErrWaitTimeout = errors.New("shard: the disk did not answer within the wait bound; the write may still become durable")
 )
 
 // Stats count the writer's work.
@@ -124,6 +146,7 @@ type Stats struct {
 	Commits   uint64 `json:"commits"`   // turns of the writer: each hands the backend everything pending
 	Fsyncs    uint64 `json:"fsyncs"`    // backend writes with sync, and Syncs
 	SyncAcks  uint64 `json:"sync_acks"` // WhenDurable answers that waited for an fsync
+	WaitsCut  uint64 `json:"waits_cut"` // durability waits answered ErrWaitTimeout (MaxWait, MaxWaiters)
 	Evicted   uint64 `json:"evicted"`   // flows evicted over the cap
 	Purged    uint64 `json:"purged"`    // dead flows removed after their grace
 	Busy      uint64 `json:"busy"`      // Puts refused at MaxPending

@@ -74,6 +74,19 @@ func (s *Shard[V]) CheckInvariants() error {
 	case s.durable > s.seq || (s.written > s.seq && s.err == nil):
 		return fmt.Errorf("shard: marks durable %d, written %d, past the last Put %d", s.durable, s.written, s.seq)
 	}
+	if len(s.waiters) > s.cfg.MaxWaiters {
+		return fmt.Errorf("shard: %d durability waits held, past the bound %d", len(s.waiters), s.cfg.MaxWaiters)
+	}
+	for i, w := range s.waiters {
+		// Each MaxWait runs out in the order the waits came: one timer,
+		// for the first, serves them all (armWait).
+		if i > 0 && w.by < s.waiters[i-1].by {
+			return fmt.Errorf("shard: durability wait %d runs out at %v, before the one held before it (%v)", i, w.by, s.waiters[i-1].by)
+		}
+	}
+	if len(s.waiters) > 0 && s.waitT == nil && !s.stopped {
+		return fmt.Errorf("shard: %d durability waits held and none timed", len(s.waiters))
+	}
 	last := 0
 	for _, u := range s.units {
 		if u <= last || u > len(s.pending) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/fenceline/fenceline/clock"
 )
@@ -60,7 +61,8 @@ type Shard[V any] struct {
 	spare          []Mutation // the last commit's buffer, for the next pending
 
 	flushT, syncT, purgeT clock.Timer
-	lingering             bool // flushT is an async write's linger (armLinger)
+	waitT                 clock.Timer // the oldest waiter's MaxWait (armWait)
+	lingering             bool        // flushT is an async write's linger (armLinger)
 	lastMs                int64
 	floorMs               int64 // the clock floor last handed to the writer
 	diskFlows             int   // flows the backend may hold
@@ -97,8 +99,9 @@ func (f *flowState[V]) dueAt() int64 {
 }
 
 type waiter struct {
-	seq   uint64 // a WhenDurable: the Put it waits for
-	floor int64  // a WhenFloorDurable: the clock floor it waits for (0: none)
+	seq   uint64        // a WhenDurable: the Put it waits for
+	floor int64         // a WhenFloorDurable: the clock floor it waits for (0: none)
+	by    time.Duration // the clock's Mono reading at which MaxWait runs out
 	fn    func(error)
 }
 
@@ -371,9 +374,7 @@ func (s *Shard[V]) WhenDurable(flow string, fn func(error)) {
 		fn(ErrClosed)
 		return
 	}
-	s.waiters = append(s.waiters, waiter{seq: f.lastSeq, fn: fn})
-	s.pendingSync = true
-	s.armFlush()
+	s.wait(waiter{seq: f.lastSeq, fn: fn})
 }
 
 // WhenFloorDurable runs fn once the clock floor on disk is at least atMs:
@@ -395,13 +396,66 @@ func (s *Shard[V]) WhenFloorDurable(atMs int64, fn func(error)) {
 		fn(ErrClosed) // the planted bug: a floor behind taken for a writer stopped
 		return
 	}
-	s.waiters = append(s.waiters, waiter{floor: atMs, fn: fn})
-	s.pendingSync = true
-	s.armFlush()
+	s.wait(waiter{floor: atMs, fn: fn})
 }
 
-// Drop removes a whole flow, from memory at once and from the backend
-// with the next write.
+// wait holds w until the fsync that covers it, or MaxWait. Waiters are
+// held in the order they came, so their MaxWaits run out in that order
+// too: the oldest is first, and one timer, for it, serves them all. At
+// MaxWaiters the oldest is answered at once to make room.
+func (s *Shard[V]) wait(w waiter) {
+	w.by = s.env.Clock.Mono() + s.cfg.MaxWait
+	if s.cfg.Bugs.UntimedWaits {
+		w.by += 1000 * time.Hour // the planted bug: longer than any run
+	}
+	var cut []waiter
+	if n := len(s.waiters) + 1 - s.cfg.MaxWaiters; n > 0 {
+		cut = append(cut, s.waiters[:n]...)
+		s.waiters = append(s.waiters[:0], s.waiters[n:]...)
+	}
+	s.waiters = append(s.waiters, w)
+	s.pendingSync = true
+	s.armFlush()
+	s.armWait()
+	s.cutWaits(cut)
+}
+
+// armWait times the oldest waiter's MaxWait, unless a timer is set
+// already (it is for the same waiter, or an older one that has gone:
+// expireWaits then sets the next).
+func (s *Shard[V]) armWait() {
+	if s.waitT != nil || len(s.waiters) == 0 || s.stopped {
+		return
+	}
+	s.waitT = s.env.Clock.AfterFunc(max(s.waiters[0].by-s.env.Clock.Mono(), 0), s.expireWaits)
+}
+
+// expireWaits answers every waiter whose MaxWait has run out.
+func (s *Shard[V]) expireWaits() {
+	s.waitT = nil
+	if s.stopped {
+		return
+	}
+	now := s.env.Clock.Mono()
+	n := 0
+	for n < len(s.waiters) && s.waiters[n].by <= now {
+		n++
+	}
+	cut := append([]waiter(nil), s.waiters[:n]...)
+	s.waiters = append(s.waiters[:0], s.waiters[n:]...)
+	s.armWait()
+	s.cutWaits(cut)
+}
+
+// cutWaits answers waiters ErrWaitTimeout. It runs them last, after the
+// shard's state is whole: an answer may call the shard again.
+func (s *Shard[V]) cutWaits(cut []waiter) {
+	for _, w := range cut {
+		s.stats.WaitsCut++
+		w.fn(ErrWaitTimeout)
+	}
+}
+
 // DropKeys removes keys of a flow from this copy, from memory at once and
 // from the backend with the next write: a replica pruning what the owner's
 // copy, the authority, no longer holds. A flow left with no key is dropped
@@ -443,6 +497,8 @@ func (s *Shard[V]) DropKeys(flow string, keys []string) error {
 	return nil
 }
 
+// Drop removes a whole flow, from memory at once and from the backend
+// with the next write.
 func (s *Shard[V]) Drop(flow string) {
 	if f := s.flows[flow]; f != nil {
 		s.drop(f)
@@ -520,7 +576,7 @@ func (s *Shard[V]) batchCuts(cuts []int) []int {
 // written, and waiters are never answered (their node is gone).
 func (s *Shard[V]) Stop() {
 	s.stopped = true
-	for _, t := range []clock.Timer{s.flushT, s.syncT, s.purgeT} {
+	for _, t := range []clock.Timer{s.flushT, s.syncT, s.purgeT, s.waitT} {
 		if t != nil {
 			t.Stop()
 		}

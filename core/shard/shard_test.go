@@ -486,6 +486,8 @@ func TestOpenRefusesABoundThatIsNotPositive(t *testing.T) {
 		"sync every":      {SyncEvery: -time.Millisecond},
 		"commit delay":    {CommitDelay: -time.Millisecond},
 		"max pending":     {MaxPending: -1},
+		"max wait":        {MaxWait: -time.Millisecond},
+		"max waiters":     {MaxWaiters: -1},
 		"max batch":       {MaxBatch: -1},
 		"max batch bytes": {MaxBatchBytes: -1},
 		"purge every":     {PurgeEvery: -time.Second},
@@ -500,7 +502,7 @@ func TestOpenRefusesABoundThatIsNotPositive(t *testing.T) {
 		})
 	}
 	// The least legal values open.
-	cfg := Config{MaxFlows: 1, SyncEvery: 1, CommitDelay: 0, MaxPending: 1, MaxBatch: 1, MaxBatchBytes: 1, PurgeEvery: 1, GraceMs: 0}
+	cfg := Config{MaxFlows: 1, SyncEvery: 1, CommitDelay: 0, MaxPending: 1, MaxWait: 1, MaxWaiters: 1, MaxBatch: 1, MaxBatchBytes: 1, PurgeEvery: 1, GraceMs: 0}
 	require.NoError(t, cfg.Validate())
 	s, err := Open[val](cfg, Env{Clock: clock.NewManual(time.UnixMilli(1_000_000)), Backend: NewMemory()}, codec{})
 	require.NoError(t, err)

@@ -203,3 +203,84 @@ func TestAsyncWritesLingerForCompany(t *testing.T) {
 		require.True(t, got[f], "%s on disk", f)
 	}
 }
+
+// A disk that stalls holds no wait past MaxWait: each is answered
+// ErrWaitTimeout when its own MaxWait runs out, oldest first, and the
+// fsync that comes after answers nobody twice.
+func TestWaitsPastMaxWaitAreCut(t *testing.T) {
+	s, _, w, clk := newAsyncRig(t, Config{MaxWait: 100 * time.Millisecond})
+	got := map[string][]error{}
+	wait := func(flow string) {
+		s.WhenDurable(flow, func(err error) { got[flow] = append(got[flow], err) })
+	}
+	putOne(t, s, clk, "a", Sync)
+	wait("a")
+	clk.Advance(0) // a's commit goes to the disk, which does not answer
+	require.Len(t, w.queue, 1)
+	clk.Advance(60 * time.Millisecond)
+	putOne(t, s, clk, "b", Sync)
+	wait("b")
+	s.WhenFloorDurable(clk.Now().UnixMilli(), func(err error) { got["floor"] = append(got["floor"], err) })
+	require.NoError(t, s.CheckInvariants())
+
+	clk.Advance(39 * time.Millisecond)
+	require.Empty(t, got, "no wait is cut before its MaxWait")
+	clk.Advance(time.Millisecond)
+	require.Equal(t, map[string][]error{"a": {ErrWaitTimeout}}, got, "a's MaxWait ran out, b's has 60ms to go")
+	require.NoError(t, s.CheckInvariants())
+	clk.Advance(60 * time.Millisecond)
+	require.Equal(t, map[string][]error{"a": {ErrWaitTimeout}, "b": {ErrWaitTimeout}, "floor": {ErrWaitTimeout}}, got)
+	require.Equal(t, uint64(3), s.Stats().WaitsCut)
+
+	// The disk comes back: both commits complete, and no wait is
+	// answered again.
+	w.complete(t)
+	clk.Advance(0)
+	w.complete(t)
+	require.Len(t, got["a"], 1)
+	require.Len(t, got["b"], 1)
+	require.Len(t, got["floor"], 1)
+	require.NoError(t, s.CheckInvariants())
+
+	// A wait on a healthy disk is answered by its fsync, as before.
+	putOne(t, s, clk, "c", Sync)
+	wait("c")
+	clk.Advance(0)
+	w.complete(t)
+	require.Equal(t, []error{nil}, got["c"])
+	clk.Advance(time.Second)
+	require.Equal(t, []error{nil}, got["c"], "an answered wait is not cut later")
+}
+
+// At MaxWaiters a new wait makes room by cutting the oldest: the list
+// never passes its bound, whatever a stalled disk lets pile up.
+func TestWaitersAtTheirBoundCutTheOldest(t *testing.T) {
+	s, _, w, clk := newAsyncRig(t, Config{MaxWaiters: 3})
+	var order []string
+	for i := range 5 {
+		flow := fmt.Sprintf("f%d", i)
+		putOne(t, s, clk, flow, Sync)
+		s.WhenDurable(flow, func(err error) { order = append(order, fmt.Sprintf("%s:%v", flow, err)) })
+		clk.Advance(0)
+		require.NoError(t, s.CheckInvariants())
+	}
+	require.Equal(t, []string{"f0:" + ErrWaitTimeout.Error(), "f1:" + ErrWaitTimeout.Error()}, order)
+	w.Settle()
+	clk.Advance(0)
+	w.Settle()
+	require.Equal(t, []string{"f0:" + ErrWaitTimeout.Error(), "f1:" + ErrWaitTimeout.Error(), "f2:<nil>", "f3:<nil>", "f4:<nil>"}, order)
+	require.Equal(t, uint64(2), s.Stats().WaitsCut)
+}
+
+// The planted bug holds a wait for as long as the disk takes.
+func TestUntimedWaitsBugHoldsAWaitPastMaxWait(t *testing.T) {
+	s, _, w, clk := newAsyncRig(t, Config{MaxWait: 100 * time.Millisecond, Bugs: bugs.Set{UntimedWaits: true}})
+	var got []error
+	putOne(t, s, clk, "a", Sync)
+	s.WhenDurable("a", func(err error) { got = append(got, err) })
+	clk.Advance(0)
+	clk.Advance(time.Hour)
+	require.Empty(t, got)
+	w.complete(t)
+	require.Equal(t, []error{nil}, got)
+}
