@@ -293,6 +293,9 @@ func (h *flowHarness) watch(s netsim.Sending) {
 		if info, ok := meant.info(flow.FrameOpResp); ok && info.Refusal == "disk" && h.byID[s.From] != nil {
 			h.checkDiskAnswer(h.byID[s.From], fmt.Sprintf("request %d of session %d", info.ID, info.Session))
 		}
+		if info, ok := meant.info(flow.FrameOpResp); ok && info.Refusal == "slow-disk" && h.byID[s.From] != nil {
+			h.checkSlowAnswer(h.byID[s.From], fmt.Sprintf("request %d of session %d", info.ID, info.Session))
+		}
 		if info, ok := meant.info(flow.FrameAEResp); ok && h.byID[s.From] != nil {
 			h.aeAnswers = append(h.aeAnswers, checker.AEAnswer{From: s.From, To: s.To, M: info.M, Flows: info.Flows, At: s.At})
 		}
@@ -423,6 +426,29 @@ func (h *flowHarness) checkDiskAnswer(n *sim.Machine, what string) {
 			h.run.Fail("disk-answer", "%s answered %s at %v that its disk failed, and lived on: a node whose write or fsync fails stops in that step", n.Name(), what, at)
 		}
 	})
+}
+
+// checkSlowAnswer holds a node that answers that its disk was slow
+// (flow.ErrDiskSlow, the wire's slow-disk refusal: a durability wait the
+// shard cut at MaxWait) to a stall that explains it (checker
+// disk-answer): its disk's (sim.Disk.Stall) or its process's
+// (sim.Machine.Stall), in the MaxWait before the answer and a tenth more
+// for the clocks. Otherwise it refused a request, as an unknown outcome,
+// on a disk that answers in milliseconds: a writer that let a wait sit
+// (a commit not called for) hides behind the cut. Judged only in runs at
+// the default MaxWaiters: at a small bound a wait is cut to make room,
+// with no stall at all.
+func (h *flowHarness) checkSlowAnswer(n *sim.Machine, what string) {
+	if h.timing.bounds.maxWaiters != 0 {
+		return
+	}
+	maxWait := max(h.deadline/4, 1)
+	at := h.k.Now()
+	from := at - maxWait - maxWait/10
+	if n.Disk().StalledDuring(from, at) || n.FrozenDuring(from, at) {
+		return
+	}
+	h.run.Fail("disk-answer", "%s answered %s at %v that its disk was slow, with neither its disk nor its process stalled since %v: a durability wait cut that no fault explains", n.Name(), what, at, from)
 }
 
 // checkAnswered holds every owner to answering each request it took
@@ -573,6 +599,9 @@ func (h *flowHarness) callFlowOp(n *sim.Machine, client, tag uint64, op int, tak
 		// refused is judged by the frame it sent.)
 		if errors.Is(err, flow.ErrDisk) && !(h.calling == n.ID() && h.forwarded) && !sentOn {
 			h.checkDiskAnswer(n, fmt.Sprintf("client %d's call on %s", client, req.Flow))
+		}
+		if errors.Is(err, flow.ErrDiskSlow) && !(h.calling == n.ID() && h.forwarded) && !sentOn {
+			h.checkSlowAnswer(n, fmt.Sprintf("client %d's call on %s", client, req.Flow))
 		}
 		done(resp, err)
 	}

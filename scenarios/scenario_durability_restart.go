@@ -31,6 +31,9 @@ func init() {
 			// Its sync writers meet a disk stall longer than the
 			// deadline in 11 of seeds 1..100.
 			{Name: "untimed-waits", Window: 100, MinCaught: 6},
+			// disk-answer, on the sync writers' waits cut with no stall:
+			// 7 of seeds 1..30.
+			{Name: "early-cut", Window: 30, MinCaught: 3},
 		},
 		// Half the writers are quiet for seconds at a time (startWriter):
 		// seeds 1..200 acknowledge 1,330 writes at the fewest (3,306

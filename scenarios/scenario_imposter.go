@@ -31,9 +31,6 @@ func init() {
 			// Only seeds that route by forwarding (about half) can
 			// catch it.
 			{Name: "forward-fallback", Window: 100, MinCaught: 35},
-			// An adoption that re-stamped, then met a disk stall, and a
-			// previous owner heard only by the next adoption: seed 9.
-			{Name: "abandon-slow-adoption", Window: 60, MinCaught: 1},
 		},
 		Floors:     []Floor{{"imposter-ok", 50}, {"moves", 1}, {"faults", 3}, {"membership-changes", 1}},
 		DiskStalls: true,

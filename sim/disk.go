@@ -100,8 +100,9 @@ type Disk struct {
 	bgFree     time.Duration
 	background bool
 	// stallUntil: until then (in the kernel's time) the disk completes
-	// nothing (Stall).
+	// nothing (Stall); stalls, every stall's span, for the checkers.
 	stallUntil time.Duration
+	stalls     []span
 
 	// Counters, for checkers and the benchmark.
 	Syncs, Writes, Torn, Holes, PowerCuts, SyncFailures, WriteFailures uint64
@@ -270,12 +271,32 @@ func (d *Disk) SyncDir() error {
 // Stall makes the disk answer nothing for dur from now, as a volume that
 // stops answering for a while does (a cloud disk re-attaching, a
 // controller resetting, a device busy with its own garbage collection):
-// the node's background work and asynchronous fsyncs complete no sooner
-// than the stall's end plus their usual latency, and an fsync on the
-// node's loop blocks the node until then. Writes still land in the page
-// cache at once. A crash does not end a stall.
+// the background work and asynchronous fsyncs the node hands it from now
+// on complete no sooner than the stall's end plus their usual latency,
+// and an fsync on the node's loop blocks the node until then. Work handed
+// over before the stall completes as it was scheduled (the simulator
+// does not hold what is already in flight). Writes still land in the
+// page cache at once. A crash does not end a stall.
 func (d *Disk) Stall(dur time.Duration) {
 	d.stallUntil = max(d.stallUntil, d.n.k.now+dur)
+	d.stalls = append(d.stalls, span{d.n.k.now, d.n.k.now + dur})
+}
+
+// StalledDuring reports whether the disk was stalled at any instant of
+// [from, to], by the simulator's record.
+func (d *Disk) StalledDuring(from, to time.Duration) bool { return overlaps(d.stalls, from, to) }
+
+// span is an interval of the kernel's time.
+type span struct{ from, to time.Duration }
+
+// overlaps reports whether any of spans meets [from, to].
+func overlaps(spans []span, from, to time.Duration) bool {
+	for _, s := range spans {
+		if s.from <= to && from <= s.to {
+			return true
+		}
+	}
+	return false
 }
 
 // ready is when an operation asked for now may start: now, or the end of

@@ -352,3 +352,49 @@ func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
 	from, _ := n.DownSpans()
 	require.Equal(t, []time.Duration{3*time.Second + 10*time.Millisecond}, from)
 }
+
+// A stalled disk completes nothing it is handed until the stall ends:
+// background work and asynchronous fsyncs complete a latency after its
+// end, and an fsync on the loop keeps the node busy until then. Work
+// handed to the disk before the stall is not held. A crash does not end
+// a stall.
+func TestAStalledDiskCompletesNothingUntilItsEnd(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.SyncLatencyMin, cfg.SyncLatencyMax = 10*time.Millisecond, 10*time.Millisecond
+	k := New(1)
+	n := idleNodeWithDisk(k, cfg)
+	f, err := n.Disk().Create("log")
+	require.NoError(t, err)
+
+	var before, during, async, afterCrash, synced time.Duration
+	k.At(time.Second, EvClient, 0, func() {
+		n.Exec(func() {
+			n.Disk().Go(func() error { return nil }, func(error) { before = k.Now() })
+			n.Disk().Stall(500 * time.Millisecond)
+			n.Disk().Go(func() error { return nil }, func(error) { during = k.Now() })
+			n.Disk().SyncAsync(f, func(error) { async = k.Now() })
+		})
+	})
+	k.At(time.Second+100*time.Millisecond, EvClient, 0, func() {
+		n.Exec(func() {
+			_, _ = f.Write([]byte("x"))
+			require.NoError(t, f.Sync())
+			synced = k.Now()
+		})
+	})
+	k.At(time.Second+700*time.Millisecond, EvFault, 0, func() {
+		n.Disk().Stall(500 * time.Millisecond)
+		n.Crash()
+	})
+	k.At(time.Second+800*time.Millisecond, EvFault, 0, func() {
+		n.Start()
+		n.Exec(func() { n.Disk().Go(func() error { return nil }, func(error) { afterCrash = k.Now() }) })
+	})
+	require.NoError(t, k.RunUntil(3*time.Second))
+	require.Equal(t, time.Second+10*time.Millisecond, before, "handed over before the stall")
+	require.Equal(t, time.Second+510*time.Millisecond, during)
+	require.GreaterOrEqual(t, async, time.Second+510*time.Millisecond, "an asynchronous fsync completes a latency after the stall")
+	require.Less(t, async, time.Second+600*time.Millisecond)
+	require.Equal(t, time.Second+510*time.Millisecond, synced, "an fsync on the loop waits out the stall")
+	require.Equal(t, time.Second+1210*time.Millisecond, afterCrash, "the restart does not end the stall")
+}

@@ -62,6 +62,8 @@ type Machine struct {
 	// Disk.CutPowerAfter's job), so what a step did stands even when the
 	// crash comes before its fsyncs would have ended.
 	busyUntil time.Duration
+	// frozen is every Stall's span, for the checkers.
+	frozen []span
 	// stepCost is the CPU time each step of the node's code takes on its
 	// one core (SetStepCost); 0, the default, makes code free.
 	stepCost time.Duration
@@ -202,6 +204,10 @@ func (n *Machine) DownSpans() (from, to []time.Duration) {
 	return from, to
 }
 
+// FrozenDuring reports whether the node's process was stalled (Stall) at
+// any instant of [from, to], by the simulator's record.
+func (n *Machine) FrozenDuring(from, to time.Duration) bool { return overlaps(n.frozen, from, to) }
+
 // CrashedDuring reports whether the node crashed, or was down, at any
 // instant of [from, to], and the first such instant: the simulator's own
 // record, for checkers that forgive what a crash may take.
@@ -258,6 +264,7 @@ func (n *Machine) Local() time.Duration { return max(n.busyUntil, n.k.now) }
 // node that is down does nothing.
 func (n *Machine) Stall(d time.Duration) {
 	if n.up && d > 0 {
+		n.frozen = append(n.frozen, span{n.Local(), n.Local() + d})
 		n.busyUntil = n.Local() + d
 		n.k.Logf("%s stalled until %v", n.name, n.busyUntil)
 	}

@@ -348,6 +348,9 @@ type Set struct {
 	// the disk takes, MaxWait ignored: on a stalled disk an owner holds
 	// its sync requests past their callers' deadlines.
 	UntimedWaits bool
+	// EarlyCut: the writer cuts a durability wait at a tenth of MaxWait:
+	// the owner answers that its disk was slow while the disk is well.
+	EarlyCut bool
 	// AbandonSlowAdoption: an adoption whose fsync the shard's MaxWait
 	// cut gives up, though it may have re-stamped the flow: the next one
 	// takes the previous owner's late answer below those tuples.
@@ -516,6 +519,7 @@ var Table = []Bug{
 	{"ack-at-submit", "the shard's writer counts a batch durable when it hands it to the disk, before its fsync completes", func(s *Set) *bool { return &s.AckAtSubmit }},
 	{"wait-refused", "the shard's writer answers a wait it cannot answer at once as if it had stopped: a read or sync write is refused as a disk failure on a healthy disk", func(s *Set) *bool { return &s.WaitRefused }},
 	{"untimed-waits", "the shard's writer holds a durability wait for as long as the disk takes: on a stalled disk an owner leaves its sync requests unanswered past their deadlines", func(s *Set) *bool { return &s.UntimedWaits }},
+	{"early-cut", "the shard's writer cuts a durability wait at a tenth of MaxWait: an owner answers slow-disk on a healthy disk", func(s *Set) *bool { return &s.EarlyCut }},
 	{"abandon-slow-adoption", "an adoption whose fsync outlasts the shard's MaxWait gives up after re-stamping the flow: the next adoption drops the previous owner's copy under the new tuples", func(s *Set) *bool { return &s.AbandonSlowAdoption }},
 	{"disk-count-drift", "dropping a flow the disk holds leaves the shard's count of such flows as it was", func(s *Set) *bool { return &s.DiskCountDrift }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},

@@ -405,8 +405,11 @@ func (s *Shard[V]) WhenFloorDurable(atMs int64, fn func(error)) {
 // MaxWaiters the oldest is answered at once to make room.
 func (s *Shard[V]) wait(w waiter) {
 	w.by = s.env.Clock.Mono() + s.cfg.MaxWait
-	if s.cfg.Bugs.UntimedWaits {
+	switch {
+	case s.cfg.Bugs.UntimedWaits:
 		w.by += 1000 * time.Hour // the planted bug: longer than any run
+	case s.cfg.Bugs.EarlyCut:
+		w.by -= s.cfg.MaxWait * 9 / 10 // the planted bug
 	}
 	var cut []waiter
 	if n := len(s.waiters) + 1 - s.cfg.MaxWaiters; n > 0 {

@@ -284,3 +284,22 @@ func TestUntimedWaitsBugHoldsAWaitPastMaxWait(t *testing.T) {
 	w.complete(t)
 	require.Equal(t, []error{nil}, got)
 }
+
+// The planted bug early-cut cuts a wait at a tenth of MaxWait, on a
+// disk that answers well within it.
+func TestEarlyCutBugCutsAWaitOnAHealthyDisk(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		s, _, w, clk := newAsyncRig(t, Config{MaxWait: 100 * time.Millisecond, Bugs: bugs.Set{EarlyCut: bug}})
+		putOne(t, s, clk, "a", Sync)
+		var got []error
+		s.WhenDurable("a", func(err error) { got = append(got, err) })
+		clk.Advance(0)
+		clk.Advance(20 * time.Millisecond) // the disk takes 20ms
+		w.complete(t)
+		if bug {
+			require.Equal(t, []error{ErrWaitTimeout}, got)
+			continue
+		}
+		require.Equal(t, []error{nil}, got)
+	}
+}
