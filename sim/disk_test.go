@@ -306,13 +306,19 @@ func TestFailedSyncAndFailStop(t *testing.T) {
 	require.Equal(t, []string{"a"}, carried, "b stopped: nothing to report")
 }
 
-func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
+// tenMsDisk is a node whose every fsync takes 10ms, with a file open.
+func tenMsDisk(t *testing.T) (*Kernel, *Machine, recfile.File) {
 	cfg := DefaultDiskConfig
 	cfg.SyncLatencyMin, cfg.SyncLatencyMax = 10*time.Millisecond, 10*time.Millisecond
 	k := New(1)
 	n := idleNodeWithDisk(k, cfg)
 	f, err := n.Disk().Create("log")
 	require.NoError(t, err)
+	return k, n, f
+}
+
+func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
+	k, n, f := tenMsDisk(t)
 
 	var readBefore, readAfter, nextRan, timerRan, afterRan time.Duration
 	var mono time.Duration
@@ -359,12 +365,7 @@ func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
 // handed to the disk before the stall is not held. A crash does not end
 // a stall.
 func TestAStalledDiskCompletesNothingUntilItsEnd(t *testing.T) {
-	cfg := DefaultDiskConfig
-	cfg.SyncLatencyMin, cfg.SyncLatencyMax = 10*time.Millisecond, 10*time.Millisecond
-	k := New(1)
-	n := idleNodeWithDisk(k, cfg)
-	f, err := n.Disk().Create("log")
-	require.NoError(t, err)
+	k, n, f := tenMsDisk(t)
 
 	var before, during, async, afterCrash, synced time.Duration
 	k.At(time.Second, EvClient, 0, func() {

@@ -184,7 +184,8 @@ func TestTheNamedMutantFilesRead(t *testing.T) {
 }
 
 // What the mutator leaves alone: code that runs only with a planted bug
-// on, a make's capacity, and a file whose header says it is no defence.
+// on (an if's body, a tagless switch's case), a make's capacity, and a
+// file whose header says it is no defence.
 // The rest of the same function is mutated, a bug's own condition too
 // (not-if on a bug's flag plants the bug for good).
 func TestTheMutatorSkipsBugBranchesCapacitiesAndMarkedFiles(t *testing.T) {
@@ -209,6 +210,8 @@ func TestTheMutatorSkipsBugBranchesCapacitiesAndMarkedFiles(t *testing.T) {
 		"flip-logic cfg.Bugs.Early && len(xs) > 3",
 		"not-if if !seen[x]",
 		"not-if if s.bugs.Early",
+		"boundary n > 5", // a tagless switch's case on a bug's flag: its body skipped
+		"nudge 5",
 	}, whats)
 
 	dir := t.TempDir()

@@ -150,7 +150,8 @@ func sites(fset *token.FileSet, f *ast.File) []site {
 
 // skipped returns what the mutator leaves alone in a file, as a test of
 // a position: code that runs only while a planted bug is on (the body of
-// an if on a bug's flag, the rest of an && after one), which is no
+// an if on a bug's flag, or of a case of a switch with no tag, the rest
+// of an && after one), which is no
 // defence, and a make's capacity, a hint that no behaviour sees. The
 // length of a slice's make is mutated: it is not a hint.
 func skipped(f *ast.File) func(token.Pos) bool {
@@ -161,6 +162,18 @@ func skipped(f *ast.File) func(token.Pos) bool {
 		case *ast.IfStmt:
 			if bugOnly(n.Cond) {
 				hide(n.Body)
+			}
+		case *ast.SwitchStmt:
+			// A case of a switch with no tag is an if on its
+			// conditions: one that can hold only with a bug planted
+			// runs only then.
+			if n.Tag != nil {
+				break
+			}
+			for _, c := range n.Body.List {
+				if c, ok := c.(*ast.CaseClause); ok && len(c.List) > 0 && len(c.Body) > 0 && allBugOnly(c.List) {
+					spans = append(spans, [2]token.Pos{c.Body[0].Pos(), c.Body[len(c.Body)-1].End()})
+				}
 			}
 		case *ast.BinaryExpr:
 			if n.Op == token.LAND {
@@ -215,6 +228,17 @@ func bugFlag(e ast.Expr) bool {
 			return false
 		}
 	}
+}
+
+// allBugOnly reports whether every one of es can be true only while a
+// bug is planted.
+func allBugOnly(es []ast.Expr) bool {
+	for _, e := range es {
+		if !bugOnly(e) {
+			return false
+		}
+	}
+	return true
 }
 
 // bugOnly reports whether e can be true only while a bug is planted.

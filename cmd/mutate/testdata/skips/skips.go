@@ -39,3 +39,14 @@ func (s svc) g(xs []int) int {
 	}
 	return len(xs)
 }
+
+// A case of a switch with no tag on a bug's flag is an if on it.
+func (s svc) h(n int) int {
+	switch {
+	case s.bugs.Early: /* bug */
+		n += 1000
+	case n > 5:
+		n--
+	}
+	return n
+}
