@@ -58,6 +58,31 @@ type CrashRecord interface {
 	Name(node dial.NodeID) string
 }
 
+// StallRecord is what a CrashRecord may also know: the spans in which a
+// node's disk, or its process, stood still. A write a copy applied just
+// before or during one stays in its memory only until the stall ends, so
+// a crash then may take it even past the window a healthy disk needs.
+type StallRecord interface {
+	Stalls(node dial.NodeID) []DownWindow
+}
+
+// reach is when a write node applied at a is on its disk at the latest:
+// a+window, or window after the end of a stall that began by then.
+func reach(crashes CrashRecord, node dial.NodeID, a, window time.Duration) time.Duration {
+	end := a + window
+	sr, ok := crashes.(StallRecord)
+	if !ok {
+		return end
+	}
+	stalls := sr.Stalls(node) // in the order they began
+	for _, st := range stalls {
+		if st.From <= end && st.To >= a {
+			end = max(end, st.To+window)
+		}
+	}
+	return end
+}
+
 // downDuring reports whether node was down at any instant of [from, to].
 func downDuring(crashes CrashRecord, node dial.NodeID, from, to time.Duration) bool {
 	for _, w := range crashes.Downs(node) {
@@ -78,8 +103,10 @@ func downDuring(crashes CrashRecord, node dial.NodeID, from, to time.Duration) b
 //     applied, every copy was down at some point within window after a:
 //     it crashed with the write in memory only, or was down when the
 //     write was pushed to it. window is how long an async write may sit
-//     in a copy's memory only (commit delay, fsync interval, the push's
-//     flight). Or some copies lost it so, and every other one was down
+//     in a copy's memory only on a healthy disk (commit delay, fsync
+//     interval, the push's flight); a stall of the copy's disk or process
+//     that began by then holds it there until window after the stall's
+//     end (StallRecord, reach). Or some copies lost it so, and every other one was down
 //     at some point between the first of them coming back and the read:
 //     the returning copy adopted the flow without it (adoptedWithout).
 //   - none: only if every copy has been down at some point since the
@@ -180,19 +207,40 @@ func lossAllowed(f *VersionedFlow, crashes CrashRecord, window, call, applied, r
 	case shard.None:
 		return all(call, readAt)
 	}
-	// The instants a for which a copy was down within [a, a+window] form
-	// intervals [from-window, to]; where those of every copy meet, they
-	// meet at the left end of one of them, or at call.
+	// lost: every copy was down within [a, reach], the span in which a
+	// write applied at a may be in its memory only.
+	lost := func(a time.Duration) bool {
+		for _, id := range f.Placement {
+			if !downDuring(crashes, id, a, min(reach(crashes, id, a, window), readAt)) {
+				return false
+			}
+		}
+		return true
+	}
+	// The instants a for which a copy was down within [a, reach] form
+	// intervals whose left ends are where reach first meets a crash: at
+	// the crash less the window, or where a stall first falls within the
+	// window (its start less the window); where those of every copy meet,
+	// they meet at the left end of one of them, or at call.
 	cands := []time.Duration{call}
+	add := func(a time.Duration) {
+		if a > call && a <= applied {
+			cands = append(cands, a)
+		}
+	}
+	sr, _ := crashes.(StallRecord)
 	for _, id := range f.Placement {
 		for _, w := range crashes.Downs(id) {
-			if a := w.From - window; a > call && a <= applied {
-				cands = append(cands, a)
+			add(w.From - window)
+		}
+		if sr != nil {
+			for _, st := range sr.Stalls(id) {
+				add(st.From - window)
 			}
 		}
 	}
 	for _, a := range cands {
-		if all(a, min(a+window, readAt)) || adoptedWithout(f, crashes, a, min(a+window, readAt), readAt) {
+		if lost(a) || adoptedWithout(f, crashes, a, window, readAt) {
 			return true
 		}
 	}
@@ -200,16 +248,17 @@ func lossAllowed(f *VersionedFlow, crashes CrashRecord, window, call, applied, r
 }
 
 // adoptedWithout is the async promise's second way to lose a write: some
-// copies lost it (each down within [a, to]), and every other copy was
+// copies lost it (each down within [a, its reach]), and every other copy was
 // down at some instant after the first return of one of those and not
 // after the read. A copy that comes back adopts the flow from whichever copies
 // answer it within AdoptWait (core/flow), and re-stamps it: a copy that
 // held the write and was down then does not count, and its version is
 // overwritten when it returns.
-func adoptedWithout(f *VersionedFlow, crashes CrashRecord, a, to, readAt time.Duration) bool {
+func adoptedWithout(f *VersionedFlow, crashes CrashRecord, a, window, readAt time.Duration) bool {
 	back := time.Duration(-1) // the first return of a copy that lost it
 	var kept []dial.NodeID
 	for _, id := range f.Placement {
+		to := min(reach(crashes, id, a, window), readAt)
 		lost := false
 		for _, w := range crashes.Downs(id) {
 			if w.From <= to && w.To >= a {

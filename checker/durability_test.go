@@ -173,3 +173,34 @@ func TestExpiryHonoured(t *testing.T) {
 	ExpiryHonoured(&rec, []*VersionedFlow{unknown}, time.Second, clocks)
 	require.True(t, rec.OK())
 }
+
+// stalled is downs with a record of stalls.
+type stalled struct {
+	downs
+	stalls map[dial.NodeID][]DownWindow
+}
+
+func (s stalled) Stalls(id dial.NodeID) []DownWindow { return s.stalls[id] }
+
+// A stall of a copy's disk holds an async write in its memory until
+// window after the stall ends: a crash inside that span may take it,
+// one after it may not. A stall that began after the window had passed
+// changes nothing.
+func TestDurabilityAllowsAStalledDiskItsDelay(t *testing.T) {
+	window := 60 * time.Millisecond
+	oneLate := downs{1: {{From: 3 * time.Second, To: 4 * time.Second}}, 2: {{From: 3200 * time.Millisecond, To: 4 * time.Second}}}
+	var rec Record
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, stalled{oneLate, map[dial.NodeID][]DownWindow{2: {{From: 3 * time.Second, To: 3150 * time.Millisecond}}}}, window)
+	require.True(t, rec.OK(), "copy 2's disk stood still until 3.15s: the write was still in its memory at 3.2s: %v", rec.Failures)
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, stalled{oneLate, map[dial.NodeID][]DownWindow{2: {{From: 3 * time.Second, To: 3100 * time.Millisecond}}}}, window)
+	require.Len(t, rec.Failures, 1, "the stall ended at 3.1s: the write was on disk by 3.16s")
+	rec = Record{}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, stalled{oneLate, map[dial.NodeID][]DownWindow{2: {{From: 3100 * time.Millisecond, To: 3300 * time.Millisecond}}}}, window)
+	require.Len(t, rec.Failures, 1, "the stall began after the write reached the disk")
+	// Stalls chain: one that begins within the span another extended
+	// extends it again.
+	rec = Record{}
+	chain := map[dial.NodeID][]DownWindow{2: {{From: 3 * time.Second, To: 3050 * time.Millisecond}, {From: 3100 * time.Millisecond, To: 3150 * time.Millisecond}}}
+	Durability(&rec, []*VersionedFlow{twoWrites(shard.Async)}, stalled{oneLate, chain}, window)
+	require.True(t, rec.OK(), "%v", rec.Failures)
+}

@@ -123,6 +123,8 @@ type Network struct {
 	lag      func(from, to dial.NodeID, frame []byte) time.Duration
 	slow     map[dial.NodeID]time.Duration // extra one-way delay for every frame to or from a node
 	watchers []func(Sending)
+	// takenWatchers see a delivered copy after its node's handler ran.
+	takenWatchers []func(Sending)
 	// cuts is the record of every link's blocking and unblocking, in time
 	// order: the partition schedule, for checkers.
 	cuts []linkChange
@@ -318,6 +320,9 @@ func (d *delivery) run() {
 	nw.watched(fate)
 	if dst.Receive(fate.From, fate.Frame, inc) {
 		nw.Delivered++
+		for _, w := range nw.takenWatchers {
+			w(fate)
+		}
 	} else {
 		nw.Dropped++
 	}
@@ -364,6 +369,12 @@ type Sending struct {
 // would not trust a node's word: a request the network can no longer
 // deliver can no longer take effect.
 func (nw *Network) Watch(f func(Sending)) { nw.watchers = append(nw.watchers, f) }
+
+// WatchTaken registers f to see each delivered copy again once its node
+// has run its handler on it, within the same step: a checker that reads
+// what the node made of a frame reads it before anything else can change
+// it.
+func (nw *Network) WatchTaken(f func(Sending)) { nw.takenWatchers = append(nw.takenWatchers, f) }
 
 func (nw *Network) watched(s Sending) {
 	for _, w := range nw.watchers {

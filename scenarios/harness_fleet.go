@@ -1454,6 +1454,11 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		h.checkConvergence(f.members(h))
 		h.checkAEQuiet()
 	}
+	judgedPushes := 0
+	for _, h := range f.groups {
+		judgedPushes += h.taken.Judged
+	}
+	pushesTaken(f.run, f.groups[0].keys != nil, judgedPushes)
 	f.checkReleased()
 	cuts = append(cuts, f.moveCuts(services)...)
 	first := f.groups[0]

@@ -25,7 +25,7 @@ import (
 // flowCheckers are what finishFlows judges a flow cluster by, besides its
 // consensus checkers: every flow's history (flow-linearizability), the
 // isolated-owner rule (d17), the bridge's promises, replica convergence.
-var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "replica-push", "bridge", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "request-answered", "disk-answer")
+var flowCheckers = plus(clusterCheckers, "flow-linearizability", "d17", "placement", "replica-push", "push-taken", "bridge", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "request-answered", "disk-answer")
 
 // flowHarness drives the flow store on top of a raftCluster: clients
 // pinned to nodes doing flow operations on a few hot flows and many cold
@@ -73,6 +73,7 @@ type flowHarness struct {
 	applied  map[int]checker.FlowService
 	services []checker.FlowService
 	pushes   []checker.Push // every push an owner of this group sent, by the record
+	taken    checker.PushesTaken
 	tuples   checker.Tuples // every write's tuple, from those pushes
 	lastPush *byte          // the first byte of the last push frame tuples read
 	// writes are the writes that changed a flow and were answered done,
@@ -141,6 +142,7 @@ func startFlowCluster(c *raftCluster, cfg flow.Config) *flowHarness {
 		h.aeMax = flow.DefaultMaxAEFlows
 	}
 	c.nw.Watch(h.watch)
+	c.nw.WatchTaken(h.pushTaken)
 	c.garbleFrames()
 	if c.place == nil {
 		aimDiskStalls(c.run, c.nodes, c.faultsUntil) // a fleet aims at all its nodes at once (fleetSetup)
@@ -383,6 +385,27 @@ func (h *flowHarness) pushed(s netsim.Sending, meant *lazyFrame, info flow.Frame
 			h.tuples.Push(h.run, s.From, s.At, info.Flow, entries, func(id dial.NodeID) string { return h.byID[id].Name() })
 		}
 	}
+}
+
+// pushTaken judges a push one of the group's nodes took, by its copy
+// read in the same step (push-taken). Only in runs whose frames are
+// plain, as recordAnswers: the envelope may drop a delivered frame.
+func (h *flowHarness) pushTaken(s netsim.Sending) {
+	to, from := h.byID[s.To], h.byID[s.From]
+	if to == nil || from == nil || h.keys != nil || s.Meant != nil || !to.Up() || h.flows[to.Name()] == nil {
+		return
+	}
+	lazy := lazyFrame{frame: s.Frame}
+	info, ok := lazy.info(flow.FramePush)
+	if !ok {
+		return
+	}
+	pushed, err := flow.PushEntries(s.Frame)
+	if err != nil {
+		return
+	}
+	h.taken.Judge(h.run, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At}, pushed, h.flows[to.Name()].Copy(info.Flow), h.memberships,
+		func(id dial.NodeID) string { return h.byID[id].Name() })
 }
 
 // recordAnswers keeps the record request-answered judges: every request
@@ -704,6 +727,22 @@ func (h *flowHarness) checkPlacement() {
 	h.k.Logf("replica-push: %d writes judged, %d pushes", n, len(h.pushes))
 }
 
+// checkPushesTaken ends push-taken, which judged each push as its node
+// took it (pushTaken): a run that judged none could not decide.
+// Runs whose frames are sealed are not judged (pushTaken).
+func (h *flowHarness) checkPushesTaken() { pushesTaken(h.run, h.keys != nil, h.taken.Judged) }
+
+func pushesTaken(run *Run, sealed bool, judged int) {
+	switch {
+	case sealed:
+		run.Kernel.Logf("push-taken: frames sealed, not judged")
+	case judged == 0:
+		run.Undecided("push-taken", "no push reached a live successor that never owned its flow")
+	default:
+		run.Kernel.Logf("push-taken: %d pushes judged", judged)
+	}
+}
+
 // checkFlowLinearizable runs porcupine over every flow, split at the
 // instants the simulator's record shows loss was possible.
 func (h *flowHarness) checkFlowLinearizable() {
@@ -883,6 +922,7 @@ func (h *flowHarness) finishFlows(members []*sim.Machine, chaos *Chaos) {
 	h.checkPlacement()
 	h.checkBridge()
 	h.checkAnswered()
+	h.checkPushesTaken()
 	h.checkConvergence(members)
 	h.checkAEQuiet()
 	h.checkAdminActs(h.calm)

@@ -1,9 +1,11 @@
 package scenarios
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -830,12 +832,13 @@ func (c *raftCluster) statusLines() string {
 // changes: each node's windows are built once (newCrashRecord), not for
 // every read and write the checker weighs.
 type crashRecord struct {
-	c    *raftCluster
-	memo map[dial.NodeID][]checker.DownWindow // read only once made
+	c      *raftCluster
+	memo   map[dial.NodeID][]checker.DownWindow // read only once made
+	stalls map[dial.NodeID][]checker.DownWindow // the same, for Stalls
 }
 
 func newCrashRecord(c *raftCluster) crashRecord {
-	return crashRecord{c: c, memo: map[dial.NodeID][]checker.DownWindow{}}
+	return crashRecord{c: c, memo: map[dial.NodeID][]checker.DownWindow{}, stalls: map[dial.NodeID][]checker.DownWindow{}}
 }
 
 func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
@@ -852,6 +855,26 @@ func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
 }
 
 func (r crashRecord) Name(id dial.NodeID) string { return r.c.byID[id].Name() }
+
+// Stalls is every span in which id's disk or process stood still, by
+// when each began (checker.StallRecord).
+func (r crashRecord) Stalls(id dial.NodeID) []checker.DownWindow {
+	if w, ok := r.stalls[id]; ok {
+		return w
+	}
+	n := r.c.byID[id]
+	out := []checker.DownWindow{}
+	for _, spans := range [][2][]time.Duration{pair(n.Disk().StallSpans()), pair(n.FrozenSpans())} {
+		for i := range spans[0] {
+			out = append(out, checker.DownWindow{From: spans[0][i], To: spans[1][i]})
+		}
+	}
+	slices.SortFunc(out, func(a, b checker.DownWindow) int { return cmp.Compare(a.From, b.From) })
+	r.stalls[id] = out
+	return out
+}
+
+func pair(from, to []time.Duration) [2][]time.Duration { return [2][]time.Duration{from, to} }
 
 // unanswered is a KV call the client gave up on (or the operator's
 // membership change: confCall): its node, and when the call was made and

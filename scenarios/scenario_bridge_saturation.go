@@ -16,7 +16,7 @@ func init() {
 		Summary:   "a slow owner and more concurrent stateful calls than permits: calls are shed at once, none outlives the deadline",
 		Duration:  20 * time.Second,
 		Floors:    []Floor{{"flow-ops-ok", 20}, {"calls-shed", 1000}},
-		Checkers:  plus(clusterCheckers, "bridge", "disk-answer", "tuple-unique"),
+		Checkers:  plus(clusterCheckers, "bridge", "disk-answer", "tuple-unique", "push-taken"),
 		NoAimedIO: true,
 		Run:       runBridgeSaturation,
 	})
@@ -49,6 +49,7 @@ func runBridgeSaturation(run *Run) error {
 	// and flow-ops judges linearizability already.
 	h.finish(nil)
 	h.checkBridge()
+	h.checkPushesTaken()
 	h.report()
 	var shed uint64
 	for _, name := range slices.Sorted(maps.Keys(h.flows)) {

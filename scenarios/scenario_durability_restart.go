@@ -34,13 +34,16 @@ func init() {
 			// disk-answer, on the sync writers' waits cut with no stall:
 			// 7 of seeds 1..30.
 			{Name: "early-cut", Window: 30, MinCaught: 3},
+			// push-taken, on a successor whose queue is full (small
+			// bounds, a stalled disk): 9 of seeds 1..30.
+			{Name: "refused-push", Window: 30, MinCaught: 4},
 		},
 		// Half the writers are quiet for seconds at a time (startWriter):
 		// seeds 1..200 acknowledge 1,330 writes at the fewest (3,306
 		// with steady writers only), and read 1,651 times.
 		Floors:     []Floor{{"writes-acked", 800}, {"reads", 1000}, {"deaths", 4}},
 		DiskStalls: true,
-		Checkers:   plus(clusterCheckers, "durability", "memory-only", "bridge", "request-answered", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "disk-answer"),
+		Checkers:   plus(clusterCheckers, "durability", "memory-only", "bridge", "request-answered", "push-taken", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "disk-answer"),
 		Run:        runDurabilityRestart,
 	})
 }
@@ -81,17 +84,12 @@ func runDurabilityRestart(run *Run) error {
 	cfg.Shard.Bugs = run.Bugs()
 	c := newRaftCluster(run, names(voters), voters, netCfg, disk)
 	c.lossless = true
-	// A successor whose writer's queue is full refuses a push, as a lossy
-	// network drops one, and the async promise counts every push to a
-	// live successor as taken (see "Modes" in CONTRIBUTING): the queue is
-	// held at its default here. At 64 mutations and up no run met a full
-	// one, but a stalled disk fills any small queue: its writer completes
-	// nothing while the pushes keep coming (seed 72, with the queue at
-	// 247).
-	if b := &c.timing.bounds; b.maxPending != 0 {
-		b.maxPending = 0
-		run.Knob("bounds", *b)
-	}
+	// A successor whose writer's queue is full takes a push in memory
+	// and writes it when the queue has room (shard.PutReplica): the async
+	// promise counts every push to a live successor as taken. The bounds
+	// knob draws the queue small in half the runs, and a stalled disk
+	// fills any queue, so a push meets a full one here (planted bug
+	// refused-push).
 	h := startFlowCluster(c, cfg)
 	h.calm = calm
 	DrawClocks(run, h.nodes, 200*time.Millisecond, 100)
@@ -135,6 +133,7 @@ func runDurabilityRestart(run *Run) error {
 	run.Logf("memory-only: %d reads of none flows after every copy was down at once", judged)
 	h.checkBridge()
 	h.checkAnswered()
+	h.checkPushesTaken()
 	h.checkConvergence(h.nodes)
 	h.checkAEQuiet()
 	d.report()

@@ -31,7 +31,7 @@ func init() {
 		},
 		Floors:     []Floor{{"writes-acked", 10}, {"absent-reads", 2}, {"restarts-behind", 2}},
 		DiskStalls: true,
-		Checkers:   plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
+		Checkers:   plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique", "push-taken"),
 		Run:        runTTLRestart,
 	})
 	Register(Scenario{
@@ -51,7 +51,7 @@ func init() {
 		},
 		Floors:     []Floor{{"writes-acked", 50}, {"absent-reads", 60}, {"faults", 4}},
 		DiskStalls: true,
-		Checkers:   plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique"),
+		Checkers:   plus(clusterCheckers, "ttl", "ttl-expiry", "whole-flow", "flow-cap", "bridge", "disk-answer", "tuple-unique", "push-taken"),
 		Run:        runTTLEvict,
 	})
 }
@@ -186,6 +186,7 @@ func runTTL(run *Run, restarts bool) error {
 	checker.ExpiryNeverUndone(run, ttlFlows, forgive)
 	checker.ExpiryHonoured(run, ttlFlows, ttl, clocks{h.raftCluster})
 	h.checkBridge()
+	h.checkPushesTaken()
 	t.report()
 	return nil
 }

@@ -286,6 +286,17 @@ func (d *Disk) Stall(dur time.Duration) {
 // [from, to], by the simulator's record.
 func (d *Disk) StalledDuring(from, to time.Duration) bool { return overlaps(d.stalls, from, to) }
 
+// StallSpans returns every stall's span, in the order they began: the
+// simulator's record, for checkers that allow a stalled disk its delay.
+func (d *Disk) StallSpans() (from, to []time.Duration) { return spansOf(d.stalls) }
+
+func spansOf(spans []span) (from, to []time.Duration) {
+	for _, s := range spans {
+		from, to = append(from, s.from), append(to, s.to)
+	}
+	return from, to
+}
+
 // span is an interval of the kernel's time.
 type span struct{ from, to time.Duration }
 

@@ -208,6 +208,10 @@ func (n *Machine) DownSpans() (from, to []time.Duration) {
 // any instant of [from, to], by the simulator's record.
 func (n *Machine) FrozenDuring(from, to time.Duration) bool { return overlaps(n.frozen, from, to) }
 
+// FrozenSpans returns every span in which the node's process was
+// stalled (Stall), in the order they began.
+func (n *Machine) FrozenSpans() (from, to []time.Duration) { return spansOf(n.frozen) }
+
 // CrashedDuring reports whether the node crashed, or was down, at any
 // instant of [from, to], and the first such instant: the simulator's own
 // record, for checkers that forgive what a crash may take.

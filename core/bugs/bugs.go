@@ -355,6 +355,10 @@ type Set struct {
 	// cut gives up, though it may have re-stamped the flow: the next one
 	// takes the previous owner's late answer below those tuples.
 	AbandonSlowAdoption bool
+	// RefusedPush: a replica whose writer's queue is full refuses the
+	// owner's push, as it refuses a client's write, though the owner has
+	// answered its client and counts this copy among the write's holders.
+	RefusedPush bool
 	// EvictKeys: over the cap, the writer evicts one key of the least
 	// recently used flow instead of the whole flow.
 	EvictKeys bool
@@ -521,6 +525,7 @@ var Table = []Bug{
 	{"untimed-waits", "the shard's writer holds a durability wait for as long as the disk takes: on a stalled disk an owner leaves its sync requests unanswered past their deadlines", func(s *Set) *bool { return &s.UntimedWaits }},
 	{"early-cut", "the shard's writer cuts a durability wait at a tenth of MaxWait: an owner answers slow-disk on a healthy disk", func(s *Set) *bool { return &s.EarlyCut }},
 	{"abandon-slow-adoption", "an adoption whose fsync outlasts the shard's MaxWait gives up after re-stamping the flow: the next adoption drops the previous owner's copy under the new tuples", func(s *Set) *bool { return &s.AbandonSlowAdoption }},
+	{"refused-push", "a replica whose shard writer's queue is full refuses the owner's push: an acknowledged async write has one copy fewer than its promise counts", func(s *Set) *bool { return &s.RefusedPush }},
 	{"disk-count-drift", "dropping a flow the disk holds leaves the shard's count of such flows as it was", func(s *Set) *bool { return &s.DiskCountDrift }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
 	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},

@@ -16,10 +16,16 @@ import (
 // metadata if it changed. It fails, changing nothing, when the shard
 // refuses (its writer is full, or its disk failed).
 func (s *Store) commit(flow string, changed map[string]Value, mode shard.Mode) error {
+	return s.commitVia(s.sh.Put, flow, changed, mode)
+}
+
+// commitVia is commit through put: the shard's Put, or its PutReplica for
+// a push, which a full queue does not refuse.
+func (s *Store) commitVia(put func(string, map[string]Value, []byte, shard.Mode) error, flow string, changed map[string]Value, mode shard.Mode) error {
 	if len(changed) == 0 {
 		return nil // a read: nothing to write, not even the note
 	}
-	return s.sh.Put(flow, changed, s.metaFor(flow), mode)
+	return put(flow, changed, s.metaFor(flow), mode)
 }
 
 // metaFor returns the flow's metadata to store if it differs from what
@@ -52,10 +58,23 @@ func (s *Store) repairMode(m shard.Mode) shard.Mode {
 
 // merge keeps, key by key, the value with the larger fencing tuple. It is
 // the only way a copy from elsewhere enters the shard. A merge the shard
-// refuses (its writer full) changes nothing and says so: a push or a
-// repair may drop it, because anti-entropy repeats it, but an adoption
-// must not count the copy as heard.
+// refuses (its writer full) changes nothing and says so: a repair may
+// drop it, because anti-entropy repeats it, but an adoption must not
+// count the copy as heard.
 func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) error {
+	return s.mergeVia(s.sh.Put, flow, in, mode)
+}
+
+// mergePush is merge for an owner's push. The owner has answered its
+// client and counts this copy among the write's holders (the async
+// promise), so the shard takes it even with its writer's queue full
+// (PutReplica): a push refused there left the write one copy short until
+// anti-entropy came round, and a crash of the others meanwhile lost it.
+func (s *Store) mergePush(flow string, in map[string]Value, mode shard.Mode) error {
+	return s.mergeVia(s.sh.PutReplica, flow, in, mode)
+}
+
+func (s *Store) mergeVia(put func(string, map[string]Value, []byte, shard.Mode) error, flow string, in map[string]Value, mode shard.Mode) error {
 	if len(in) == 0 {
 		return nil
 	}
@@ -97,7 +116,7 @@ func (s *Store) merge(flow string, in map[string]Value, mode shard.Mode) error {
 			}
 		}
 	}
-	if err := s.commit(flow, changed, mode); err != nil {
+	if err := s.commitVia(put, flow, changed, mode); err != nil {
 		return err
 	}
 	s.Merged += uint64(len(changed))

@@ -234,7 +234,7 @@ func (s *Store) HandleFrame(from dial.NodeID, frame []byte) {
 			s.BadFrames++
 			return
 		}
-		_ = s.merge(m.Flow, m.Entries, m.Mode) // refused: anti-entropy repeats it
+		_ = s.mergePush(m.Flow, m.Entries, m.Mode) // refused only by a failed or stopped shard
 	case FrameAE:
 		s.answerAntiEntropy(from, m)
 	case FrameAEResp:

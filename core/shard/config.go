@@ -150,5 +150,6 @@ type Stats struct {
 	Evicted   uint64 `json:"evicted"`   // flows evicted over the cap
 	Purged    uint64 `json:"purged"`    // dead flows removed after their grace
 	Busy      uint64 `json:"busy"`      // Puts refused at MaxPending
+	Behind    uint64 `json:"behind"`    // PutReplicas held in memory at MaxPending, written once the queue had room
 	Recovered int    `json:"recovered"` // flows found on the backend at open
 }

@@ -3,9 +3,10 @@ package shard
 import "fmt"
 
 // CheckInvariants checks the shard's own bookkeeping: the LRU list, its
-// count and that it holds every flow live at the latest clock reading, the deadline heap, the flows the backend may hold, and the
+// count and that it holds every flow live at the latest clock reading, the
+// deadline heap, the flows the backend may hold, the flows behind, and the
 // writer's marks and units. It reads the state only (no clock, no
-// timer), in O(flows): the simulator calls it after every 16th step a
+// timer), in O(flows + the keys of flows behind): the simulator calls it after every 16th step a
 // node takes (sim.Checked), so a change that leaves the structures
 // inconsistent fails within a few steps of the one that made it rather
 // than as a symptom later, or never.
@@ -15,7 +16,7 @@ func (s *Shard[V]) CheckInvariants() error {
 	// on every replay.
 	var bad string
 	var badErr error
-	inLRU, onDisk := 0, 0
+	inLRU, onDisk, behind := 0, 0, 0
 	for name, f := range s.flows { //fenceline:unordered counts, and the least name reported
 		var err error
 		switch {
@@ -27,6 +28,13 @@ func (s *Shard[V]) CheckInvariants() error {
 			err = fmt.Errorf("shard: flow %q was last written by Put %d, past the last, %d", name, f.lastSeq, s.seq)
 		case len(f.keys) > 0 && s.staleDeadlines(f):
 			err = fmt.Errorf("shard: flow %q's deadlines (%d, %d) are not its keys'", name, f.liveUntil, f.purgeAt)
+		case (f.behindKeys != nil) != (s.behind[name] == f):
+			err = fmt.Errorf("shard: flow %q is marked behind (%v) but listed so (%v)", name, f.behindKeys != nil, s.behind[name] == f)
+		case f.behindKeys != nil && f.lastSeq <= s.queued:
+			// Its unit goes into pending after every Put there.
+			err = fmt.Errorf("shard: flow %q is behind with Put %d, not past the last one queued, %d", name, f.lastSeq, s.queued)
+		case f.behindKeys != nil && !behindHeld(f):
+			err = fmt.Errorf("shard: flow %q is behind with a key it does not hold", name)
 		case f.liveUntil > s.lastMs && !f.inLRU:
 			// Live at every clock reading the shard has taken, so live
 			// whenever it was placed: the cap must count it. (A flow
@@ -42,6 +50,9 @@ func (s *Shard[V]) CheckInvariants() error {
 		}
 		if f.onDisk {
 			onDisk++
+		}
+		if f.behindKeys != nil {
+			behind++
 		}
 	}
 	if badErr != nil {
@@ -71,8 +82,12 @@ func (s *Shard[V]) CheckInvariants() error {
 		return fmt.Errorf("shard: %d flows in the LRU list, %d counted, %d marked", n, s.count, inLRU)
 	case onDisk != s.diskFlows:
 		return fmt.Errorf("shard: %d flows on disk, %d counted", onDisk, s.diskFlows)
-	case s.durable > s.seq || (s.written > s.seq && s.err == nil):
-		return fmt.Errorf("shard: marks durable %d, written %d, past the last Put %d", s.durable, s.written, s.seq)
+	case s.durable > s.seq || (s.written > s.queued && s.err == nil) || s.queued > s.seq:
+		return fmt.Errorf("shard: marks durable %d, written %d, queued %d, past the last Put %d", s.durable, s.written, s.queued, s.seq)
+	case len(s.behind) != behind:
+		return fmt.Errorf("shard: %d flows listed behind, %d held so", len(s.behind), behind)
+	case len(s.behind) == 0 && s.queued != s.seq:
+		return fmt.Errorf("shard: no flow behind, yet Put %d is the last queued of %d", s.queued, s.seq)
 	}
 	if len(s.waiters) > s.cfg.MaxWaiters {
 		return fmt.Errorf("shard: %d durability waits held, past the bound %d", len(s.waiters), s.cfg.MaxWaiters)
@@ -110,4 +125,16 @@ func before[V any](a, b *flowState[V]) bool {
 func (s *Shard[V]) staleDeadlines(f *flowState[V]) bool {
 	live, last := s.keyDeadlines(f)
 	return f.liveUntil != live || f.purgeAt != last+s.cfg.GraceMs
+}
+
+// behindHeld reports whether every key a flow behind is to write is one
+// it holds: what waits for the writer is bounded by what memory holds
+// (DropKeys takes a key off the list with its own delete).
+func behindHeld[V any](f *flowState[V]) bool {
+	for k := range f.behindKeys { //fenceline:unordered a yes or no
+		if _, ok := f.keys[k]; !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -37,6 +37,7 @@ func (s *Shard[V]) enforceCap() {
 			sort.Strings(keys)
 			if len(keys) > 0 {
 				delete(f.keys, keys[0])
+				delete(f.behindKeys, keys[0])
 				if f.onDisk && s.env.Backend != nil {
 					s.pending = append(s.pending, Mutation{Flow: f.name, Key: keys[0]})
 					s.endUnit()

@@ -59,6 +59,13 @@ type Shard[V any] struct {
 	waiters        []waiter
 	inflight       *commit    // the commit the backend is working on; nil: none
 	spare          []Mutation // the last commit's buffer, for the next pending
+	// behind holds the flows whose latest changes a full queue left in
+	// memory (PutReplica): each is handed to the writer as one unit when
+	// the queue has room (drainBehind), in the order of its last change.
+	// While any flow is behind, Put refuses, so pending keeps the order
+	// of the Puts' sequence numbers.
+	behind map[string]*flowState[V]
+	queued uint64 // the last Put handed to pending; every Put up to it is there or written
 
 	flushT, syncT, purgeT clock.Timer
 	waitT                 clock.Timer // the oldest waiter's MaxWait (armWait)
@@ -80,6 +87,12 @@ type flowState[V any] struct {
 	mode    Mode
 	onDisk  bool   // the backend may hold keys of this flow
 	lastSeq uint64 // the last persisted Put of this flow
+
+	// behindKeys: while the flow is behind, each key changed since, and
+	// whether its value is to be written (or the key deleted); behindMeta:
+	// its metadata is to be written too. nil while the flow is not behind.
+	behindKeys map[string]bool
+	behindMeta bool
 
 	liveUntil int64 // while now < liveUntil the flow counts toward the cap
 	purgeAt   int64
@@ -112,7 +125,7 @@ func Open[V any](cfg Config, env Env, codec Codec[V]) (*Shard[V], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Shard[V]{cfg: cfg.withDefaults(), env: env, codec: codec, flows: map[string]*flowState[V]{}}
+	s := &Shard[V]{cfg: cfg.withDefaults(), env: env, codec: codec, flows: map[string]*flowState[V]{}, behind: map[string]*flowState[V]{}}
 	if env.Backend != nil {
 		if err := s.recover(); err != nil {
 			return nil, err
@@ -276,6 +289,22 @@ func (s *Shard[V]) Pending() int {
 // WhenDurable next. It refuses, changing nothing, when the writer's queue
 // is full (ErrBusy) or the backend has failed.
 func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode) error {
+	return s.put(flow, changes, meta, mode, false)
+}
+
+// PutReplica is Put for a copy the node holds for another, the owner's
+// push of a write it has answered: the owner counts this copy among the
+// write's holders, so a full queue must not refuse it. At MaxPending (or
+// while another flow is behind) the changes are applied in memory at once
+// and the flow is marked behind: the writer takes the keys changed, with
+// the values memory then holds, as one unit once the queue has room. What
+// waits so is bounded by the keys the shard holds, however long the disk
+// takes. It refuses only as Put does for a stopped or failed writer.
+func (s *Shard[V]) PutReplica(flow string, changes map[string]V, meta []byte, mode Mode) error {
+	return s.put(flow, changes, meta, mode, !s.cfg.Bugs.RefusedPush)
+}
+
+func (s *Shard[V]) put(flow string, changes map[string]V, meta []byte, mode Mode, replica bool) error {
 	switch {
 	case s.stopped:
 		return ErrClosed
@@ -290,7 +319,8 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	// A put larger than the whole queue (a flow's copy of more keys than
 	// MaxPending) goes into an empty queue alone: refused always, it
 	// would leave that flow's adoption or move waiting for ever.
-	if disk && s.Pending() > 0 && s.Pending()+len(changes)+1 > s.cfg.MaxPending {
+	late := disk && (len(s.behind) > 0 || s.Pending() > 0 && s.Pending()+len(changes)+1 > s.cfg.MaxPending)
+	if late && !replica {
 		s.stats.Busy++
 		return ErrBusy
 	}
@@ -299,11 +329,20 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 		s.flows[flow] = f
 	}
 	s.stats.Puts++
+	if late {
+		s.stats.Behind++
+		if f.behindKeys == nil {
+			f.behindKeys = map[string]bool{}
+			s.behind[flow] = f
+		}
+	}
 	modeChanged := f.mode != mode
 	f.mode = mode
 	put := func(k string, v V) {
 		f.keys[k] = v
 		switch {
+		case late:
+			f.behindKeys[k] = persist
 		case persist:
 			s.pending = append(s.pending, Mutation{Flow: flow, Key: k, Value: s.codec.Encode(v)})
 		case disk:
@@ -330,12 +369,27 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 		f.meta = append([]byte(nil), meta...)
 	}
 	if persist && (meta != nil || modeChanged || !f.onDisk) {
-		s.pending = append(s.pending, Mutation{Flow: flow, Key: metaKey, Value: append([]byte{byte(mode)}, f.meta...)})
+		if late {
+			f.behindMeta = true
+		} else {
+			s.pending = append(s.pending, Mutation{Flow: flow, Key: metaKey, Value: append([]byte{byte(mode)}, f.meta...)})
+		}
 	}
-	s.endUnit()
-	if persist {
+	if late {
+		// A flow behind waits for its turn with a sequence number of its
+		// own, above every one in pending, so WhenDurable holds a read of
+		// it until its unit is written and synced.
 		s.seq++
 		f.lastSeq = s.seq
+	} else {
+		s.endUnit()
+	}
+	if persist {
+		if !late {
+			s.seq++
+			f.lastSeq = s.seq
+			s.queued = s.seq
+		}
 		if !f.onDisk {
 			f.onDisk = true
 			s.diskFlows++
@@ -355,10 +409,67 @@ func (s *Shard[V]) Put(flow string, changes map[string]V, meta []byte, mode Mode
 	switch {
 	case mode == Sync || s.count > s.cfg.MaxFlows:
 		s.armFlush()
-	case len(s.pending) > 0:
+	case len(s.pending) > 0 || len(s.behind) > 0:
 		s.armLinger()
 	}
 	return nil
+}
+
+// drainBehind hands the writer the flows behind, in the order of their
+// last change, while the queue has room (a unit larger than the whole
+// queue goes into an empty one alone, as a Put's does). Each is one unit:
+// the keys changed since it fell behind, with the values memory holds now
+// (or deleted, where the last change was memory-only or the key is gone),
+// and its metadata.
+func (s *Shard[V]) drainBehind() {
+	if len(s.behind) == 0 {
+		return
+	}
+	order := make([]*flowState[V], 0, len(s.behind))
+	for _, f := range s.behind {
+		order = append(order, f)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].lastSeq < order[j].lastSeq })
+	for _, f := range order {
+		if s.Pending() > 0 && s.Pending()+len(f.behindKeys)+1 > s.cfg.MaxPending {
+			break
+		}
+		keys := make([]string, 0, len(f.behindKeys))
+		for k := range f.behindKeys {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v, ok := f.keys[k]
+			if ok && f.behindKeys[k] {
+				s.pending = append(s.pending, Mutation{Flow: f.name, Key: k, Value: s.codec.Encode(v)})
+			} else {
+				s.pending = append(s.pending, Mutation{Flow: f.name, Key: k})
+			}
+		}
+		if f.behindMeta {
+			s.pending = append(s.pending, Mutation{Flow: f.name, Key: metaKey, Value: append([]byte{byte(f.mode)}, f.meta...)})
+		}
+		s.endUnit()
+		if f.mode == Sync {
+			s.pendingSync = true
+		}
+		s.queued = f.lastSeq
+		s.unmarkBehind(f)
+	}
+}
+
+// unmarkBehind takes f off the behind list. Once none is behind, every
+// Put is in pending or written.
+func (s *Shard[V]) unmarkBehind(f *flowState[V]) {
+	if f.behindKeys == nil {
+		return
+	}
+	f.behindKeys, f.behindMeta = nil, false
+	delete(s.behind, f.name)
+	if len(s.behind) == 0 {
+		s.queued = s.seq
+	}
 }
 
 // WhenDurable runs fn once everything handed to the writer for flow is
@@ -483,6 +594,7 @@ func (s *Shard[V]) DropKeys(flow string, keys []string) error {
 			continue
 		}
 		delete(f.keys, k)
+		delete(f.behindKeys, k) // the delete below is the key's last change
 		if f.onDisk && s.env.Backend != nil {
 			s.pending = append(s.pending, Mutation{Flow: flow, Key: k})
 		}
@@ -520,6 +632,7 @@ func (s *Shard[V]) drop(f *flowState[V]) {
 		heap.Remove(&s.due, f.hidx)
 	}
 	delete(s.flows, f.name)
+	s.unmarkBehind(f) // the deletes below are its last change
 	if f.onDisk && !s.cfg.Bugs.DiskCountDrift {
 		s.diskFlows--
 	}
@@ -598,8 +711,10 @@ func (s *Shard[V]) Close() error {
 	if s.env.Worker != nil {
 		s.env.Worker.Settle()
 	}
-	if s.inflight == nil && (len(s.pending) > 0 || s.pendingSync) && s.err == nil {
-		s.flush() // the last commit's completion armed a turn: take it now
+	// The last commit's completion armed a turn: take it now, and as many
+	// more as the flows behind need (each turn takes at least one).
+	for s.inflight == nil && (len(s.pending) > 0 || len(s.behind) > 0 || s.pendingSync) && s.err == nil {
+		s.flush()
 		if s.env.Worker != nil {
 			s.env.Worker.Settle()
 		}

@@ -303,3 +303,96 @@ func TestEarlyCutBugCutsAWaitOnAHealthyDisk(t *testing.T) {
 		require.Equal(t, []error{nil}, got)
 	}
 }
+
+// putReplica is putOne through PutReplica, with the value given.
+func putReplica(t *testing.T, s *Shard[val], clk *clock.Manual, flow, data string, mode Mode) {
+	t.Helper()
+	require.NoError(t, s.PutReplica(flow, map[string]val{"k": {data: data, exp: clk.Now().UnixMilli() + 10_000}}, nil, mode))
+}
+
+// A replica's copy of a push is never refused for a full queue: it is
+// applied in memory at once and written, with the latest value memory
+// holds, once the queue has room. However many pushes come meanwhile,
+// what waits is one unit a flow; a client's Put is refused until the
+// flows behind are queued, so the queue keeps the order of the Puts, and
+// WhenDurable holds a read of a flow behind until its unit is synced.
+func TestPushesAtAFullQueueWaitInMemory(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{MaxPending: 4})
+	putOne(t, s, clk, "a", Async)
+	clk.Advance(0) // a's key and meta in flight: the disk is slow
+	require.Len(t, w.queue, 1)
+	putOne(t, s, clk, "b", Async) // four: the queue is full
+	require.ErrorIs(t, s.Put("c", map[string]val{"k": {data: "c"}}, nil, Async), ErrBusy)
+
+	for i := range 100 {
+		putReplica(t, s, clk, "r", fmt.Sprint(i), Async)
+		putReplica(t, s, clk, "q", fmt.Sprint(i), Sync)
+		require.NoError(t, s.CheckInvariants())
+	}
+	require.Equal(t, "99", s.Peek("r")["k"].data, "memory holds the push at once")
+	require.Equal(t, uint64(200), s.Stats().Behind)
+	require.Equal(t, 4, s.Pending(), "what waits behind is not in the queue")
+	durable := false
+	s.WhenDurable("r", func(err error) { require.NoError(t, err); durable = true })
+	require.ErrorIs(t, s.Put("c", map[string]val{"k": {data: "c"}}, nil, Async), ErrBusy,
+		"a flow behind is queued before any later Put")
+
+	w.complete(t) // a written; b, then r (two mutations) go next, and q waits
+	clk.Advance(0)
+	require.False(t, durable)
+	require.Equal(t, 5, s.Pending(), "b's two, r's two and the clock floor the wait asks for")
+	require.ErrorIs(t, s.Put("c", map[string]val{"k": {data: "c"}}, nil, Async), ErrBusy, "q is still behind")
+	w.complete(t)
+	clk.Advance(0)
+	require.True(t, durable, "q's sync push synced r's unit with its own")
+	w.Settle()
+	clk.Advance(0)
+	w.Settle()
+	require.NoError(t, s.CheckInvariants())
+	require.Zero(t, s.Pending())
+	require.NoError(t, s.Put("c", map[string]val{"k": {data: "c"}}, nil, Async), "nothing behind: Puts are taken again")
+
+	got := map[string]string{}
+	require.NoError(t, mem.Scan(func(m Mutation) error {
+		if m.Key == "k" {
+			got[m.Flow] = string(m.Value)
+		}
+		return nil
+	}))
+	require.Equal(t, "99", got["r"][:2], "the disk holds the last push")
+	require.Equal(t, "99", got["q"][:2])
+	require.LessOrEqual(t, mem.Writes, 6, "one unit a flow behind, not a write a push")
+}
+
+// A key dropped while its flow is behind leaves the list with its own
+// delete; a flow dropped whole leaves it too. Close writes what is behind.
+func TestDropsAndCloseOfFlowsBehind(t *testing.T) {
+	s, mem, w, clk := newAsyncRig(t, Config{MaxPending: 3})
+	putOne(t, s, clk, "a", Async)
+	clk.Advance(0) // two in flight
+	require.NoError(t, s.PutReplica("r", map[string]val{"x": {data: "1", exp: clk.Now().UnixMilli() + 10_000}, "y": {data: "2", exp: clk.Now().UnixMilli() + 10_000}}, nil, Async))
+	putReplica(t, s, clk, "gone", "1", Async)
+	putReplica(t, s, clk, "kept", "1", Async)
+	require.NoError(t, s.DropKeys("r", []string{"x"}))
+	s.Drop("gone")
+	require.NoError(t, s.CheckInvariants())
+	require.NoError(t, s.Close())
+	require.Empty(t, w.queue)
+	var got []string
+	require.NoError(t, mem.Scan(func(m Mutation) error {
+		if m.Key != metaKey && m.Flow != clockFlow {
+			got = append(got, m.Flow+"/"+m.Key)
+		}
+		return nil
+	}))
+	require.Equal(t, []string{"a/k", "kept/k", "r/y"}, got)
+}
+
+// The planted bug refuses the push, as a client's Put is refused.
+func TestRefusedPushBugRefusesAtAFullQueue(t *testing.T) {
+	s, _, _, clk := newAsyncRig(t, Config{MaxPending: 2, Bugs: bugs.Set{RefusedPush: true}})
+	putOne(t, s, clk, "a", Async)
+	clk.Advance(0)
+	require.ErrorIs(t, s.PutReplica("r", map[string]val{"k": {data: "1"}}, nil, Async), ErrBusy)
+	require.Nil(t, s.Peek("r"))
+}

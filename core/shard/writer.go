@@ -70,12 +70,16 @@ func (s *Shard[V]) flush() {
 	s.enforceCap()
 	if s.env.Backend == nil || s.err != nil {
 		s.pending, s.units = s.pending[:0], s.units[:0]
+		for _, f := range s.behind { //fenceline:unordered each one unmarked: nothing will be written
+			s.unmarkBehind(f)
+		}
 		s.answer()
 		return
 	}
 	if s.inflight != nil {
 		return
 	}
+	s.drainBehind()
 	wantSync := s.pendingSync
 	if len(s.pending) == 0 && !wantSync {
 		return
@@ -87,7 +91,7 @@ func (s *Shard[V]) flush() {
 		// as one.
 		s.pending = append(s.pending, Mutation{Flow: clockFlow, Key: clockKey, Value: binary.LittleEndian.AppendUint64(nil, uint64(s.floorMs))})
 	}
-	c := &commit{seq: s.seq, floorMs: s.floorMs, sync: wantSync}
+	c := &commit{seq: s.queued, floorMs: s.floorMs, sync: wantSync}
 	c.cuts = s.batchCuts(nil)
 	// The commit takes pending whole; the next one fills the buffer the
 	// last commit gave back, so neither grows again once warm.
@@ -167,7 +171,7 @@ func (s *Shard[V]) commitDone(c *commit, err error) {
 	s.answer()
 	// What gathered meanwhile goes next: at once if a sync waits or its
 	// linger ran out during the commit, else when its linger does.
-	if s.pendingSync || (len(s.pending) > 0 && s.flushT == nil) {
+	if s.pendingSync || ((len(s.pending) > 0 || len(s.behind) > 0) && s.flushT == nil) {
 		s.armFlush()
 	}
 }
