@@ -19,33 +19,40 @@ import (
 // where none was due) leaves the write one copy short until anti-entropy
 // comes round, which no state checker sees unless every other copy is
 // lost in that span too. Only the node's own merge floor may refuse a
-// copy: pushes to a node that owned the flow under some membership
-// applied by then are not judged (a deposed owner's late push below its
-// adoption), nor those to a node the push did not leave up.
+// copy, and it lies at an m_idx at which the node owned the flow: a value
+// stamped at or below the last such m_idx applied by then is not judged
+// (a deposed owner's late push, below the node's adoption), nor a push
+// to a node it did not leave up.
 //
 // A run's judge is one PushesTaken: it fails once per flow, and counts
-// the pushes it judged.
+// the pushes it saw taken and those it judged.
 type PushesTaken struct {
-	Judged   int
-	reported map[string]bool
+	Seen, Judged int // pushes taken, and of those judged
+	reported     map[string]bool
 }
 
 // Judge holds one push, taken by p.To: pushed is what it carried, held
 // what the node's copy holds after taking it, read by the simulator.
 func (j *PushesTaken) Judge(rep Reporter, p Push, pushed, held map[string]flow.Value, ms []MembershipChange, name func(dial.NodeID) string) {
+	j.Seen++
+	// The floor is (era, m_idx, incarnation) at an m_idx at which the
+	// node adopted the flow, so as its owner: a value stamped at a
+	// higher m_idx is above every floor it may hold.
+	var owned uint64
 	for _, m := range ms {
 		if m.At <= p.At {
 			if pl := Placement(m.Voters, classOf(p.Flow), p.Flow); len(pl) > 0 && pl[0] == p.To {
-				return
+				owned = max(owned, m.Index)
 			}
 		}
 	}
-	j.Judged++
-	if j.reported[p.Flow] {
-		return
-	}
 	var short []string
+	judged := false
 	for _, k := range slices.Sorted(maps.Keys(pushed)) {
+		if pushed[k].Tuple.MIdx <= owned {
+			continue
+		}
+		judged = true
 		if cur, ok := held[k]; !ok || cur.Tuple.Less(pushed[k].Tuple) {
 			got := "nothing"
 			if ok {
@@ -54,7 +61,10 @@ func (j *PushesTaken) Judge(rep Reporter, p Push, pushed, held map[string]flow.V
 			short = append(short, fmt.Sprintf("%q at %v (holds %s)", k, pushed[k].Tuple, got))
 		}
 	}
-	if len(short) > 0 {
+	if judged {
+		j.Judged++
+	}
+	if len(short) > 0 && !j.reported[p.Flow] {
 		if j.reported == nil {
 			j.reported = map[string]bool{}
 		}

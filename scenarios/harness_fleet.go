@@ -1454,11 +1454,12 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		h.checkConvergence(f.members(h))
 		h.checkAEQuiet()
 	}
-	judgedPushes := 0
+	var taken checker.PushesTaken
 	for _, h := range f.groups {
-		judgedPushes += h.taken.Judged
+		taken.Seen += h.taken.Seen
+		taken.Judged += h.taken.Judged
 	}
-	pushesTaken(f.run, f.groups[0].keys != nil, judgedPushes)
+	pushesTaken(f.run, f.groups[0].keys != nil, taken)
 	f.checkReleased()
 	cuts = append(cuts, f.moveCuts(services)...)
 	first := f.groups[0]

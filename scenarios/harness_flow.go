@@ -74,8 +74,11 @@ type flowHarness struct {
 	services []checker.FlowService
 	pushes   []checker.Push // every push an owner of this group sent, by the record
 	taken    checker.PushesTaken
-	tuples   checker.Tuples // every write's tuple, from those pushes
-	lastPush *byte          // the first byte of the last push frame tuples read
+	// replicaDisk, when a scenario sets it, records what each push left
+	// in its node's memory, for replica-disk to judge at restarts.
+	replicaDisk *checker.ReplicaDisk
+	tuples      checker.Tuples // every write's tuple, from those pushes
+	lastPush    *byte          // the first byte of the last push frame tuples read
 	// writes are the writes that changed a flow and were answered done,
 	// where the record shows they were served (replica-push).
 	writes []checker.ServedWrite
@@ -388,24 +391,40 @@ func (h *flowHarness) pushed(s netsim.Sending, meant *lazyFrame, info flow.Frame
 }
 
 // pushTaken judges a push one of the group's nodes took, by its copy
-// read in the same step (push-taken). Only in runs whose frames are
-// plain, as recordAnswers: the envelope may drop a delivered frame.
+// read in the same step (push-taken), only in runs whose frames are
+// plain, as recordAnswers: the envelope may drop a delivered frame. And
+// it records what the push left in the node's memory, for replica-disk.
 func (h *flowHarness) pushTaken(s netsim.Sending) {
 	to, from := h.byID[s.To], h.byID[s.From]
-	if to == nil || from == nil || h.keys != nil || s.Meant != nil || !to.Up() || h.flows[to.Name()] == nil {
+	if to == nil || from == nil || s.Meant != nil || !to.Up() || h.flows[to.Name()] == nil {
 		return
 	}
-	lazy := lazyFrame{frame: s.Frame}
+	frame := h.plain(s.Frame)
+	lazy := lazyFrame{frame: frame}
 	info, ok := lazy.info(flow.FramePush)
 	if !ok {
 		return
 	}
-	pushed, err := flow.PushEntries(s.Frame)
+	pushed, err := flow.PushEntries(frame)
 	if err != nil {
 		return
 	}
-	h.taken.Judge(h.run, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At}, pushed, h.flows[to.Name()].Copy(info.Flow), h.memberships,
-		func(id dial.NodeID) string { return h.byID[id].Name() })
+	held := h.flows[to.Name()].Copy(info.Flow)
+	if h.keys == nil {
+		h.taken.Judge(h.run, checker.Push{Flow: info.Flow, From: s.From, To: s.To, At: s.At}, pushed, held, h.memberships,
+			func(id dial.NodeID) string { return h.byID[id].Name() })
+	}
+	if h.replicaDisk != nil {
+		// What the node holds of the push, however it got there: the
+		// envelope may have dropped this copy of the frame.
+		kept := map[string]flow.Value{}
+		for k, v := range pushed { //fenceline:unordered fills a map
+			if cur, ok := held[k]; ok && !cur.Tuple.Less(v.Tuple) {
+				kept[k] = v
+			}
+		}
+		h.replicaDisk.Took(s.To, info.Flow, kept, to.Local())
+	}
 }
 
 // recordAnswers keeps the record request-answered judges: every request
@@ -730,16 +749,17 @@ func (h *flowHarness) checkPlacement() {
 // checkPushesTaken ends push-taken, which judged each push as its node
 // took it (pushTaken): a run that judged none could not decide.
 // Runs whose frames are sealed are not judged (pushTaken).
-func (h *flowHarness) checkPushesTaken() { pushesTaken(h.run, h.keys != nil, h.taken.Judged) }
+// A run with no push taken (one voter) has nothing to judge.
+func (h *flowHarness) checkPushesTaken() { pushesTaken(h.run, h.keys != nil, h.taken) }
 
-func pushesTaken(run *Run, sealed bool, judged int) {
+func pushesTaken(run *Run, sealed bool, t checker.PushesTaken) {
 	switch {
 	case sealed:
 		run.Kernel.Logf("push-taken: frames sealed, not judged")
-	case judged == 0:
-		run.Undecided("push-taken", "no push reached a live successor that never owned its flow")
+	case t.Seen > 0 && t.Judged == 0:
+		run.Undecided("push-taken", "%d pushes taken, none above every m_idx at which its node owned the flow", t.Seen)
 	default:
-		run.Kernel.Logf("push-taken: %d pushes judged", judged)
+		run.Kernel.Logf("push-taken: %d of %d pushes judged", t.Judged, t.Seen)
 	}
 }
 

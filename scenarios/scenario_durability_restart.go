@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenceline/fenceline/checker"
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/netsim"
@@ -37,13 +38,16 @@ func init() {
 			// push-taken, on a successor whose queue is full (small
 			// bounds, a stalled disk): 9 of seeds 1..30.
 			{Name: "refused-push", Window: 30, MinCaught: 4},
+			// replica-disk, on a successor that crashed with a push it
+			// took at a full queue still in memory: 6 of seeds 1..100.
+			{Name: "forget-behind", Window: 100, MinCaught: 3},
 		},
 		// Half the writers are quiet for seconds at a time (startWriter):
 		// seeds 1..200 acknowledge 1,330 writes at the fewest (3,306
 		// with steady writers only), and read 1,651 times.
 		Floors:     []Floor{{"writes-acked", 800}, {"reads", 1000}, {"deaths", 4}},
 		DiskStalls: true,
-		Checkers:   plus(clusterCheckers, "durability", "memory-only", "bridge", "request-answered", "push-taken", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "disk-answer"),
+		Checkers:   plus(clusterCheckers, "durability", "memory-only", "bridge", "request-answered", "push-taken", "replica-disk", "replica-convergence", "anti-entropy-quiet", "anti-entropy-bound", "tuple-unique", "disk-answer"),
 		Run:        runDurabilityRestart,
 	})
 }
@@ -92,6 +96,7 @@ func runDurabilityRestart(run *Run) error {
 	// refused-push).
 	h := startFlowCluster(c, cfg)
 	h.calm = calm
+	h.replicaDisk = &checker.ReplicaDisk{Flows: map[string]bool{}}
 	DrawClocks(run, h.nodes, 200*time.Millisecond, 100)
 
 	syncEvery := 50 * time.Millisecond
@@ -110,6 +115,10 @@ func runDurabilityRestart(run *Run) error {
 			d.flows = append(d.flows, &checker.VersionedFlow{Name: name, Mode: mode, Placement: rg.Placement(ring.ClassFlow, name).Nodes()})
 		}
 	}
+	for _, f := range d.flows {
+		h.replicaDisk.Flows[f.Name] = f.Mode != shard.None
+	}
+	c.onBoot = d.booted
 	for _, n := range h.nodes {
 		n.Start()
 	}
@@ -134,6 +143,11 @@ func runDurabilityRestart(run *Run) error {
 	h.checkBridge()
 	h.checkAnswered()
 	h.checkPushesTaken()
+	if h.replicaDisk.Judged == 0 {
+		run.Undecided("replica-disk", "no restarted node had taken a push long enough before it went down")
+	} else {
+		k.Logf("replica-disk: %d values judged at restarts", h.replicaDisk.Judged)
+	}
 	h.checkConvergence(h.nodes)
 	h.checkAEQuiet()
 	d.report()
@@ -330,4 +344,14 @@ func (d *durability) report() {
 		halts += n.Halts
 	}
 	d.h.run.Did("deaths", d.crashes+halts)
+}
+
+// booted judges a node that comes back (replica-disk): what its disk gave
+// back, read before it takes a frame, against the pushes it took before
+// it went down.
+func (d *durability) booted(m *sim.Machine, _ *sim.Env, nd *node.Node) {
+	if from, _ := m.DownSpans(); len(from) == 0 {
+		return // its first boot
+	}
+	d.h.replicaDisk.Restarted(d.h.run, m.ID(), d.window, newCrashRecord(d.h.raftCluster), nd.Flow.Copy)
 }

@@ -359,6 +359,11 @@ type Set struct {
 	// owner's push, as it refuses a client's write, though the owner has
 	// answered its client and counts this copy among the write's holders.
 	RefusedPush bool
+	// ForgetBehind: the writer takes a flow behind off its list when the
+	// queue has room without queuing its unit: a successor's copy of a
+	// push that met a full queue stays in its memory only, and a crash of
+	// that successor, however long after, takes it.
+	ForgetBehind bool
 	// EvictKeys: over the cap, the writer evicts one key of the least
 	// recently used flow instead of the whole flow.
 	EvictKeys bool
@@ -526,6 +531,7 @@ var Table = []Bug{
 	{"early-cut", "the shard's writer cuts a durability wait at a tenth of MaxWait: an owner answers slow-disk on a healthy disk", func(s *Set) *bool { return &s.EarlyCut }},
 	{"abandon-slow-adoption", "an adoption whose fsync outlasts the shard's MaxWait gives up after re-stamping the flow: the next adoption drops the previous owner's copy under the new tuples", func(s *Set) *bool { return &s.AbandonSlowAdoption }},
 	{"refused-push", "a replica whose shard writer's queue is full refuses the owner's push: an acknowledged async write has one copy fewer than its promise counts", func(s *Set) *bool { return &s.RefusedPush }},
+	{"forget-behind", "a successor's shard writer never writes a push that met its full queue: the copy lives in memory only, and a crash of that successor takes it however long after", func(s *Set) *bool { return &s.ForgetBehind }},
 	{"disk-count-drift", "dropping a flow the disk holds leaves the shard's count of such flows as it was", func(s *Set) *bool { return &s.DiskCountDrift }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
 	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},

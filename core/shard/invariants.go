@@ -28,6 +28,8 @@ func (s *Shard[V]) CheckInvariants() error {
 			err = fmt.Errorf("shard: flow %q was last written by Put %d, past the last, %d", name, f.lastSeq, s.seq)
 		case len(f.keys) > 0 && s.staleDeadlines(f):
 			err = fmt.Errorf("shard: flow %q's deadlines (%d, %d) are not its keys'", name, f.liveUntil, f.purgeAt)
+		case f.behindMeta && f.behindKeys == nil:
+			err = fmt.Errorf("shard: flow %q has its metadata behind, and is not", name)
 		case (f.behindKeys != nil) != (s.behind[name] == f):
 			err = fmt.Errorf("shard: flow %q is marked behind (%v) but listed so (%v)", name, f.behindKeys != nil, s.behind[name] == f)
 		case f.behindKeys != nil && f.lastSeq <= s.queued:
@@ -88,6 +90,20 @@ func (s *Shard[V]) CheckInvariants() error {
 		return fmt.Errorf("shard: %d flows listed behind, %d held so", len(s.behind), behind)
 	case len(s.behind) == 0 && s.queued != s.seq:
 		return fmt.Errorf("shard: no flow behind, yet Put %d is the last queued of %d", s.queued, s.seq)
+	}
+	held := s.bounded
+	if s.inflight != nil {
+		held.mutations += s.inflight.bounded.mutations
+		held.units += s.inflight.bounded.units
+	}
+	if held.mutations > s.cfg.MaxPending && held.units > 1 {
+		// Only a unit larger than the whole bound passes it, alone.
+		return fmt.Errorf("shard: %d mutations of %d Puts in the writer's queue, past its bound %d", held.mutations, held.units, s.cfg.MaxPending)
+	}
+	if (len(s.pending) > 0 || len(s.behind) > 0) && s.flushT == nil && s.inflight == nil && !s.stopped && s.err == nil && s.env.Backend != nil {
+		// Whatever waits for the writer has a turn coming: a timer, or
+		// the completion of the commit in flight.
+		return fmt.Errorf("shard: %d mutations pending and %d flows behind, and no writer turn to take them", len(s.pending), len(s.behind))
 	}
 	if len(s.waiters) > s.cfg.MaxWaiters {
 		return fmt.Errorf("shard: %d durability waits held, past the bound %d", len(s.waiters), s.cfg.MaxWaiters)

@@ -34,6 +34,16 @@ func TestInvariantsHoldAndNameWhatBroke(t *testing.T) {
 		{"heap", func(s *Shard[val]) { s.due[0], s.due[1] = s.due[1], s.due[0] }, "deadline heap"},
 		{"marks", func(s *Shard[val]) { s.durable = s.seq + 1 }, "past the last Put"},
 		{"unlisted", func(s *Shard[val]) { s.lruRemove(s.flows["f1"]) }, `"f1" is live until`},
+		{"bound", func(s *Shard[val]) { s.cfg.MaxPending = 3 }, "6 mutations of 3 Puts in the writer's queue, past its bound 3"},
+		{"behind", func(s *Shard[val]) { s.flows["f2"].behindKeys = map[string]bool{"a": true} }, `"f2" is marked behind (true) but listed so (false)`},
+		{"behind-key", func(s *Shard[val]) {
+			f := s.flows["f2"]
+			f.behindKeys, s.behind["f2"], s.seq = map[string]bool{"z": true}, f, s.seq+1
+			f.lastSeq = s.seq
+		}, `"f2" is behind with a key it does not hold`},
+		{"behind-meta", func(s *Shard[val]) { s.flows["f1"].behindMeta = true }, `"f1" has its metadata behind, and is not`},
+		{"turn", func(s *Shard[val]) { s.flushT.Stop(); s.flushT = nil }, "6 mutations pending and 0 flows behind, and no writer turn to take them"},
+		{"queued", func(s *Shard[val]) { s.queued-- }, "no flow behind, yet Put 2 is the last queued of 3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, Config{})

@@ -66,6 +66,10 @@ type Shard[V any] struct {
 	// of the Puts' sequence numbers.
 	behind map[string]*flowState[V]
 	queued uint64 // the last Put handed to pending; every Put up to it is there or written
+	// bounded counts what MaxPending bounds in pending: the mutations
+	// Puts, flows behind and DropKeys queued, and their units (the
+	// writer's own housekeeping is queued past the bound).
+	bounded queuedCount
 
 	flushT, syncT, purgeT clock.Timer
 	waitT                 clock.Timer // the oldest waiter's MaxWait (armWait)
@@ -329,6 +333,7 @@ func (s *Shard[V]) put(flow string, changes map[string]V, meta []byte, mode Mode
 		s.flows[flow] = f
 	}
 	s.stats.Puts++
+	queuedBefore := len(s.pending)
 	if late {
 		s.stats.Behind++
 		if f.behindKeys == nil {
@@ -383,6 +388,7 @@ func (s *Shard[V]) put(flow string, changes map[string]V, meta []byte, mode Mode
 		f.lastSeq = s.seq
 	} else {
 		s.endUnit()
+		s.bounded.add(len(s.pending) - queuedBefore)
 	}
 	if persist {
 		if !late {
@@ -434,6 +440,11 @@ func (s *Shard[V]) drainBehind() {
 		if s.Pending() > 0 && s.Pending()+len(f.behindKeys)+1 > s.cfg.MaxPending {
 			break
 		}
+		if s.cfg.Bugs.ForgetBehind {
+			s.unmarkBehind(f) // the planted bug: off the list, never queued
+			continue
+		}
+		queuedBefore := len(s.pending)
 		keys := make([]string, 0, len(f.behindKeys))
 		for k := range f.behindKeys {
 			keys = append(keys, k)
@@ -451,6 +462,7 @@ func (s *Shard[V]) drainBehind() {
 			s.pending = append(s.pending, Mutation{Flow: f.name, Key: metaKey, Value: append([]byte{byte(f.mode)}, f.meta...)})
 		}
 		s.endUnit()
+		s.bounded.add(len(s.pending) - queuedBefore)
 		if f.mode == Sync {
 			s.pendingSync = true
 		}
@@ -589,6 +601,7 @@ func (s *Shard[V]) DropKeys(flow string, keys []string) error {
 	}
 	keys = append([]string(nil), keys...)
 	sort.Strings(keys)
+	queuedBefore := len(s.pending)
 	for _, k := range keys {
 		if _, ok := f.keys[k]; !ok {
 			continue
@@ -599,6 +612,7 @@ func (s *Shard[V]) DropKeys(flow string, keys []string) error {
 			s.pending = append(s.pending, Mutation{Flow: flow, Key: k})
 		}
 	}
+	s.bounded.add(len(s.pending) - queuedBefore) // the drop below, if any, is housekeeping
 	if len(f.keys) == 0 {
 		s.drop(f)
 	} else {

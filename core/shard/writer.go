@@ -97,6 +97,7 @@ func (s *Shard[V]) flush() {
 	// last commit gave back, so neither grows again once warm.
 	c.batch, s.pending, s.spare = s.pending, s.spare[:0], nil
 	s.units = s.units[:0]
+	c.bounded, s.bounded = s.bounded, queuedCount{}
 	s.inflight = c
 	s.stats.Commits++
 	if s.cfg.Bugs.AckAtSubmit && c.sync {
@@ -120,6 +121,17 @@ type commit struct {
 	floorMs int64
 	sync    bool // the last write syncs (an empty commit only syncs)
 	writes  int  // backend writes done, for the counters
+	bounded queuedCount
+}
+
+// queuedCount is what the queue's bound covers in a stretch of it.
+type queuedCount struct{ mutations, units int }
+
+func (q *queuedCount) add(n int) {
+	if n > 0 {
+		q.mutations += n
+		q.units++
+	}
 }
 
 // run is the commit's backend work. It runs beside the loop and touches
@@ -149,6 +161,8 @@ func (s *Shard[V]) commitDone(c *commit, err error) {
 		if s.retryInstead() {
 			// The planted bug: the batch goes back to be written again.
 			s.pending = append(c.batch, s.pending...)
+			s.bounded.mutations += c.bounded.mutations
+			s.bounded.units += c.bounded.units
 			s.units = nil
 			s.endUnit()
 			return
