@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenceline/fenceline/core/flow"
+	"github.com/fenceline/fenceline/core/shard"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -18,7 +19,7 @@ import (
 // on its disk, window after it took the push (longer across a stall of
 // its disk or process, as durability allows: reach). So a node that
 // restarts must recover, from its own disk, every value it took that
-// long before it went down, or a newer one. durability judges only what
+// long before it went down, or a newer one, in the flow's mode. durability judges only what
 // every copy together lost; a successor that kept a push in memory only
 // (a flow behind a full writer queue never written, a value written as
 // a delete, a sync push never fsynced) was covered by the other copies
@@ -28,7 +29,7 @@ import (
 // only ever grow in version: no delete, no expiry, no eviction, as in
 // durability-restart.
 type ReplicaDisk struct {
-	Flows  map[string]bool                         // the flows judged
+	Modes  map[string]shard.Mode                   // the flows judged, and the mode each is written in
 	Judged int                                     // values judged at restarts
 	taken  map[dial.NodeID]map[copyKey][]takenCopy // by when taken
 	failed map[string]bool                         // one failure a flow
@@ -45,7 +46,7 @@ type takenCopy struct {
 // incarnation: every one, since which of them had reached its disk when
 // it went down is known only then.
 func (r *ReplicaDisk) Took(node dial.NodeID, f string, pushed map[string]flow.Value, at time.Duration) {
-	if !r.Flows[f] {
+	if m, ok := r.Modes[f]; !ok || m == shard.None {
 		return
 	}
 	if r.taken == nil {
@@ -68,7 +69,7 @@ func (r *ReplicaDisk) Took(node dial.NodeID, f string, pushed map[string]flow.Va
 // the new incarnation. (A boot that failed, halting at once, never came
 // back: the values it had taken are judged at the next boot, against the
 // first time the node went down after taking them.)
-func (r *ReplicaDisk) Restarted(rep Reporter, node dial.NodeID, window time.Duration, crashes CrashRecord, recovered func(flow string) map[string]flow.Value) {
+func (r *ReplicaDisk) Restarted(rep Reporter, node dial.NodeID, window time.Duration, crashes CrashRecord, recovered func(flow string) map[string]flow.Value, mode func(flow string) (shard.Mode, bool)) {
 	taken := r.taken[node]
 	delete(r.taken, node)
 	keys := slices.SortedFunc(maps.Keys(taken), func(a, b copyKey) int {
@@ -99,21 +100,25 @@ func (r *ReplicaDisk) Restarted(rep Reporter, node dial.NodeID, window time.Dura
 			c = recovered(ck.flow)
 			copies[ck.flow] = c
 		}
-		if cur, ok := c[ck.key]; ok && !cur.Tuple.Less(t.tuple) {
-			continue
+		var problem string
+		if cur, ok := c[ck.key]; !ok {
+			problem = "its disk gave back nothing"
+		} else if cur.Tuple.Less(t.tuple) {
+			problem = fmt.Sprintf("its disk gave back %v", cur.Tuple)
+		} else if m, _ := mode(ck.flow); m != r.Modes[ck.flow] {
+			// The mode is in the flow's metadata, written with its first
+			// copy: a sync flow read back as async acknowledges writes
+			// before their fsync once this node owns it.
+			problem = fmt.Sprintf("its disk gave it back in mode %s, not %s", m, r.Modes[ck.flow])
 		}
-		if r.failed[ck.flow] {
+		if problem == "" || r.failed[ck.flow] {
 			continue
 		}
 		if r.failed == nil {
 			r.failed = map[string]bool{}
 		}
 		r.failed[ck.flow] = true
-		got := "nothing"
-		if cur, ok := c[ck.key]; ok {
-			got = fmt.Sprint(cur.Tuple)
-		}
-		rep.Fail("replica-disk", "%s took flow %s's %q at %v at %v and went down at %v, past the window (%v) a write may sit in memory, yet its disk gave back %s",
-			crashes.Name(node), ck.flow, ck.key, t.tuple, t.at, downAt, window, got)
+		rep.Fail("replica-disk", "%s took flow %s's %q at %v at %v and went down at %v, past the window (%v) a write may sit in memory, yet %s",
+			crashes.Name(node), ck.flow, ck.key, t.tuple, t.at, downAt, window, problem)
 	}
 }

@@ -96,7 +96,7 @@ func runDurabilityRestart(run *Run) error {
 	// refused-push).
 	h := startFlowCluster(c, cfg)
 	h.calm = calm
-	h.replicaDisk = &checker.ReplicaDisk{Flows: map[string]bool{}}
+	h.replicaDisk = &checker.ReplicaDisk{Modes: map[string]shard.Mode{}}
 	DrawClocks(run, h.nodes, 200*time.Millisecond, 100)
 
 	syncEvery := 50 * time.Millisecond
@@ -116,7 +116,7 @@ func runDurabilityRestart(run *Run) error {
 		}
 	}
 	for _, f := range d.flows {
-		h.replicaDisk.Flows[f.Name] = f.Mode != shard.None
+		h.replicaDisk.Modes[f.Name] = f.Mode
 	}
 	c.onBoot = d.booted
 	for _, n := range h.nodes {
@@ -353,5 +353,5 @@ func (d *durability) booted(m *sim.Machine, _ *sim.Env, nd *node.Node) {
 	if from, _ := m.DownSpans(); len(from) == 0 {
 		return // its first boot
 	}
-	d.h.replicaDisk.Restarted(d.h.run, m.ID(), d.window, newCrashRecord(d.h.raftCluster), nd.Flow.Copy)
+	d.h.replicaDisk.Restarted(d.h.run, m.ID(), d.window, newCrashRecord(d.h.raftCluster), nd.Flow.Copy, nd.Flow.ModeOf)
 }

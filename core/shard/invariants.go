@@ -125,6 +125,12 @@ func (s *Shard[V]) CheckInvariants() error {
 		}
 		last = u
 	}
+	if last != len(s.pending) {
+		// Every writer of pending ends its unit in the same step: a
+		// mutation past the last end would be glued to whatever comes
+		// next, and a backend write could no longer be cut before it.
+		return fmt.Errorf("shard: %d mutations pending past the last unit's end, %d", len(s.pending)-last, last)
+	}
 	return nil
 }
 

@@ -43,6 +43,7 @@ func TestInvariantsHoldAndNameWhatBroke(t *testing.T) {
 		}, `"f2" is behind with a key it does not hold`},
 		{"behind-meta", func(s *Shard[val]) { s.flows["f1"].behindMeta = true }, `"f1" has its metadata behind, and is not`},
 		{"turn", func(s *Shard[val]) { s.flushT.Stop(); s.flushT = nil }, "6 mutations pending and 0 flows behind, and no writer turn to take them"},
+		{"unit", func(s *Shard[val]) { s.units = s.units[:len(s.units)-1] }, "2 mutations pending past the last unit's end, 4"},
 		{"queued", func(s *Shard[val]) { s.queued-- }, "no flow behind, yet Put 2 is the last queued of 3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
