@@ -69,7 +69,7 @@ func (s *Shard[V]) flush() {
 	}
 	s.enforceCap()
 	if s.env.Backend == nil || s.err != nil {
-		s.pending, s.units = s.pending[:0], s.units[:0]
+		s.pending, s.units, s.bounded = s.pending[:0], s.units[:0], queuedCount{}
 		for _, f := range s.behind { //fenceline:unordered each one unmarked: nothing will be written
 			s.unmarkBehind(f)
 		}
