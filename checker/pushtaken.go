@@ -41,7 +41,7 @@ func (j *PushesTaken) Judge(rep Reporter, p Push, pushed, held map[string]flow.V
 	var owned uint64
 	for _, m := range ms {
 		if m.At <= p.At {
-			if pl := Placement(m.Voters, classOf(p.Flow), p.Flow); len(pl) > 0 && pl[0] == p.To {
+			if OwnerOf(m.Voters, p.Flow) == p.To {
 				owned = max(owned, m.Index)
 			}
 		}

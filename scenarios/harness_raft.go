@@ -864,17 +864,17 @@ func (r crashRecord) Stalls(id dial.NodeID) []checker.DownWindow {
 	}
 	n := r.c.byID[id]
 	out := []checker.DownWindow{}
-	for _, spans := range [][2][]time.Duration{pair(n.Disk().StallSpans()), pair(n.FrozenSpans())} {
-		for i := range spans[0] {
-			out = append(out, checker.DownWindow{From: spans[0][i], To: spans[1][i]})
+	add := func(from, to []time.Duration) {
+		for i := range from {
+			out = append(out, checker.DownWindow{From: from[i], To: to[i]})
 		}
 	}
+	add(n.Disk().StallSpans())
+	add(n.FrozenSpans())
 	slices.SortFunc(out, func(a, b checker.DownWindow) int { return cmp.Compare(a.From, b.From) })
 	r.stalls[id] = out
 	return out
 }
-
-func pair(from, to []time.Duration) [2][]time.Duration { return [2][]time.Duration{from, to} }
 
 // unanswered is a KV call the client gave up on (or the operator's
 // membership change: confCall): its node, and when the call was made and

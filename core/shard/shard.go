@@ -320,10 +320,8 @@ func (s *Shard[V]) put(flow string, changes map[string]V, meta []byte, mode Mode
 	f := s.flows[flow]
 	persist := mode != None && s.env.Backend != nil
 	disk := persist || (f != nil && f.onDisk)
-	// A put larger than the whole queue (a flow's copy of more keys than
-	// MaxPending) goes into an empty queue alone: refused always, it
-	// would leave that flow's adoption or move waiting for ever.
-	late := disk && (len(s.behind) > 0 || s.Pending() > 0 && s.Pending()+len(changes)+1 > s.cfg.MaxPending)
+	// Late: no room in the queue, or another flow ahead of it behind.
+	late := disk && (len(s.behind) > 0 || !s.roomFor(len(changes)+1))
 	if late && !replica {
 		s.stats.Busy++
 		return ErrBusy
@@ -380,22 +378,23 @@ func (s *Shard[V]) put(flow string, changes map[string]V, meta []byte, mode Mode
 			s.pending = append(s.pending, Mutation{Flow: flow, Key: metaKey, Value: append([]byte{byte(mode)}, f.meta...)})
 		}
 	}
-	if late {
+	switch {
+	case late:
 		// A flow behind waits for its turn with a sequence number of its
 		// own, above every one in pending, so WhenDurable holds a read of
 		// it until its unit is written and synced.
 		s.seq++
 		f.lastSeq = s.seq
-	} else {
+	case persist:
+		s.seq++
+		f.lastSeq = s.seq
+		s.queued = s.seq
+	}
+	if !late {
 		s.endUnit()
 		s.bounded.add(len(s.pending) - queuedBefore)
 	}
 	if persist {
-		if !late {
-			s.seq++
-			f.lastSeq = s.seq
-			s.queued = s.seq
-		}
 		if !f.onDisk {
 			f.onDisk = true
 			s.diskFlows++
@@ -421,6 +420,14 @@ func (s *Shard[V]) put(flow string, changes map[string]V, meta []byte, mode Mode
 	return nil
 }
 
+// roomFor reports whether the writer's queue takes a unit of n mutations:
+// within MaxPending, or alone into an empty queue (a unit larger than the
+// whole bound, refused always, would leave its flow's adoption or move
+// waiting for ever).
+func (s *Shard[V]) roomFor(n int) bool {
+	return s.Pending() == 0 || s.Pending()+n <= s.cfg.MaxPending
+}
+
 // drainBehind hands the writer the flows behind, in the order of their
 // last change, while the queue has room (a unit larger than the whole
 // queue goes into an empty one alone, as a Put's does). Each is one unit:
@@ -437,7 +444,7 @@ func (s *Shard[V]) drainBehind() {
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i].lastSeq < order[j].lastSeq })
 	for _, f := range order {
-		if s.Pending() > 0 && s.Pending()+len(f.behindKeys)+1 > s.cfg.MaxPending {
+		if !s.roomFor(len(f.behindKeys) + 1) {
 			break
 		}
 		if s.cfg.Bugs.ForgetBehind {
@@ -595,7 +602,7 @@ func (s *Shard[V]) DropKeys(flow string, keys []string) error {
 		return ErrClosed
 	case s.err != nil:
 		return s.err
-	case f.onDisk && s.Pending() > 0 && s.Pending()+len(keys) > s.cfg.MaxPending: // alone if larger, as Put
+	case f.onDisk && !s.roomFor(len(keys)):
 		s.stats.Busy++
 		return ErrBusy
 	}
