@@ -113,7 +113,7 @@ func catchRates(c config, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "catch-rate scenario=%s bug=%s caught=%d/%d min=%d undecided=%d first=%d checkers=%s verdict=%s\n",
 			p.scenario, p.bug.Name, p.caught, p.runs, p.bug.MinCaught, p.undecided, p.first, countList(p.checkers), verdict)
-		measured = append(measured, scenarios.Measured{Scenario: p.scenario, Bug: p.bug.Name, Caught: p.caught, Window: p.bug.Window})
+		measured = append(measured, scenarios.Measured{Scenario: p.scenario, Bug: p.bug.Name, Caught: p.caught, Window: p.bug.Window, First: int(p.first)})
 	}
 	verdict := "ok"
 	if below > 0 {
