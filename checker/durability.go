@@ -49,8 +49,13 @@ type VersionedFlow struct {
 }
 
 // DownWindow is a span in which a node was down: from its crash to its
-// restart (or the end of the run).
-type DownWindow struct{ From, To time.Duration }
+// restart (or the end of the run). Orderly: it went down by an orderly
+// shutdown whose Close completed, so its disk kept everything it held
+// (never set on a stall).
+type DownWindow struct {
+	From, To time.Duration
+	Orderly  bool
+}
 
 // CrashRecord is the simulator's record of the nodes' crashes.
 type CrashRecord interface {

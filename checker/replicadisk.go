@@ -23,7 +23,9 @@ import (
 // every copy together lost; a successor that kept a push in memory only
 // (a flow behind a full writer queue never written, a value written as
 // a delete, a sync push never fsynced) was covered by the other copies
-// until they too were lost.
+// until they too were lost. A node shut down in order (its Close
+// completed) has no window: Close writes and fsyncs everything it holds,
+// so every value it took before the shutdown must come back.
 //
 // It judges the flows of the modes that write (sync, async) whose keys
 // only ever grow in version: no delete, no expiry, no eviction, as in
@@ -78,15 +80,17 @@ func (r *ReplicaDisk) Restarted(rep Reporter, node dial.NodeID, window time.Dura
 	copies := map[string]map[string]flow.Value{}
 	for _, ck := range keys {
 		// The newest value the node held long enough before it next
-		// went down (the one before it may have been in memory only).
+		// went down (the one before it may have been in memory only),
+		// or held at all before an orderly shutdown.
 		var t takenCopy
 		var downAt time.Duration
-		found := false
+		found, orderly := false, false
 		for i := len(taken[ck]) - 1; i >= 0 && !found; i-- {
 			t = taken[ck][i]
 			for _, w := range crashes.Downs(node) {
 				if w.From >= t.at {
-					downAt, found = w.From, reach(crashes, node, t.at, window) < w.From
+					downAt, orderly = w.From, w.Orderly
+					found = orderly || reach(crashes, node, t.at, window) < w.From
 					break
 				}
 			}
@@ -118,7 +122,11 @@ func (r *ReplicaDisk) Restarted(rep Reporter, node dial.NodeID, window time.Dura
 			r.failed = map[string]bool{}
 		}
 		r.failed[ck.flow] = true
-		rep.Fail("replica-disk", "%s took flow %s's %q at %v at %v and went down at %v, past the window (%v) a write may sit in memory, yet %s",
-			crashes.Name(node), ck.flow, ck.key, t.tuple, t.at, downAt, window, problem)
+		why := fmt.Sprintf("past the window (%v) a write may sit in memory", window)
+		if orderly {
+			why = "in an orderly shutdown, which writes everything held"
+		}
+		rep.Fail("replica-disk", "%s took flow %s's %q at %v at %v and went down at %v, %s, yet %s",
+			crashes.Name(node), ck.flow, ck.key, t.tuple, t.at, downAt, why, problem)
 	}
 }

@@ -14,7 +14,8 @@ import (
 // A restarted node must read back from its disk the newest value of each
 // key it took at least the window (and any stall) before it next went
 // down, in the flow's mode; a value taken later may have been in memory
-// only, and a none flow is never judged.
+// only, unless it went down by an orderly shutdown; a none flow is never
+// judged.
 func TestReplicaDisk(t *testing.T) {
 	const n = dial.NodeID(2)
 	window := 100 * time.Millisecond
@@ -77,4 +78,18 @@ func TestReplicaDisk(t *testing.T) {
 	copyOf, modeOf = disk(1, shard.Sync)
 	took().Restarted(&rec, n, window, twice, copyOf, modeOf)
 	require.True(t, rec.OK(), "version 2 went down 60ms after it was taken, within the window: %v", rec.Failures)
+
+	// An orderly shutdown has no window: Close wrote everything, so
+	// version 3, taken 50ms before it, must come back.
+	shutdownAt3s := downs{n: {{From: 3 * time.Second, To: 4 * time.Second, Orderly: true}}}
+	rec = Record{}
+	r = took()
+	copyOf, modeOf = disk(3, shard.Sync)
+	r.Restarted(&rec, n, window, shutdownAt3s, copyOf, modeOf)
+	require.True(t, rec.OK(), "%v", rec.Failures)
+	require.Equal(t, 1, r.Judged)
+	copyOf, modeOf = disk(2, shard.Sync)
+	took().Restarted(&rec, n, window, shutdownAt3s, copyOf, modeOf)
+	require.Len(t, rec.Failures, 1)
+	require.Contains(t, rec.Failures[0], "at 2.95s and went down at 3s, in an orderly shutdown, which writes everything held, yet its disk gave back (1:1,2,n0000000000000000)")
 }

@@ -845,10 +845,10 @@ func (r crashRecord) Downs(id dial.NodeID) []checker.DownWindow {
 	if w, ok := r.memo[id]; ok {
 		return w
 	}
-	from, to := r.c.byID[id].DownSpans()
-	out := make([]checker.DownWindow, len(from))
-	for i := range from {
-		out[i] = checker.DownWindow{From: from[i], To: to[i]}
+	stops := r.c.byID[id].Stops()
+	out := make([]checker.DownWindow, len(stops))
+	for i, st := range stops {
+		out[i] = checker.DownWindow{From: st.From, To: st.To, Orderly: st.Orderly}
 	}
 	r.memo[id] = out
 	return out

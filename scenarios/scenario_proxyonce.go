@@ -827,9 +827,8 @@ func (p *proxyRun) losses() []checker.OwnerLoss {
 			if i+1 < len(p.h.memberships) {
 				end = p.h.memberships[i+1].At
 			}
-			from, _ := p.h.byID[owner].DownSpans()
-			for _, at := range from {
-				if at >= m.At && at <= end {
+			for _, st := range p.h.byID[owner].Stops() {
+				if at := st.From; at >= m.At && at <= end {
 					out = append(out, checker.OwnerLoss{Key: key, At: at, Why: "owner crashed"})
 				}
 			}

@@ -355,8 +355,10 @@ func TestAnFsyncKeepsTheNodeBusy(t *testing.T) {
 	k.At(3*time.Second, EvClient, 0, func() { n.Exec(func() { require.NoError(t, f.Sync()) }) })
 	k.At(3*time.Second+time.Millisecond, EvFault, 0, func() { n.Crash() })
 	require.NoError(t, k.RunUntil(4*time.Second))
-	from, _ := n.DownSpans()
-	require.Equal(t, []time.Duration{3*time.Second + 10*time.Millisecond}, from)
+	stops := n.Stops()
+	require.Len(t, stops, 1)
+	require.Equal(t, 3*time.Second+10*time.Millisecond, stops[0].From)
+	require.False(t, stops[0].Orderly)
 }
 
 // A stalled disk completes nothing it is handed until the stall ends:

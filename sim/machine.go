@@ -191,17 +191,26 @@ func (n *Machine) Shutdown() {
 	n.k.Logf("%s was shut down in order", n.name)
 }
 
-// DownSpans returns the node's crash record: each span from a crash to the
-// restart that followed it (to now, while it is still down).
-func (n *Machine) DownSpans() (from, to []time.Duration) {
-	for _, d := range n.downs {
+// Stop is one stop of the node's process, from its crash or orderly
+// shutdown to the restart that followed (to now, while it is still down).
+// Orderly: a Shutdown whose Close returned without the node halting, so
+// the node's disk held everything it had written and synced.
+type Stop struct {
+	From, To time.Duration
+	Orderly  bool
+}
+
+// Stops returns the node's crash record, one Stop per time it went down.
+func (n *Machine) Stops() []Stop {
+	out := make([]Stop, len(n.downs))
+	for i, d := range n.downs {
 		end := d.to
 		if end == 0 {
 			end = n.k.now
 		}
-		from, to = append(from, d.from), append(to, end)
+		out[i] = Stop{From: d.from, To: end, Orderly: d.orderly}
 	}
-	return from, to
+	return out
 }
 
 // FrozenDuring reports whether the node's process was stalled (Stall) at

@@ -364,6 +364,10 @@ type Set struct {
 	// push that met a full queue stays in its memory only, and a crash of
 	// that successor, however long after, takes it.
 	ForgetBehind bool
+	// CloseUnsettled: Close returns without waiting for the writer's last
+	// commit, so an orderly shutdown exits with it unwritten: what the
+	// node took in its last fsync interval is lost, as in a crash.
+	CloseUnsettled bool
 	// EvictKeys: over the cap, the writer evicts one key of the least
 	// recently used flow instead of the whole flow.
 	EvictKeys bool
@@ -532,6 +536,7 @@ var Table = []Bug{
 	{"abandon-slow-adoption", "an adoption whose fsync outlasts the shard's MaxWait gives up after re-stamping the flow: the next adoption drops the previous owner's copy under the new tuples", func(s *Set) *bool { return &s.AbandonSlowAdoption }},
 	{"refused-push", "a replica whose shard writer's queue is full refuses the owner's push: an acknowledged async write has one copy fewer than its promise counts", func(s *Set) *bool { return &s.RefusedPush }},
 	{"forget-behind", "a successor's shard writer never writes a push that met its full queue: the copy lives in memory only, and a crash of that successor takes it however long after", func(s *Set) *bool { return &s.ForgetBehind }},
+	{"close-unsettled", "an orderly shutdown's Close does not wait for the shard writer's last commit: what the node took just before it is lost, as in a crash", func(s *Set) *bool { return &s.CloseUnsettled }},
 	{"disk-count-drift", "dropping a flow the disk holds leaves the shard's count of such flows as it was", func(s *Set) *bool { return &s.DiskCountDrift }},
 	{"evict-keys", "the flow cap evicts single keys instead of whole flows", func(s *Set) *bool { return &s.EvictKeys }},
 	{"no-expiry-clamp", "expiry reads the node's clock unclamped, so a step back shows expired entries again", func(s *Set) *bool { return &s.NoExpiryClamp }},

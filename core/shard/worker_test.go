@@ -136,6 +136,21 @@ func TestAsyncWriterCloseSettles(t *testing.T) {
 	require.True(t, got["a"] && got["b"])
 }
 
+// A shard with no backend (memory only) closes at once with writes
+// pending: it has nothing to write them to or sync.
+func TestMemoryOnlyShardCloses(t *testing.T) {
+	clk := clock.NewManual(time.UnixMilli(1_000_000))
+	s, err := Open[val](noLinger(Config{}), Env{Clock: clk}, codec{})
+	require.NoError(t, err)
+	putOne(t, s, clk, "a", Async)
+	putOne(t, s, clk, "b", Sync)
+	answered := false
+	s.WhenDurable("b", func(err error) { answered = err == nil })
+	require.True(t, answered, "memory only: every mode behaves as none")
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.Close(), ErrClosed)
+}
+
 // A failed commit stops the node (core/halt) and answers no waiter.
 func TestAsyncWriterFailureHalts(t *testing.T) {
 	s, mem, w, clk := newAsyncRig(t, Config{})
