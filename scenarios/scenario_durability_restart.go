@@ -13,6 +13,7 @@ import (
 	"github.com/fenceline/fenceline/core/node"
 	"github.com/fenceline/fenceline/core/ring"
 	"github.com/fenceline/fenceline/core/shard"
+	"github.com/fenceline/fenceline/dial"
 	"github.com/fenceline/fenceline/netsim"
 	"github.com/fenceline/fenceline/sim"
 )
@@ -131,6 +132,7 @@ func runDurabilityRestart(run *Run) error {
 		d.startWriter(uint64(i), f, calm)
 	}
 	d.scheduleCrashes(calm)
+	d.shutDownBehind(calm)
 	// After the last crash, every flow is read through every node: the
 	// reads that judge what the crashes took.
 	for i, f := range d.flows {
@@ -332,6 +334,59 @@ func (d *durability) scheduleCrashes(calm time.Duration) {
 		h.k.At(last+sim.Between(r, 2*time.Second, 4*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
 	}
 	h.k.At(sim.Between(r, 2*time.Second, 4*time.Second), sim.EvFault, xxhash.Sum64String("episode"), episode)
+}
+
+// shutDownBehind: in half the runs (knob shutdown_behind), the first
+// three times a node takes a push at a full writer queue (its shard's
+// Behind count grows as it takes the frame: the flow waits in memory for
+// room), the operator shuts it down in order at that instant, and it is
+// back 300ms–2s later. Its Close must write every flow behind, however
+// many turns that takes: replica-disk holds a node shut down in order to
+// every push it took. The crash episodes stop a node with a flow behind
+// in a few runs in a hundred; this aims at it. Its own streams.
+func (d *durability) shutDownBehind(calm time.Duration) {
+	h := d.h
+	if h.k.Stream("knobs/shutdown-behind").IntN(2) != 0 {
+		h.run.Knob("shutdown_behind", false)
+		return
+	}
+	h.run.Knob("shutdown_behind", true)
+	r := h.k.Stream("faults/shutdown-behind")
+	behind := map[dial.NodeID]uint64{}
+	aims := 0
+	h.nw.WatchTaken(func(s netsim.Sending) {
+		n := h.byID[s.To]
+		fs := h.flows[n.Name()]
+		if aims == 3 || h.k.Now() >= calm-3*time.Second || fs == nil || !n.Up() {
+			return
+		}
+		if kind, ok := flow.PeekKind(h.plain(s.Frame)); !ok || kind != flow.FramePush {
+			return
+		}
+		st, _ := fs.Shard()
+		grew := st.Behind > behind[s.To]
+		behind[s.To] = st.Behind
+		if !grew {
+			return
+		}
+		aims++
+		down := sim.Between(r, 300*time.Millisecond, 2*time.Second)
+		inc := n.Incarnation()
+		h.run.Inject(h.run.AimedFault(), fmt.Sprintf("orderly restart of %s with a flow behind its full writer queue (down %v)", n.Name(), down.Round(time.Millisecond)), func() {
+			h.k.At(h.k.Now(), sim.EvFault, xxhash.Sum64String("shutdown-behind "+n.Name()), func() {
+				if !n.Up() || n.Incarnation() != inc {
+					return
+				}
+				d.shutdowns++
+				n.Shutdown()
+				h.k.At(h.k.Now()+down, sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
+					if !n.Up() {
+						n.Start()
+					}
+				})
+			})
+		})
+	})
 }
 
 func (d *durability) report() {

@@ -401,3 +401,42 @@ func TestAStalledDiskCompletesNothingUntilItsEnd(t *testing.T) {
 	require.Equal(t, time.Second+510*time.Millisecond, synced, "an fsync on the loop waits out the stall")
 	require.Equal(t, time.Second+1210*time.Millisecond, afterCrash, "the restart does not end the stall")
 }
+
+// closingHandler's Close syncs a file: an orderly shutdown that waits for
+// its disk.
+type closingHandler struct {
+	nopHandler
+	f recfile.File
+}
+
+func (h closingHandler) Close() error {
+	_, _ = h.f.Write([]byte("last"))
+	return h.f.Sync()
+}
+
+// An orderly shutdown is a stop from the instant it was called, though
+// its Close keeps the node busy on its disk: from then the node takes
+// nothing new. What the Close synced survives it.
+func TestAShutdownStopsTheNodeWhereItIsCalled(t *testing.T) {
+	cfg := DefaultDiskConfig
+	cfg.SyncLatencyMin, cfg.SyncLatencyMax = 10*time.Millisecond, 10*time.Millisecond
+	k := New(1)
+	var f recfile.File
+	n := k.AddMachine("a", func(env *Env) dialHandler {
+		var err error
+		f, err = env.Disk.Create("log")
+		require.NoError(t, err)
+		return closingHandler{f: f}
+	}, nopNet{}, cfg)
+	n.Start()
+	k.At(time.Second, EvFault, 0, func() { n.Shutdown() })
+	require.NoError(t, k.RunUntil(2*time.Second))
+	stops := n.Stops()
+	require.Len(t, stops, 1)
+	require.Equal(t, Stop{From: time.Second, To: 2 * time.Second, Orderly: true}, stops[0])
+	crashed, at := n.CrashedDuring(time.Second+5*time.Millisecond, time.Second+5*time.Millisecond)
+	require.True(t, crashed, "inside its Close, the node is stopping")
+	require.Equal(t, time.Second+5*time.Millisecond, at)
+	lost, _ := n.LostUnsyncedDuring(0, 2*time.Second)
+	require.False(t, lost, "an orderly stop loses nothing synced")
+}

@@ -174,6 +174,10 @@ func (n *Machine) Shutdown() {
 	if !n.up {
 		return
 	}
+	// The stop begins here: from now the node takes nothing new, and
+	// its Close may keep its loop busy for long (a stalled disk), so the
+	// record's span starts at the call, not where the Close ends.
+	from := n.Local()
 	if c, ok := n.handler.(interface{ Close() error }); ok {
 		// The process exits when Close returns, whatever it returns: a
 		// disk that failed the Close stops the node all the same, so the
@@ -187,6 +191,7 @@ func (n *Machine) Shutdown() {
 	}
 	n.Crash()
 	n.downs[len(n.downs)-1].orderly = true
+	n.downs[len(n.downs)-1].from = from
 	n.Shutdowns++
 	n.k.Logf("%s was shut down in order", n.name)
 }

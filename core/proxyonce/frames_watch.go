@@ -9,9 +9,10 @@ type FrameInfo struct {
 	Token Token // the grant's token
 	Key   string
 	// Ask is a request its receiver owes an answer (a claim, a record);
-	// Answer is such an answer; ID pairs the two.
-	Ask, Answer bool
-	ID          uint64
+	// Answer is such an answer; ID pairs the two. Record: a recording or
+	// its answer.
+	Ask, Answer, Record bool
+	ID                  uint64
 }
 
 // DecodeFrame reads a claim frame as the service would.
@@ -21,5 +22,6 @@ func DecodeFrame(b []byte) (FrameInfo, error) {
 		return FrameInfo{}, err
 	}
 	return FrameInfo{Grant: f.kind == frameClaimResp && f.out == outWon, Token: f.token, Key: f.key,
-		Ask: f.kind == frameClaim || f.kind == frameRecord, Answer: f.kind == frameClaimResp || f.kind == frameRecordResp, ID: f.id}, nil
+		Ask: f.kind == frameClaim || f.kind == frameRecord, Answer: f.kind == frameClaimResp || f.kind == frameRecordResp,
+		Record: f.kind == frameRecord || f.kind == frameRecordResp, ID: f.id}, nil
 }
