@@ -729,11 +729,13 @@ func (s *Shard[V]) Close() error {
 	}
 	// A turn of the writer takes the whole queue and at least one flow
 	// behind, and the last one syncs: turns, each waited for, until
-	// nothing is pending, behind or in flight, or the writer has failed.
-	// (A shard with no backend has nothing to sync: its one turn drops
-	// what is pending.)
+	// nothing is pending or behind and the sync is done, or the writer
+	// has failed. A commit in flight at the start holds the sync asked
+	// here to the next turn, and every turn is settled before the next
+	// test, so nothing is in flight when the loop ends. (A shard with no
+	// backend has nothing to sync: its one turn drops what is pending.)
 	s.pendingSync = s.env.Backend != nil
-	for s.err == nil && (s.inflight != nil || len(s.pending) > 0 || len(s.behind) > 0 || s.pendingSync) {
+	for s.err == nil && (len(s.pending) > 0 || len(s.behind) > 0 || s.pendingSync) {
 		s.flush() // takes no turn while a commit is in flight
 		if s.env.Worker == nil {
 			continue // the turn ran on the loop
