@@ -352,7 +352,9 @@ func (d *durability) shutDownBehind(calm time.Duration) {
 	}
 	h.run.Knob("shutdown_behind", true)
 	r := h.k.Stream("faults/shutdown-behind")
-	behind := map[dial.NodeID]uint64{}
+	// The shard's Behind count of each node's incarnation, as last seen.
+	type seen struct{ inc, behind uint64 }
+	last := map[dial.NodeID]seen{}
 	aims := 0
 	h.nw.WatchTaken(func(s netsim.Sending) {
 		n := h.byID[s.To]
@@ -364,14 +366,14 @@ func (d *durability) shutDownBehind(calm time.Duration) {
 			return
 		}
 		st, _ := fs.Shard()
-		grew := st.Behind > behind[s.To]
-		behind[s.To] = st.Behind
-		if !grew {
+		inc := n.Incarnation()
+		was := last[s.To]
+		last[s.To] = seen{inc, st.Behind}
+		if st.Behind == 0 || (was.inc == inc && st.Behind == was.behind) {
 			return
 		}
 		aims++
 		down := sim.Between(r, 300*time.Millisecond, 2*time.Second)
-		inc := n.Incarnation()
 		h.run.Inject(h.run.AimedFault(), fmt.Sprintf("orderly restart of %s with a flow behind its full writer queue (down %v)", n.Name(), down.Round(time.Millisecond)), func() {
 			h.k.At(h.k.Now(), sim.EvFault, xxhash.Sum64String("shutdown-behind "+n.Name()), func() {
 				if !n.Up() || n.Incarnation() != inc {
