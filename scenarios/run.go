@@ -279,6 +279,16 @@ func (r *Run) Knob(name string, value any) {
 	r.Kernel.Mix([]byte(line))
 }
 
+// HalfTheRuns draws, from a stream of its own ("knobs/" and the knob's
+// name with dashes), whether an aimed fault is on in this run, and
+// records it as knob name: an aim added to a scenario moves none of its
+// other draws.
+func (r *Run) HalfTheRuns(name string) bool {
+	on := r.Kernel.Stream("knobs/"+strings.ReplaceAll(name, "_", "-")).IntN(2) == 0
+	r.Knob(name, on)
+	return on
+}
+
 // Fail records a checker failure.
 func (r *Run) Fail(checker, format string, args ...any) {
 	r.result.Failures++

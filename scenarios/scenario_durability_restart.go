@@ -346,11 +346,9 @@ func (d *durability) scheduleCrashes(calm time.Duration) {
 // in a few runs in a hundred; this aims at it. Its own streams.
 func (d *durability) shutDownBehind(calm time.Duration) {
 	h := d.h
-	if h.k.Stream("knobs/shutdown-behind").IntN(2) != 0 {
-		h.run.Knob("shutdown_behind", false)
+	if !h.run.HalfTheRuns("shutdown_behind") {
 		return
 	}
-	h.run.Knob("shutdown_behind", true)
 	r := h.k.Stream("faults/shutdown-behind")
 	// The shard's Behind count of each node's incarnation, as last seen.
 	type seen struct{ inc, behind uint64 }

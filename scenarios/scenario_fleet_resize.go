@@ -100,9 +100,7 @@ func resizingFleet(run *Run, groups, added int) (*fleetHarness, []string, []stri
 // (move-pages; planted bug stale-page-ack). The network's own duplicates
 // arrive within its latency, too soon to land on a later page.
 func lateAcks(run *Run, f *fleetHarness) {
-	on := run.Kernel.Stream("knobs/late-acks").IntN(2) == 0
-	run.Knob("late_acks", on)
-	if !on {
+	if !run.HalfTheRuns("late_acks") {
 		return
 	}
 	r := run.Kernel.Stream("net/late-acks")

@@ -317,9 +317,7 @@ const (
 // in one run in 150. A sealed run's envelope drops the second copy as a
 // replay.
 func doubleRecords(run *Run, c *raftCluster) {
-	on := run.Kernel.Stream("knobs/double-records").IntN(2) == 0
-	run.Knob("double_records", on)
-	if !on {
+	if !run.HalfTheRuns("double_records") {
 		return
 	}
 	r := run.Kernel.Stream("net/double-records")

@@ -416,15 +416,13 @@ func (h closingHandler) Close() error {
 
 // An orderly shutdown is a stop from the instant it was called, though
 // its Close keeps the node busy on its disk: from then the node takes
-// nothing new. What the Close synced survives it.
+// nothing new. The record forgives no loss at it.
 func TestAShutdownStopsTheNodeWhereItIsCalled(t *testing.T) {
 	cfg := DefaultDiskConfig
 	cfg.SyncLatencyMin, cfg.SyncLatencyMax = 10*time.Millisecond, 10*time.Millisecond
 	k := New(1)
-	var f recfile.File
 	n := k.AddMachine("a", func(env *Env) dialHandler {
-		var err error
-		f, err = env.Disk.Create("log")
+		f, err := env.Disk.Create("log")
 		require.NoError(t, err)
 		return closingHandler{f: f}
 	}, nopNet{}, cfg)
