@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fenceline/fenceline/core/halt"
+	"github.com/fenceline/fenceline/core/recfile"
 	"github.com/fenceline/fenceline/sim"
 )
 
@@ -142,15 +143,74 @@ func supervise(run *Run) {
 	k.OnCarriedOn(func(n *sim.Machine) {
 		run.Fail("fail-stop", "%s saw an fsync or a write fail and carried on: the disk may not hold what it wrote", n.Name())
 	})
+	k.OnDiskMisuse(func(_ *sim.Machine, checker, what string) {
+		run.Fail(checker, "%s", what)
+	})
 }
 
-// haltOnIO stops a booting node whose disk failed it: the boot is retried
-// by the supervisor, like any halt. Other boot errors are returned.
-func haltOnIO(err error) error {
-	if errors.Is(err, sim.ErrIO) {
+// haltOnIO stops a booting node whose disk failed it, or whose boot read
+// a record header the disk damaged (sim.Disk.FaultBoots) and refused it,
+// as it must: the boot is retried by the supervisor, like any halt, and
+// reads the disk whole. Other boot errors are returned.
+func haltOnIO(err error, disk *sim.Disk) error {
+	if errors.Is(err, sim.ErrIO) || disk.BootReadDamaged() && errors.Is(err, recfile.ErrCorrupt) {
 		halt.Stop(err)
 	}
 	return err
+}
+
+// aimBootFaults faults the record files' readers, in half the runs of a
+// scenario that opts in (Scenario.BootFaults, knob boot_faults):
+//
+//   - every restart before calm reads one record header of the raft
+//     journal damaged with chance 1/4 (half the time with one of the two
+//     reads after it failing too), or fails one of its first reads with
+//     chance 1/4 (sim.Disk.FaultBoots). Crashes never damage a
+//     header with whole records after it, so without this no run asked a
+//     reader to refuse damage rather than cut it. The flow shard's log is
+//     left out: a node moves a damaged one aside and starts empty
+//     (node.openShardLog), a loss of that copy the flow checkers would
+//     have to be told of;
+//   - one to three power cuts aimed at the first write, within 2 s, that
+//     leaves a file's unsynced bytes across a block boundary, each crash
+//     leaving a hole under a record (sim.Disk.CutAtStraddle), the node
+//     back 300 ms to 2 s later. A node syncs every few hundred bytes, so
+//     a tear drawn at any crash almost never spans two blocks: 2 of 206
+//     tears by blocks left a hole before (seeds 1..30 of journal-crash,
+//     durability-restart and kernel-selftest).
+//
+// A cut lands only on a node that is up while every other is, as the
+// journal-crash cuts keep a quorum. Drawn from their own streams.
+func aimBootFaults(run *Run, nodes []*sim.Machine, journal string, until time.Duration) {
+	if !run.bootFaults || !run.HalfTheRuns("boot_faults") {
+		return
+	}
+	for _, n := range nodes {
+		n.Disk().FaultBoots(0.25, 0.25, journal)
+	}
+	k := run.Kernel
+	r := k.Stream("faults/boot-faults")
+	for range 1 + r.IntN(3) {
+		n, at, pause := nodes[r.IntN(len(nodes))], sim.Between(r, 0, until), sim.Between(r, 300*time.Millisecond, 2*time.Second)
+		k.At(at, sim.EvFault, xxhash.Sum64String("straddle "+n.Name()), func() {
+			if !n.Up() || downOrArmed(nodes) > 0 {
+				return
+			}
+			run.Inject(run.Fault(), fmt.Sprintf("power cut %s at its first write across a block boundary within 2s (back %v after)", n.Name(), pause), func() {
+				n.Disk().CutAtStraddle()
+				restartAfterCut(k, n, pause, until)
+				// A node whose files stay small (a journal compacted
+				// every few entries) may never straddle: the aim lapses,
+				// and stops counting as a node about to go down.
+				inc := n.Incarnation()
+				k.After(2*time.Second, sim.EvFault, xxhash.Sum64String("straddle lapses "+n.Name()), func() {
+					if n.Incarnation() == inc {
+						n.Disk().CancelStraddle()
+					}
+				})
+			})
+		})
+	}
 }
 
 // downOrArmed counts the nodes that are down or carry an armed power cut:

@@ -282,7 +282,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 				}
 				nd, err := node.Open(ncfg, nenv)
 				if err != nil {
-					err = haltOnIO(err)
+					err = haltOnIO(err, env.Disk)
 					run.Fail("boot", "%s: %v", name, err)
 					delete(c.live, name)
 					delete(c.flows, name)
@@ -301,7 +301,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 			}
 			cn, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand, Worker: env.Disk})
 			if err != nil {
-				err = haltOnIO(err)
+				err = haltOnIO(err, env.Disk)
 				run.Fail("boot", "%s: %v", name, err)
 				delete(c.live, name)
 				return dial.HandlerFunc(func(dial.NodeID, []byte) {})
@@ -316,6 +316,7 @@ func newGroupCluster(run *Run, nw *netsim.Network, names []string, founders int,
 	if disk.SyncFailProb > 0 && !run.noAimedIO && place == nil {
 		aimIOErrors(run, c.nodes, disk.FaultsUntil) // a fleet aims at all its nodes at once (fleetSetup)
 	}
+	aimBootFaults(run, c.nodes, cmp.Or(c.cfg.JournalName, consensus.DefaultJournalName), disk.FaultsUntil)
 	c.faultsUntil = disk.FaultsUntil
 	c.garbleProposals()
 	return c

@@ -51,6 +51,13 @@ type Scenario struct {
 	// scenario opts in but bridge-saturation, whose measure is a bridge
 	// under steady load (as with NoAimedIO), and the benchmarks.
 	DiskStalls bool
+	// BootFaults opts the scenario into faults of the record files'
+	// readers (aimBootFaults): in half its runs, restarts that read a
+	// record header damaged or fail a read, and power cuts aimed where a
+	// crash leaves a hole under a record. The scenarios that restart
+	// raft nodes often opt in: journal-crash, election-crash,
+	// durability-restart.
+	BootFaults bool
 	// Run draws the run's knobs (reporting each with r.Knob before any
 	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
 	// and reports what its checkers find with r.Fail.
@@ -58,9 +65,11 @@ type Scenario struct {
 }
 
 // harnessCheckers may report in any scenario: the run itself, its work
-// floors, a node that failed to boot or panicked, and a node that carried
-// on after a failed fsync (fault schedules with disk failures).
-var harnessCheckers = []string{"run", "workload", "boot", "node-panic", "fail-stop"}
+// floors, a node that failed to boot or panicked, a node that carried on
+// after a failed fsync (fault schedules with disk failures), and the
+// disk's record of a node that cut what an fsync made durable or came up
+// from a boot that read damage (sim.Disk).
+var harnessCheckers = []string{"run", "workload", "boot", "node-panic", "fail-stop", "synced-cut", "damaged-boot"}
 
 // declares reports whether a finding under checker is one the scenario
 // declared.

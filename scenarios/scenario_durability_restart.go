@@ -20,7 +20,8 @@ import (
 
 func init() {
 	Register(Scenario{
-		Name: "durability-restart",
+		Name:       "durability-restart",
+		BootFaults: true,
 		Summary: "imposters in sync, async and none modes under steady writers; crashes of one node, of an owner with " +
 			"its successors, and of the whole cluster, at random points relative to the fsyncs, a third of them orderly restarts outside power cuts; each mode held to its promise",
 		Duration: 40 * time.Second,
@@ -29,7 +30,7 @@ func init() {
 			{Name: "ack-at-submit", Window: 30, MinCaught: 8},
 			{Name: "no-readopt", Window: 30, MinCaught: 6},
 			{Name: "retry-failed-sync", Window: 30, MinCaught: 5},
-			{Name: "repair-to-disk", Window: 30, MinCaught: 6},
+			{Name: "repair-to-disk", Window: 60, MinCaught: 6},
 			// Its sync writers meet a disk stall longer than the
 			// deadline in 11 of seeds 1..100.
 			{Name: "untimed-waits", Window: 100, MinCaught: 6},
@@ -430,5 +431,5 @@ func (d *durability) booted(m *sim.Machine, _ *sim.Env, nd *node.Node) {
 	if len(m.Stops()) == 0 {
 		return // its first boot
 	}
-	d.h.replicaDisk.Restarted(d.h.run, m.ID(), d.window, newCrashRecord(d.h.raftCluster), nd.Flow.Copy, nd.Flow.ModeOf)
+	d.h.replicaDisk.Restarted(d.h.run, m.ID(), d.window, newCrashRecord(d.h.raftCluster), nd.Flow.Copy)
 }

@@ -23,12 +23,14 @@ import (
 func init() {
 	Register(Scenario{
 		Name:       "election-crash",
+		BootFaults: true,
 		CallBounds: true,
 		Summary:    "leaders cut off again and again; voters crashed right after they vote and back within 50–300ms; candidates losing power mid-campaign",
 		Duration:   30 * time.Second,
 		Bugs: []Bug{
 			{Name: "no-vote-sync", Window: 60, MinCaught: 5},
 			{Name: "ack-before-append", Window: 60, MinCaught: 10},
+			{Name: "no-hole-check", Window: 60, MinCaught: 8},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 15}, {"votes", 4}, {"crashes-after-vote", 1}},
 		Checkers: plus(clusterCheckers, "kv-refusals"),

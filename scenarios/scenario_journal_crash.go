@@ -14,11 +14,14 @@ import (
 func init() {
 	Register(Scenario{
 		Name:       "journal-crash",
+		BootFaults: true,
 		CallBounds: true,
 		Summary:    "power cuts in the middle of journal appends and compactions, torn tails, restarts",
 		Duration:   30 * time.Second,
 		Bugs: []Bug{
 			{Name: "journal-trust-tail", Window: 150, MinCaught: 10},
+			{Name: "tear-damage", Window: 60, MinCaught: 12},
+			{Name: "body-vouches", Window: 60, MinCaught: 12},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 25}, {"power-cuts", 2}, {"compactions", 5}},
 		Checkers: plus(clusterCheckers, "kv-refusals"),

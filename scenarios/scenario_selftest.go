@@ -335,7 +335,7 @@ func runSelftest(run *Run) error {
 		boot := func(env *sim.Env) dial.Handler {
 			t, err := bootToy(env, peers, bugs)
 			if err != nil {
-				err = haltOnIO(err)
+				err = haltOnIO(err, env.Disk)
 				run.Fail("boot", "%s: %v", name, err)
 				return dial.HandlerFunc(func(dial.NodeID, []byte) {})
 			}

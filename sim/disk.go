@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -40,11 +43,23 @@ type DiskConfig struct {
 	// MaxBytes bounds the total size of the node's files; a write past it
 	// fails with ErrNoSpace.
 	MaxBytes int64
+	// GrowBeforeData is the chance that a tear by blocks keeps the file's
+	// length as written, its lost blocks reading as zeros to the end, as
+	// a file system that logs a file's new size before its data does
+	// (ext4 with data=writeback, XFS): a reader then finds a tail of
+	// zeros, or a record cut short by zeros with nothing after it. Loss
+	// is whole blocks, as the record file assumes (core/recfile): a tear
+	// at a finer grain with the length kept is not modelled (see
+	// CONTRIBUTING, the fault model). Drawn from the disk's "shape"
+	// stream, so its other draws stay where they were.
+	GrowBeforeData float64
 }
 
-// DefaultDiskConfig is a fast disk that tears one crash in four.
+// DefaultDiskConfig is a fast disk that tears one crash in four, and
+// keeps a file's grown length in half its tears by blocks.
 var DefaultDiskConfig = DiskConfig{
 	TornWriteProb:  0.25,
+	GrowBeforeData: 0.5,
 	SyncLatencyMin: 200 * time.Microsecond,
 	SyncLatencyMax: 5 * time.Millisecond,
 	MaxBytes:       256 << 20,
@@ -75,6 +90,10 @@ var (
 //     the directory as of the last SyncDir, so a created-but-unlisted file
 //     is gone and an unsynced rename is undone.
 //   - A restarted node gets the disk as the crash left it.
+//   - No node may cut a file below what a Sync that returned nil made
+//     durable (a synced cut), nor come up from a boot that read a damaged
+//     record header (FaultBoots): the disk reports either as misuse
+//     (Kernel.OnDiskMisuse), a verdict no fault excuses.
 type Disk struct {
 	n       *Machine
 	cfg     DiskConfig
@@ -112,6 +131,39 @@ type Disk struct {
 	// file's rewrites (a raft journal's compactions), as the disk saw
 	// them.
 	renamedTo map[string]int
+
+	// shape draws what GrowBeforeData decides; aimed tears (CutAtStraddle)
+	// and boot faults (FaultBoots) draw from their own streams too.
+	shape *rand.Rand
+	// straddle: a power cut is armed for the first write that leaves a
+	// file's unsynced bytes across a block boundary (CutAtStraddle);
+	// holeNext: the crash it causes tears that file by blocks, the first
+	// lost and the last kept, so a hole lies under a record.
+	straddle bool
+	holeNext *inode
+	// boot holds the boot faults (FaultBoots) and what the boot under way
+	// met of them.
+	boot bootFaults
+}
+
+// bootFaults is a disk's faults at a node's restarts: a read of a record
+// header that returns the header damaged (one byte flipped: a misdirected
+// read, a controller's bad DMA), or a read that fails with ErrIO. Both
+// are transient: the next boot reads the disk as it is.
+type bootFaults struct {
+	rng             *rand.Rand
+	damage, fail    float64
+	files           []string // where damage may land
+	Damaged, Failed uint64   // boots that met each, for the checkers' work counts
+
+	// The boot under way: the damaged byte (ino, off; ino nil: none) and
+	// whether a read returned it; the reads left before one fails (0:
+	// none).
+	ino    *inode
+	name   string
+	off    int
+	read   bool
+	failIn int
 }
 
 // Renamed is how many renames have replaced name, over every incarnation.
@@ -161,11 +213,142 @@ func (d *Disk) aimedFailure() bool {
 	return d.failAfter == 0 && d.faulty()
 }
 
-// CancelPowerCut disarms a pending CutPowerAfter.
-func (d *Disk) CancelPowerCut() { d.cutAfter = 0 }
+// CutAtStraddle arranges for the node to lose power at its first write
+// that leaves a file's unsynced bytes across a block boundary, just before
+// its next mutating operation, and for that crash to tear the file by
+// blocks with the first lost and the last kept: a hole under a record,
+// which a file system that writes blocks back out of order leaves. Tears
+// drawn at other crashes almost never span two blocks (a node syncs every
+// few hundred bytes), so a reader's test for holes would go unjudged.
+func (d *Disk) CutAtStraddle() { d.straddle = true }
 
-// PowerCutArmed reports whether a CutPowerAfter is pending.
-func (d *Disk) PowerCutArmed() bool { return d.cutAfter > 0 }
+// CancelStraddle disarms a pending CutAtStraddle, leaving a CutPowerAfter
+// armed.
+func (d *Disk) CancelStraddle() { d.straddle = false }
+
+// CancelPowerCut disarms a pending CutPowerAfter or CutAtStraddle.
+func (d *Disk) CancelPowerCut() { d.cutAfter, d.straddle = 0, false }
+
+// PowerCutArmed reports whether a CutPowerAfter or CutAtStraddle is
+// pending.
+func (d *Disk) PowerCutArmed() bool { return d.cutAfter > 0 || d.straddle }
+
+// FaultBoots makes the disk fault the node's restarts (never its first
+// boot) while its faults last: with chance damage, one read of a record
+// header that has a whole record after it returns that header with a
+// byte flipped, and half the time one of the two reads after the damaged
+// one fails with ErrIO (the reads that tell damage from a tear); with
+// chance fail, one of the boot's first eight reads fails with ErrIO.
+// Either lasts the boot only. Damage lands only in the
+// files named by damageIn, those whose readers promise to refuse it: a
+// boot that read the damaged header must not come up, since the record
+// file's promise is to refuse damage no crash leaves, never to cut it away
+// as a torn tail. Drawn from the node's "disk-boot" stream.
+func (d *Disk) FaultBoots(damage, fail float64, damageIn ...string) {
+	d.boot.rng = d.n.k.Stream("disk-boot/" + d.n.name)
+	d.boot.damage, d.boot.fail, d.boot.files = damage, fail, damageIn
+}
+
+// BootReadDamaged reports whether the boot under way has read a header
+// FaultBoots damaged: the error it then meets is the fault's, not a
+// defect's.
+func (d *Disk) BootReadDamaged() bool { return d.boot.read }
+
+// BootFaults counts the boots that read a damaged header and the reads
+// that failed at a boot.
+func (d *Disk) BootFaults() (damaged, failed uint64) { return d.boot.Damaged, d.boot.Failed }
+
+// bootBegin draws the faults of a boot about to run.
+func (d *Disk) bootBegin(restart bool) {
+	b := &d.boot
+	if b.rng == nil || !restart || !d.faulty() {
+		return
+	}
+	switch x := b.rng.Float64(); {
+	case x < b.damage:
+		d.pickDamage()
+	case x < b.damage+b.fail:
+		b.failIn = 1 + b.rng.IntN(8)
+	}
+}
+
+// bootEnd judges the boot that ran and clears its faults.
+func (d *Disk) bootEnd() {
+	b := &d.boot
+	if b.read && d.n.up {
+		d.misuse("damaged-boot", "%s came up from a boot that read the record header at %d of %s damaged", d.n.name, b.off, b.name)
+	}
+	b.ino, b.name, b.read, b.failIn = nil, "", false, 0
+}
+
+// fileHeaderSize is a record file's header: a six-byte magic and a
+// version (core/recfile's format).
+const fileHeaderSize = 8
+
+// pickDamage chooses the header byte a boot's read returns flipped: the
+// first byte of a record header's own checksum, in a header that lies
+// within one block and is followed by a whole record. Damage there has
+// only one reading: no crash leaves a bad header with a good record
+// after it and no hole under it (core/recfile's table), so the reader
+// must refuse it. The records are found by the format's framing, each
+// header checked by its checksum, so a file of another format offers
+// none.
+func (d *Disk) pickDamage() {
+	type site struct {
+		ino  *inode
+		name string
+		off  int
+	}
+	var sites []site
+	for _, name := range d.names() {
+		if !slices.Contains(d.boot.files, name) {
+			continue
+		}
+		data := d.dir[name].data
+		for off := fileHeaderSize; ; {
+			length, ok := wholeRecord(data, off)
+			if !ok {
+				break
+			}
+			next := off + recfile.RecordHeaderSize + length
+			if _, ok := wholeRecord(data, next); ok && off/recfile.BlockSize == (off+recfile.RecordHeaderSize-1)/recfile.BlockSize {
+				sites = append(sites, site{d.dir[name], name, off + 8})
+			}
+			off = next
+		}
+	}
+	if len(sites) == 0 {
+		return
+	}
+	st := sites[d.boot.rng.IntN(len(sites))]
+	d.boot.ino, d.boot.name, d.boot.off = st.ino, st.name, st.off
+}
+
+// wholeRecord reports the body length of the record at off in data if
+// its header's checksum holds and its body lies within data.
+func wholeRecord(data []byte, off int) (int, bool) {
+	if off+recfile.RecordHeaderSize > len(data) {
+		return 0, false
+	}
+	h := data[off : off+recfile.RecordHeaderSize]
+	if binary.LittleEndian.Uint32(h[8:12]) != crc32.Checksum(h[0:8], castagnoli) {
+		return 0, false
+	}
+	length := int(binary.LittleEndian.Uint32(h[0:4]))
+	return length, length > 0 && off+recfile.RecordHeaderSize+length <= len(data)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// names returns the directory's names, sorted.
+func (d *Disk) names() []string {
+	names := make([]string, 0, len(d.dir))
+	for name := range d.dir {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
 
 // mutate is called before every mutating operation.
 func (d *Disk) mutate() {
@@ -190,10 +373,21 @@ type inode struct {
 	// grown is true while data is synced plus appended bytes, i.e. no
 	// Truncate since the last Sync. Only then can a crash tear a write.
 	grown bool
+	// acked is how many bytes a Sync that returned nil has made durable:
+	// the node was told they are on disk, so a cut below them drops what
+	// it may have acknowledged (a synced cut).
+	acked int
 }
 
-func newDisk(n *Machine, cfg DiskConfig, rng *rand.Rand) *Disk {
-	return &Disk{n: n, cfg: cfg, rng: rng, dir: map[string]*inode{}, durable: map[string]*inode{}}
+func newDisk(n *Machine, cfg DiskConfig, rng, shape *rand.Rand) *Disk {
+	return &Disk{n: n, cfg: cfg, rng: rng, shape: shape, dir: map[string]*inode{}, durable: map[string]*inode{}}
+}
+
+// misuse reports a node breaking the storage contract (see Disk).
+func (d *Disk) misuse(checker, format string, args ...any) {
+	if f := d.n.k.onDiskMisuse; f != nil {
+		f(d.n, checker, fmt.Sprintf(format, args...))
+	}
 }
 
 func (d *Disk) used() int64 {
@@ -248,14 +442,7 @@ func (d *Disk) Remove(name string) error {
 }
 
 // List returns the names, sorted.
-func (d *Disk) List() ([]string, error) {
-	names := make([]string, 0, len(d.dir))
-	for name := range d.dir {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names, nil
-}
+func (d *Disk) List() ([]string, error) { return d.names(), nil }
 
 // SyncDir makes the current names durable.
 func (d *Disk) SyncDir() error {
@@ -382,7 +569,8 @@ func (d *Disk) wait() {
 // what was not synced.
 func (d *Disk) crash() {
 	d.gen++
-	d.cutAfter = 0
+	d.cutAfter, d.straddle = 0, false
+	defer func() { d.holeNext = nil }()
 	d.bg, d.bgFree, d.background = nil, 0, false
 	names := make([]string, 0, len(d.durable))
 	for name := range d.durable {
@@ -397,7 +585,9 @@ func (d *Disk) crash() {
 		}
 		seen[ino] = true
 		kept := ino.synced
-		if ino.grown && len(ino.data) > len(ino.synced) && Chance(d.rng, d.cfg.TornWriteProb) {
+		if ino == d.holeNext && ino.grown && len(ino.data) > len(ino.synced) {
+			kept = d.keepBlocks(ino, true)
+		} else if ino.grown && len(ino.data) > len(ino.synced) && Chance(d.rng, d.cfg.TornWriteProb) {
 			if d.rng.IntN(2) == 0 {
 				extra := d.rng.IntN(len(ino.data) - len(ino.synced) + 1)
 				kept = ino.data[:len(ino.synced)+extra]
@@ -405,7 +595,7 @@ func (d *Disk) crash() {
 					d.Torn++
 				}
 			} else {
-				kept = d.keepBlocks(ino)
+				kept = d.keepBlocks(ino, false)
 			}
 		}
 		ino.data = append([]byte(nil), kept...)
@@ -425,17 +615,23 @@ func (d *Disk) faulty() bool { return d.cfg.FaultsUntil == 0 || d.n.k.now < d.cf
 // unsynced bytes touch survives whole or not at all, with one chance per
 // crash; the file ends where the last surviving block ends, and a lost
 // block before that reads as zeros (the synced bytes it shares with the
-// synced part survive).
-func (d *Disk) keepBlocks(ino *inode) []byte {
+// synced part survive). With GrowBeforeData the file may keep its whole
+// length instead, its lost blocks at the end reading as zeros too. hole
+// (CutAtStraddle) loses the first block and keeps the last, whatever the
+// draws say.
+func (d *Disk) keepBlocks(ino *inode, hole bool) []byte {
 	const bs = recfile.BlockSize
 	s, e := len(ino.synced), len(ino.data)
 	keep := 0.1 + 0.8*d.rng.Float64()
 	out := append([]byte(nil), ino.synced...)
-	lost := false
-	for b := s / bs * bs; b < e; b += bs {
+	first, last := s/bs*bs, (e-1)/bs*bs
+	for b := first; b < e; b += bs {
 		from, to := max(b, s), min(b+bs, e)
-		if !Chance(d.rng, keep) {
-			lost = true
+		kept := Chance(d.rng, keep)
+		if hole {
+			kept = b == last || b != first && kept
+		}
+		if !kept {
 			continue
 		}
 		if len(out) < from {
@@ -445,7 +641,10 @@ func (d *Disk) keepBlocks(ino *inode) []byte {
 		out = append(out, ino.data[from:to]...)
 		d.Torn++
 	}
-	_ = lost
+	if len(out) < e && d.cfg.GrowBeforeData > 0 && Chance(d.shape, d.cfg.GrowBeforeData) {
+		out = append(out, make([]byte, e-len(out))...) // the size reached the disk, the data did not
+		d.Holes++
+	}
 	return out
 }
 
@@ -482,6 +681,12 @@ func (f *simFile) Write(p []byte) (int, error) {
 	}
 	f.d.Writes++
 	f.ino.data = append(f.ino.data, p...)
+	if f.d.straddle && f.ino.grown && len(f.ino.synced)/recfile.BlockSize < (len(f.ino.data)-1)/recfile.BlockSize {
+		// The unsynced bytes span a block boundary now: the power goes
+		// before the node's next mutating operation (its sync, most
+		// often), and the crash leaves a hole (keepBlocks).
+		f.d.straddle, f.d.holeNext, f.d.cutAfter = false, f.ino, 1
+	}
 	return len(p), nil
 }
 
@@ -492,10 +697,28 @@ func (f *simFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("sim: negative offset %d", off)
 	}
+	if b := &f.d.boot; b.failIn > 0 {
+		if b.failIn--; b.failIn == 0 {
+			b.Failed++
+			return 0, fmt.Errorf("%w: reading %d bytes of %s at %d", ErrIO, len(p), f.name, off)
+		}
+	}
 	if off >= int64(len(f.ino.data)) {
 		return 0, io.EOF
 	}
 	n := copy(p, f.ino.data[off:])
+	if b := &f.d.boot; b.ino == f.ino && int64(b.off) >= off && int64(b.off) < off+int64(n) {
+		p[int64(b.off)-off] ^= 0xff
+		if !b.read {
+			b.read = true
+			b.Damaged++
+			if b.failIn == 0 && b.rng.IntN(2) == 0 {
+				// Half the time one of the two reads after it fails
+				// too: the reads that tell damage from a tear.
+				b.failIn = 1 + b.rng.IntN(2)
+			}
+		}
+	}
 	if n < len(p) {
 		return n, io.EOF
 	}
@@ -516,6 +739,10 @@ func (f *simFile) Truncate(size int64) error {
 	f.d.mutate()
 	if size < 0 || size > int64(len(f.ino.data)) {
 		return fmt.Errorf("sim: truncate %s to %d: size is %d", f.name, size, len(f.ino.data))
+	}
+	if int(size) < f.ino.acked {
+		f.d.misuse("synced-cut", "%s cut %s to %d bytes, below the %d a completed fsync made durable: records it may have acknowledged are gone", f.d.n.name, f.name, size, f.ino.acked)
+		f.ino.acked = int(size)
 	}
 	// A fresh array: the synced bytes may share the old one.
 	f.ino.data = append([]byte(nil), f.ino.data[:size]...)
@@ -542,6 +769,7 @@ func (f *simFile) Sync() error {
 	}
 	f.ino.synced = f.ino.data[:len(f.ino.data):len(f.ino.data)]
 	f.ino.grown = true
+	f.ino.acked = len(f.ino.data)
 	return nil
 }
 

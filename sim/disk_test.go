@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestCrashKeepsSyncedAndLosesUnsynced(t *testing.T) {
 func TestCrashMayTearTheUnsyncedTail(t *testing.T) {
 	cfg := DefaultDiskConfig
 	cfg.TornWriteProb = 1
-	lengths := map[int]bool{}
+	lengths, zeros := map[int]bool{}, 0
 	for seed := uint64(0); seed < 64; seed++ {
 		k := New(seed)
 		n := k.AddMachine("a", nil, nopNet{}, cfg)
@@ -65,10 +66,14 @@ func TestCrashMayTearTheUnsyncedTail(t *testing.T) {
 		d.crash()
 		got := read(t, d, "log")
 		require.Equal(t, "base", string(got[:4]), "synced bytes always survive")
-		require.Equal(t, "0123456789"[:len(got)-4], string(got[4:]), "what survives of the tail is a prefix")
+		if tail := got[4:]; string(tail) != "0123456789"[:len(tail)] {
+			require.Equal(t, make([]byte, 10), tail, "a tail that is not a prefix is the grown length reading as zeros (GrowBeforeData)")
+			zeros++
+		}
 		lengths[len(got)] = true
 	}
 	require.Greater(t, len(lengths), 5, "tears should land at many offsets")
+	require.Positive(t, zeros, "some tear keeps the length and loses the data")
 }
 
 func TestTruncateThenCrashRestoresSyncedContent(t *testing.T) {
@@ -437,4 +442,222 @@ func TestAShutdownStopsTheNodeWhereItIsCalled(t *testing.T) {
 	require.Equal(t, time.Second+5*time.Millisecond, at)
 	lost, _ := n.LostUnsyncedDuring(0, 2*time.Second)
 	require.False(t, lost, "an orderly stop loses nothing synced")
+}
+
+// A tear by blocks ends the file at its last kept block, unless the file
+// system logged the grown length first (GrowBeforeData): then the file
+// keeps the length it was written to, its lost blocks at the end zeros.
+func TestGrowBeforeDataKeepsTheLengthWithZeros(t *testing.T) {
+	const bs = recfile.BlockSize
+	zeroEnds := map[float64]int{}
+	for _, grow := range []float64{0, 1} {
+		cfg := DefaultDiskConfig
+		cfg.TornWriteProb, cfg.GrowBeforeData = 1, grow
+		for seed := uint64(0); seed < 64; seed++ {
+			k := New(seed)
+			n := k.AddMachine("a", nil, nopNet{}, cfg)
+			d := n.Disk()
+			f, _ := d.Create("log")
+			require.NoError(t, d.SyncDir())
+			require.NoError(t, f.Sync())
+			tail := make([]byte, 3*bs)
+			for i := range tail {
+				tail[i] = 1
+			}
+			_, _ = f.Write(tail)
+			d.crash()
+			got := read(t, d, "log")
+			if len(got) > 0 && got[len(got)-1] == 0 {
+				require.Len(t, got, 3*bs, "a file ending in zeros kept its grown length")
+				zeroEnds[grow]++
+			}
+		}
+	}
+	require.Zero(t, zeroEnds[0], "without GrowBeforeData a torn file ends at its last kept byte")
+	require.Positive(t, zeroEnds[1], "with it, some tear keeps the length and loses the last block")
+}
+
+// A node that cuts a file below what a completed fsync made durable is
+// reported as misuse; a cut of unsynced bytes (a torn tail) is not.
+func TestASyncedCutIsMisuse(t *testing.T) {
+	k, n := diskNode(DefaultDiskConfig)
+	var got []string
+	k.OnDiskMisuse(func(m *Machine, checker, what string) { got = append(got, checker+": "+what) })
+	d := n.Disk()
+	f, _ := d.Create("log")
+	_, _ = f.Write([]byte("synced"))
+	require.NoError(t, f.Sync())
+	_, _ = f.Write([]byte("torn"))
+	require.NoError(t, f.Truncate(6))
+	require.Empty(t, got, "cutting what no fsync covered is a torn tail's cut")
+	require.NoError(t, f.Truncate(5))
+	require.Len(t, got, 1)
+	require.Contains(t, got[0], "synced-cut: a cut log to 5 bytes, below the 6")
+	require.NoError(t, f.Truncate(4))
+	require.Len(t, got, 2, "every further cut below the durable bytes is reported")
+}
+
+// CutAtStraddle cuts the power at the first write whose unsynced bytes
+// span a block boundary, and the crash loses the first block and keeps
+// the last: a hole under the record that straddled.
+func TestCutAtStraddleLeavesAHole(t *testing.T) {
+	const bs = recfile.BlockSize
+	cfg := DefaultDiskConfig
+	cfg.TornWriteProb = 0
+	k := New(1)
+	n := idleNodeWithDisk(k, cfg)
+	d := n.Disk()
+	f, _ := d.Create("log")
+	require.NoError(t, d.SyncDir())
+	synced := make([]byte, bs-100)
+	for i := range synced {
+		synced[i] = 's'
+	}
+	_, _ = f.Write(synced)
+	require.NoError(t, f.Sync())
+	d.CutAtStraddle()
+	require.True(t, d.PowerCutArmed())
+	steps := 0
+	n.Exec(func() {
+		_, _ = f.Write(make([]byte, 50)) // within the block: no cut
+		steps++
+		rec := make([]byte, 200)
+		for i := range rec {
+			rec[i] = 'r'
+		}
+		_, _ = f.Write(rec) // across the boundary: the cut is armed
+		steps++
+		_ = f.Sync() // power goes here
+		steps++
+	})
+	require.Equal(t, 2, steps, "the power went at the sync after the straddling write")
+	require.False(t, n.Up())
+	require.False(t, d.PowerCutArmed())
+	got := read(t, d, "log")
+	require.Equal(t, synced, got[:bs-100], "synced bytes survive")
+	require.Equal(t, make([]byte, 100), got[bs-100:bs], "the first unsynced block is lost: zeros")
+	require.Len(t, got, bs+150, "the last block is kept")
+	for _, c := range got[bs:] {
+		require.Equal(t, byte('r'), c)
+	}
+}
+
+// recordFile writes a record file of n records to d under name, synced.
+func recordFile(t *testing.T, d *Disk, name string, n int) {
+	t.Helper()
+	f, err := d.Create(name)
+	require.NoError(t, err)
+	buf := recfile.Format{Magic: "TESTRF", Version: 1}.AppendHeader(nil)
+	for i := range n {
+		var start int
+		buf, start = recfile.Begin(buf)
+		buf = append(buf, byte('a'+i), 1, 2, 3)
+		buf = recfile.End(buf, start)
+	}
+	_, err = f.Write(buf)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, d.SyncDir())
+}
+
+// scanAll reads every record of name, as a node's boot replays it.
+func scanAll(d *Disk, name string) (int, error) {
+	f, err := d.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		return 0, err
+	}
+	sc := recfile.NewScanner(f, name, 8, size, 1<<10)
+	records := 0
+	for {
+		body, err := sc.Next()
+		if err != nil || body == nil {
+			return records, err
+		}
+		records++
+	}
+}
+
+// FaultBoots damages a header of a named file at a restart (never the
+// first boot), for that boot only; a boot that read the damage and came
+// up is misuse, one that refused it is not.
+func TestFaultBootsDamagesAHeaderForOneBoot(t *testing.T) {
+	k := New(1)
+	var misuse []string
+	k.OnDiskMisuse(func(m *Machine, checker, what string) { misuse = append(misuse, checker) })
+	refuse := true
+	var results []error
+	n := k.AddMachine("a", func(env *Env) dialHandler {
+		_, err := scanAll(env.Disk, "log")
+		results = append(results, err)
+		if err != nil && refuse {
+			halt.Stop(err)
+		}
+		return nopHandler{}
+	}, nopNet{}, DefaultDiskConfig)
+	n.Disk().FaultBoots(1, 0, "log")
+	recordFile(t, n.Disk(), "log", 3)
+	n.Start()
+	require.NoError(t, results[0], "the first boot is never faulted")
+	n.Crash()
+
+	refusedDamage := func(err error) bool {
+		// the damage itself, or half the time a failed read just after it
+		return errors.Is(err, recfile.ErrCorrupt) || errors.Is(err, ErrIO)
+	}
+	n.Start()
+	require.True(t, refusedDamage(results[1]), "the restart read a damaged header: %v", results[1])
+	require.False(t, n.Up(), "it refused, and halted")
+	require.Empty(t, misuse, "refusing damage is what the promise asks")
+	damaged, _ := n.Disk().BootFaults()
+	require.Equal(t, uint64(1), damaged)
+
+	refuse = false
+	n.Start()
+	require.True(t, refusedDamage(results[2]), "%v", results[2])
+	require.True(t, n.Up())
+	require.Equal(t, []string{"damaged-boot"}, misuse, "coming up over damage is misuse")
+	require.NoError(t, func() error { _, err := scanAll(n.Disk(), "log"); return err }(), "the damage lasted the boot only")
+
+	// Half the time, one of the two reads after the damaged one fails too:
+	// the reads that tell damage from a tear.
+	refuse = true
+	kinds := map[bool]int{}
+	for range 16 {
+		n.Crash()
+		n.Start()
+		err := results[len(results)-1]
+		require.True(t, refusedDamage(err), "%v", err)
+		kinds[errors.Is(err, ErrIO)]++
+	}
+	require.Positive(t, kinds[true], "a read after the damage failed")
+	require.Positive(t, kinds[false], "the damage alone was refused")
+}
+
+// FaultBoots can fail one of a restart's first reads with ErrIO instead.
+func TestFaultBootsFailsARead(t *testing.T) {
+	k := New(1)
+	var results []error
+	n := k.AddMachine("a", func(env *Env) dialHandler {
+		_, err := scanAll(env.Disk, "log")
+		results = append(results, err)
+		return nopHandler{}
+	}, nopNet{}, DefaultDiskConfig)
+	n.Disk().FaultBoots(0, 1)
+	recordFile(t, n.Disk(), "log", 40)
+	failed := 0
+	for range 20 {
+		n.Start()
+		n.Crash()
+		if errors.Is(results[len(results)-1], ErrIO) {
+			failed++
+		}
+	}
+	require.NoError(t, results[0], "the first boot is never faulted")
+	_, reads := n.Disk().BootFaults()
+	require.Equal(t, uint64(failed), reads)
+	require.Positive(t, failed, "a restart's read fails when one of its first eight does")
 }

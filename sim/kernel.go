@@ -82,7 +82,9 @@ type Kernel struct {
 	// of one that saw an fsync or a write fail and did not.
 	onHalt      func(n *Machine, reason error)
 	onCarriedOn func(n *Machine)
-	rand        *randSwitch
+	// onDiskMisuse hears of a node breaking the storage contract (Disk).
+	onDiskMisuse func(n *Machine, checker, what string)
+	rand         *randSwitch
 
 	// cur is the node whose code is running, nil between node calls: its
 	// local time (Machine.Local) is what Now reads while it runs.
@@ -190,6 +192,11 @@ func (k *Kernel) OnHalt(f func(n *Machine, reason error)) { k.onHalt = f }
 // fail and did not stop within the step that saw it: the fail-stop rule
 // broken.
 func (k *Kernel) OnCarriedOn(f func(n *Machine)) { k.onCarriedOn = f }
+
+// OnDiskMisuse registers f to hear of a node that broke the storage
+// contract no fault excuses (see Disk): checker names the verdict
+// ("synced-cut", "damaged-boot").
+func (k *Kernel) OnDiskMisuse(f func(n *Machine, checker, what string)) { k.onDiskMisuse = f }
 
 // Logf writes a line to the verbose trace, if one is on. It does not touch
 // the hash: what is logged must already be in the events.

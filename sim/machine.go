@@ -98,7 +98,7 @@ func (k *Kernel) AddMachine(name string, boot Boot, net Network, disk DiskConfig
 		crypto: k.Stream("crypto/" + name),
 	}
 	n.clock = &Clock{n: n}
-	n.disk = newDisk(n, disk, k.Stream("disk/"+name))
+	n.disk = newDisk(n, disk, k.Stream("disk/"+name), k.Stream("disk-shape/"+name))
 	k.addNode(n)
 	return n
 }
@@ -142,7 +142,9 @@ func (n *Machine) Start() {
 		Rand:        n.rand,
 	}
 	n.k.Logf("%s start (incarnation %d)", n.name, n.inc)
+	n.disk.bootBegin(n.Starts > 1)
 	n.k.call(n, func() { n.handler = n.boot(env) })
+	n.disk.bootEnd()
 }
 
 // Crash kills the node's process: its memory is gone, its timers and disk

@@ -73,6 +73,20 @@ type Set struct {
 	// durable. Raft ends up holding an entry with the right index and term
 	// and the wrong data, which no later append repairs.
 	JournalTrustTail bool
+	// RecfileTearDamage makes the journal's replay read a bad record with
+	// whole records after it as a torn tail (core/recfile's tornIfZeros
+	// always tears): damage no crash leaves is cut away with every record
+	// after it, acknowledged or not, instead of refused.
+	RecfileTearDamage bool
+	// RecfileNoHoleCheck makes the journal's replay never look for a
+	// hole under a bad record (core/recfile's HoleIn): a crash that kept a
+	// later block of the unsynced tail and lost an earlier one reads as
+	// damage, and the node never boots again.
+	RecfileNoHoleCheck bool
+	// RecfileBodyVouches makes the journal's replay believe a record
+	// header whose own checksum fails when the body it describes checks
+	// out: a damaged header is read as data and the node comes up on it.
+	RecfileBodyVouches bool
 
 	// --- core/consensus: etcd raft, membership and D-17.
 
@@ -472,6 +486,9 @@ var Table = []Bug{
 	{"stopped-lease-clock", "applied time stops at the first command: no lease ever lapses", func(s *Set) *bool { return &s.StoppedLeaseClock }},
 	{"release-keeps", "a release is answered as done and the lease stays held", func(s *Set) *bool { return &s.ReleaseKeeps }},
 	{"journal-trust-tail", "journal replay accepts a torn record", func(s *Set) *bool { return &s.JournalTrustTail }},
+	{"tear-damage", "journal replay cuts a damaged record and every record after it as a torn tail instead of refusing it", func(s *Set) *bool { return &s.RecfileTearDamage }},
+	{"no-hole-check", "journal replay takes a hole a crash left in its torn tail for damage, and refuses to boot", func(s *Set) *bool { return &s.RecfileNoHoleCheck }},
+	{"body-vouches", "journal replay believes a record header whose checksum fails when its body checks out", func(s *Set) *bool { return &s.RecfileBodyVouches }},
 	{"promote-early", "a learner is promoted to voter as soon as it joins, before it has caught up", func(s *Set) *bool { return &s.PromoteEarly }},
 	{"no-vote-sync", "a hard state that changes only the term and vote is written without an fsync", func(s *Set) *bool { return &s.NoVoteSync }},
 	{"ack-before-append", "a raft append's responses (votes, append acknowledgements) go out when it is staged, before its journal write completes", func(s *Set) *bool { return &s.AckBeforeAppend }},

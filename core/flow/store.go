@@ -354,14 +354,6 @@ func (s *Store) Copy(flow string) map[string]Value {
 	return out
 }
 
-// ModeOf returns the durability mode this node holds a flow in (what its
-// shard's metadata says, which a restart reads back from disk), for
-// checkers; ok is false when it holds no copy.
-func (s *Store) ModeOf(flow string) (shard.Mode, bool) {
-	_, mode, ok := s.sh.Meta(flow)
-	return mode, ok
-}
-
 // ID is this node's id.
 func (s *Store) ID() dial.NodeID { return s.env.ID }
 

@@ -101,7 +101,12 @@ func (j *Journal) replay() error {
 	}
 
 	sc := recfile.NewScanner(j.f, j.name, int64(format.HeaderSize()), size, j.cfg.MaxRecordBytes)
-	sc.KeepTorn = j.cfg.Bugs.JournalTrustTail
+	sc.Bugs = recfile.Bugs{
+		KeepTorn:    j.cfg.Bugs.JournalTrustTail,
+		TearDamage:  j.cfg.Bugs.RecfileTearDamage,
+		NoHoleCheck: j.cfg.Bugs.RecfileNoHoleCheck,
+		BodyVouches: j.cfg.Bugs.RecfileBodyVouches,
+	}
 	for {
 		body, err := sc.Next()
 		if err != nil {

@@ -146,15 +146,31 @@ type Scanner struct {
 	Off int64
 	// Torn reports that the records stopped at a torn tail.
 	Torn bool
-	// TornBody, when KeepTorn was set, is what was on disk of a torn
+	// Bugs are the planted bugs (core/bugs) the file's owner passes on.
+	Bugs Bugs
+	// TornBody, under Bugs.KeepTorn, is what was on disk of a torn
 	// record whose header held but whose body the file cut short: the
-	// real bytes, zero-padded to the declared length. Only a planted bug
-	// reads it (core/bugs JournalTrustTail).
-	KeepTorn bool
+	// real bytes, zero-padded to the declared length.
 	TornBody []byte
 	TornReal int
 
 	end int64 // where the record last returned ends
+}
+
+// Bugs switches the scanner's planted bugs (core/bugs) on.
+type Bugs struct {
+	// KeepTorn keeps a torn record's bytes (TornBody) for
+	// JournalTrustTail, which decodes them.
+	KeepTorn bool
+	// TearDamage (RecfileTearDamage) reads damage before the tail as a
+	// torn tail: the records from it on are cut away.
+	TearDamage bool
+	// NoHoleCheck (RecfileNoHoleCheck) never looks for a hole a crash
+	// left under a bad record: a torn tail with a hole in it is damage.
+	NoHoleCheck bool
+	// BodyVouches (RecfileBodyVouches) believes a record header whose
+	// checksum fails when the body it describes checks out.
+	BodyVouches bool
 }
 
 // NewScanner scans f, of size bytes, from off (the end of the file
@@ -189,7 +205,11 @@ func (s *Scanner) Next() ([]byte, error) {
 	}
 	length := binary.LittleEndian.Uint32(h[0:4])
 	bodyCRC := binary.LittleEndian.Uint32(h[4:8])
-	if binary.LittleEndian.Uint32(h[8:12]) != crc32.Checksum(h[0:8], castagnoli) {
+	headerHolds := binary.LittleEndian.Uint32(h[8:12]) == crc32.Checksum(h[0:8], castagnoli)
+	if !headerHolds && s.Bugs.BodyVouches {
+		headerHolds = s.bodyVouches(h)
+	}
+	if !headerHolds {
 		// The length cannot be trusted, so the record has no known end;
 		// only zeros from here on, or a hole under the header, are a tear.
 		return s.tornIfZeros(s.Off, s.Off+RecordHeaderSize, "record header checksum fails")
@@ -200,7 +220,7 @@ func (s *Scanner) Next() ([]byte, error) {
 		// A body cut short. Its length is checked before anything is
 		// allocated: over the bound it is a record too large, cut short
 		// all the same.
-		if s.KeepTorn && int(length) <= s.maxBody {
+		if s.Bugs.KeepTorn && int(length) <= s.maxBody {
 			s.TornBody = make([]byte, length)
 			s.TornReal, _ = io.ReadFull(s.br, s.TornBody)
 		}
@@ -239,11 +259,17 @@ func (s *Scanner) tear() ([]byte, error) {
 // file is zero, or if a hole a crash left (HoleIn) begins within the bad
 // record, [Off, recEnd); it reports corruption otherwise.
 func (s *Scanner) tornIfZeros(from, recEnd int64, why string) ([]byte, error) {
+	if s.Bugs.TearDamage {
+		return s.tear()
+	}
 	zero, err := s.zerosFrom(from)
 	if err != nil {
 		return nil, err
 	}
 	if !zero {
+		if s.Bugs.NoHoleCheck {
+			return nil, s.Corrupt(s.Off, "%s (no hole looked for)", why)
+		}
 		if zero, err = HoleIn(s.f, s.size, s.Off, recEnd); err != nil {
 			return nil, fmt.Errorf("read %s: %w", s.name, err)
 		}
