@@ -291,8 +291,9 @@ const fileHeaderSize = 8
 // only one reading: no crash leaves a bad header with a good record
 // after it and no hole under it (core/recfile's table), so the reader
 // must refuse it. The records are found by the format's framing, each
-// header checked by its checksum, so a file of another format offers
-// none.
+// header checked by its checksum here, not by core/recfile's scanner:
+// the aim must not move with the code it judges. A file of another
+// format offers none.
 func (d *Disk) pickDamage() {
 	type site struct {
 		ino  *inode
@@ -570,7 +571,8 @@ func (d *Disk) wait() {
 func (d *Disk) crash() {
 	d.gen++
 	d.cutAfter, d.straddle = 0, false
-	defer func() { d.holeNext = nil }()
+	hole := d.holeNext // the file a straddle cut tears by blocks with a hole
+	d.holeNext = nil
 	d.bg, d.bgFree, d.background = nil, 0, false
 	names := make([]string, 0, len(d.durable))
 	for name := range d.durable {
@@ -585,7 +587,7 @@ func (d *Disk) crash() {
 		}
 		seen[ino] = true
 		kept := ino.synced
-		if ino == d.holeNext && ino.grown && len(ino.data) > len(ino.synced) {
+		if ino == hole && ino.grown && len(ino.data) > len(ino.synced) {
 			kept = d.keepBlocks(ino, true)
 		} else if ino.grown && len(ino.data) > len(ino.synced) && Chance(d.rng, d.cfg.TornWriteProb) {
 			if d.rng.IntN(2) == 0 {
