@@ -53,7 +53,9 @@ type FaultRecord interface {
 	Cut(a, b dial.NodeID, from, to time.Duration) bool
 	// HandoverLost reports whether a frame of flow's adoption (a request
 	// for its copies, or a copy) between a and b, either way, was lost in
-	// [from, to].
+	// [from, to], or refused because its target was down: an orderly
+	// stop keeps a node's copy on its disk, but an adoption that asks it
+	// meanwhile completes without it, by design.
 	HandoverLost(flow string, a, b dial.NodeID, from, to time.Duration) bool
 	// HandedOver reports whether a copy of flow that a sent in [from,
 	// sentBy] (an adoption answer) reached b by to, early enough that b's

@@ -1449,6 +1449,7 @@ func (f *fleetHarness) finish(chaos *Chaos) {
 		cuts = append(cuts, checker.FlowCuts(h.services, h.memberships, faultRecord{h})...)
 		h.cuts = nil
 		h.checkD17()
+		h.checkKnownMembership()
 		h.checkPlacement()
 		h.checkAnswered()
 		h.checkConvergence(f.members(h))

@@ -87,6 +87,28 @@ func TestPlantedBugsAreCaught(t *testing.T) {
 	}
 }
 
+// onceFailed are seeds beyond CI's sweeps that failed on main, each with
+// what was wrong: they pass for good.
+var onceFailed = []struct {
+	scenario string
+	seed     uint64
+	why      string
+}{
+	{"imposter-scenarios", 26, "a leader's disk stalled as it applied a join: it sent the newcomer a snapshot that did not name it, again and again (stale-snapshot)"},
+	{"imposter-scenarios", 1302, "a leader whose disk stalled served by the membership before its own removal, which it knew committed (d17; stale-membership)"},
+	{"imposter-scenarios", 2075, "a removal asked before calm committed after it: the removed node was held to serving"},
+	{"imposter-scenarios", 2091, "an adoption's ask refused by a previous owner stopped in order was not counted a lost handover"},
+	{"durability-restart", 207, "replica-disk held a successor to the mode a repair recorded"},
+}
+
+func TestSeedsThatOnceFailedPass(t *testing.T) {
+	for _, c := range onceFailed {
+		res, err := Execute(c.scenario, Options{Seed: c.seed})
+		require.NoError(t, err)
+		require.True(t, res.OK(), "%s seed %d (%s): %v", c.scenario, c.seed, c.why, res.Findings)
+	}
+}
+
 // TestClientsOffFailsTheWorkload: a scenario whose clients do nothing
 // must not pass. Every scenario's floors catch it.
 func TestClientsOffFailsTheWorkload(t *testing.T) {

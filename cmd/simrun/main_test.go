@@ -219,14 +219,14 @@ func TestRandomShardsAreDisjoint(t *testing.T) {
 // command; the trace is the same as without -out.
 func TestOutDrawsTheFailure(t *testing.T) {
 	dir := t.TempDir()
-	code, out, _ := runCLI("-scenario", "owner-handoff", "-bug", "no-fence", "-seed", "1", "-out", dir)
+	code, out, _ := runCLI("-scenario", "owner-handoff", "-bug", "no-fence", "-seed", "2", "-out", dir)
 	require.Equal(t, exitFail, code, out)
-	_, plain, _ := runCLI("-scenario", "owner-handoff", "-bug", "no-fence", "-seed", "1", "-quiet")
+	_, plain, _ := runCLI("-scenario", "owner-handoff", "-bug", "no-fence", "-seed", "2", "-quiet")
 	require.Equal(t, field(lastLine(plain), "trace"), field(lastLine(out), "trace"), "drawing does not change the run")
 
 	replayTxt, err := os.ReadFile(filepath.Join(dir, "replay.txt"))
 	require.NoError(t, err)
-	require.Contains(t, string(replayTxt), "go run ./cmd/simrun -scenario owner-handoff -seed 1 -bug no-fence\n")
+	require.Contains(t, string(replayTxt), "go run ./cmd/simrun -scenario owner-handoff -seed 2 -bug no-fence\n")
 	require.Contains(t, string(replayTxt), "FAIL flow-linearizability: flow ")
 
 	htmls, _ := filepath.Glob(filepath.Join(dir, "flow-linearizability-*.html"))

@@ -23,7 +23,7 @@ func TestShrinkKeepsTheFailure(t *testing.T) {
 		{"replica-repair", "no-anti-entropy", "1", "replica-convergence"},
 		// The example, on a budget: faults and length are shrunk
 		// in it, and what the operations pass reached.
-		{"owner-handoff", "no-fence", "1", "flow-linearizability"},
+		{"owner-handoff", "no-fence", "2", "flow-linearizability"},
 	} {
 		t.Run(tc.scenario+"/"+tc.bug, func(t *testing.T) {
 			out, err := exec.Command(bin, "-scenario", tc.scenario, "-bug", tc.bug, "-seed", tc.seed, "-shrink", "-shrink-for", "20s").Output()

@@ -108,6 +108,17 @@ type Set struct {
 	// held up by fsyncs runs its ticks late, so the window stretches past
 	// its bound in true time.
 	TickWindow bool
+	// StaleMembership lets a node whose log holds a committed membership
+	// change it has not yet applied (its own disk behind the quorum that
+	// committed it) count voters, and owners, by the membership before
+	// it: a leader removed while its disk stalls goes on serving the
+	// flows that moved away.
+	StaleMembership bool
+	// StaleSnapshot lets a leader send the journal's last snapshot while
+	// the one carrying its newest membership waits to be written (its
+	// disk busy): a newcomer refuses a snapshot that does not name it,
+	// and the two trade it back and forth as fast as the wire goes.
+	StaleSnapshot bool
 	// RemoveLastVoter lets a membership change that leaves no voter
 	// through: RemoveMember proposes the removal of the only voter, and
 	// apply hands it to etcd raft, which panics ("removed all voters") on
@@ -493,6 +504,8 @@ var Table = []Bug{
 	{"no-vote-sync", "a hard state that changes only the term and vote is written without an fsync", func(s *Set) *bool { return &s.NoVoteSync }},
 	{"ack-before-append", "a raft append's responses (votes, append acknowledgements) go out when it is staged, before its journal write completes", func(s *Set) *bool { return &s.AckBeforeAppend }},
 	{"tick-window", "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", func(s *Set) *bool { return &s.TickWindow }},
+	{"stale-membership", "a node whose log holds a committed membership change it has not applied counts voters and owners by the membership before it", func(s *Set) *bool { return &s.StaleMembership }},
+	{"stale-snapshot", "a leader sends its last written snapshot while the one carrying its newest membership waits for its disk: a newcomer refuses it, and the two trade it in a storm", func(s *Set) *bool { return &s.StaleSnapshot }},
 	{"remove-last-voter", "a membership change that leaves no voter is proposed and applied: etcd raft panics on every member, and on every restart", func(s *Set) *bool { return &s.RemoveLastVoter }},
 	{"silent-timeout", "a proposal or read whose ProposalTimeout passes is forgotten without an answer: the caller waits out its own deadline", func(s *Set) *bool { return &s.SilentTimeout }},
 	{"send-before-durable", "the leader of two sends the voter it removes entries before writing them itself: after a crash the removed voter's log is the longer and the survivor may never elect", func(s *Set) *bool { return &s.SendBeforeDurable }},

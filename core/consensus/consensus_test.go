@@ -25,6 +25,9 @@ type cluster struct {
 	live  map[string]*consensus.Node
 	cfg   consensus.Config
 	http  bool // founders carry HTTP addresses (set before the first start)
+	// worker runs journal writes off the loop, on the disk, as the
+	// scenarios do: a stalled disk then holds a write in flight.
+	worker bool
 }
 
 func newCluster(t *testing.T, seed uint64, founders, extra int) *cluster {
@@ -53,7 +56,11 @@ func newCluster(t *testing.T, seed uint64, founders, extra int) *cluster {
 					}
 				}
 			}
-			node, err := consensus.Open(cfg, consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand})
+			cenv := consensus.Env{Clock: env.Clock, Net: env.Net, FS: env.Disk, Rand: env.Rand}
+			if c.worker {
+				cenv.Worker = env.Disk
+			}
+			node, err := consensus.Open(cfg, cenv)
 			require.NoError(t, err)
 			c.live[name] = node
 			return node
@@ -492,4 +499,76 @@ func TestReadyRoundsBoundYieldsAndCarriesOn(t *testing.T) {
 	}
 	err := consensus.Config{Name: "a", MaxReadyRounds: -1}.Validate()
 	require.ErrorIs(t, err, consensus.ErrBadConfig)
+}
+
+// A leader whose disk stalls while a quorum commits a membership change
+// knows the change committed and cannot apply it (raft applies nothing
+// a node has not written): it counts itself isolated until it has, since
+// the voters it would count and the owners it would place flows by are
+// those of a membership no longer in force. Its followers apply it.
+func TestALeaderBehindACommittedMembershipIsIsolated(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := newCluster(t, 7, 4, 0)
+		c.worker = true
+		c.cfg.Bugs.StaleMembership = bug
+		l := c.elect()
+		f := (l + 1) % 4
+		before := c.node(f).Membership().Index
+		c.nodes[l].Disk().Stall(2 * time.Second)
+		c.nodes[l].Exec(func() { c.node(l).RemoveMember(c.nodes[f].ID(), func(error) {}) })
+		c.run(500 * time.Millisecond)
+		other := (l + 2) % 4
+		require.Greater(t, c.node(other).Membership().Index, before, "a follower applied the removal")
+		require.Equal(t, before, c.node(l).Membership().Index, "the stalled leader has not")
+		require.True(t, c.node(l).BelievesSelfLeader())
+		require.Equal(t, !bug, c.node(l).IsIsolated(), "bug %v: the leader behind a committed change is isolated", bug)
+		c.run(3 * time.Second)
+		require.False(t, c.node(c.leader()).IsIsolated(), "once applied, in touch again")
+	}
+}
+
+// A leader whose disk stalls as it applies the change that adds a
+// learner cannot write the snapshot that names the newcomer until its
+// journal write in flight completes. Meanwhile it sends no snapshot: the
+// one it has written does not name the newcomer, which refuses it, and
+// each refusal would draw it again. Once written, the newcomer catches up.
+func TestNoSnapshotWhileTheOneNamingANewcomerIsUnwritten(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := newCluster(t, 5, 3, 1)
+		c.worker = true
+		c.cfg.Bugs.StaleSnapshot = bug
+		c.start(c.nodes[:3]...)
+		c.run(2 * time.Second)
+		l := c.leader()
+		require.GreaterOrEqual(t, l, 0)
+		_, err := c.propose(l, kv.Put("k", []byte("v")))
+		require.NoError(t, err)
+		c.start(c.nodes[3])
+		stalled := false
+		c.node(l).OnMembership(func(ms consensus.Membership) {
+			if len(ms.Learners) > 0 && !stalled {
+				stalled = true
+				c.nodes[l].Disk().Stall(time.Second)
+			}
+		})
+		snaps := 0
+		c.nw.Watch(func(s netsim.Sending) {
+			if s.Fate == netsim.Sent && s.To == c.nodes[3].ID() {
+				if info, err := consensus.DecodeFrame(s.Frame); err == nil && info.Kind == consensus.FrameSnapshot {
+					snaps++
+				}
+			}
+		})
+		c.nodes[l].Exec(func() { c.node(l).AddLearner(consensus.NewMember("n4", ""), func(error) {}) })
+		c.run(3 * time.Second)
+		require.True(t, stalled)
+		if bug {
+			require.Greater(t, snaps, 20, "the stale snapshot is sent again and again")
+			continue
+		}
+		require.LessOrEqual(t, snaps, 2, "a snapshot only once the one naming the newcomer is written")
+		e, ok := c.node(3).LocalGet("k")
+		require.True(t, ok, "the newcomer caught up")
+		require.Equal(t, "v", string(e.Value))
+	}
 }

@@ -3,6 +3,7 @@
 package consensus
 
 import (
+	"encoding/binary"
 	"errors"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -56,6 +57,94 @@ func MayBeVoteResp(frame []byte) bool {
 		return true
 	}
 	return pb.MessageType(frame[2]) == pb.MsgVoteResp
+}
+
+// LeaderPeek is what PeekLeaderFrame reads of a leader's append or
+// heartbeat: the commit index it carries, which its sender knew committed
+// as it sent it, and the log index of the first membership change among
+// its entries (0: none).
+type LeaderPeek struct {
+	Commit, ConfAt uint64
+}
+
+// PeekLeaderFrame reads a leader's append or heartbeat (first byte 1)
+// without decoding its entries: raftpb marshals a message's fields, and
+// an entry's, in order, each behind a tag, so the walk reads the fields
+// it wants and skips the rest. ok is false for a frame of another kind,
+// or one that does not parse.
+func PeekLeaderFrame(frame []byte) (peek LeaderPeek, ok bool) {
+	if len(frame) == 0 || frame[0] != frameRaft {
+		return peek, false
+	}
+	typ := pb.MessageType(-1)
+	ok = walkFields(frame[1:], func(field uint64, v uint64, b []byte) bool {
+		switch {
+		case field == 1 && b == nil:
+			typ = pb.MessageType(v)
+		case field == 8 && b == nil:
+			peek.Commit = v
+		case field == 7 && b != nil && peek.ConfAt == 0:
+			var et pb.EntryType
+			var idx uint64
+			if !walkFields(b, func(f, v uint64, fb []byte) bool {
+				switch {
+				case f == 1 && fb == nil:
+					et = pb.EntryType(v)
+				case f == 3 && fb == nil:
+					idx = v
+				}
+				return true
+			}) {
+				return false
+			}
+			if et == pb.EntryConfChange || et == pb.EntryConfChangeV2 {
+				peek.ConfAt = idx
+			}
+		}
+		return true
+	})
+	return peek, ok && (typ == pb.MsgApp || typ == pb.MsgHeartbeat)
+}
+
+// walkFields calls f with each field of a marshalled protobuf message:
+// its number, and its value (a varint) or its bytes (length-delimited;
+// nil for a varint). Fixed-width fields are skipped. It reports false
+// if b does not parse, or f returned false.
+func walkFields(b []byte, f func(field, v uint64, bytes []byte) bool) bool {
+	for len(b) > 0 {
+		tag, n := binary.Uvarint(b)
+		if n <= 0 {
+			return false
+		}
+		b = b[n:]
+		switch tag & 7 {
+		case 0: // varint
+			v, n := binary.Uvarint(b)
+			if n <= 0 || !f(tag>>3, v, nil) {
+				return false
+			}
+			b = b[n:]
+		case 1: // fixed 64 bits
+			if len(b) < 8 {
+				return false
+			}
+			b = b[8:]
+		case 2: // length-delimited
+			l, n := binary.Uvarint(b)
+			if n <= 0 || l > uint64(len(b)-n) || !f(tag>>3, 0, b[n:n+int(l):n+int(l)]) {
+				return false
+			}
+			b = b[n+int(l):]
+		case 5: // fixed 32 bits
+			if len(b) < 4 {
+				return false
+			}
+			b = b[4:]
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeFrame decodes a raft frame (first byte 1) as the node does.

@@ -43,10 +43,21 @@ func (n *Node) IsolationWindow() time.Duration {
 // leader, when it leads but no quorum acknowledged it within the window, or
 // when it follows a leader it has not heard from within the window. An
 // isolated node refuses owner-side writes and strong reads.
+//
+// It is true too while this node's log holds a committed membership
+// change it has not applied (membershipBehind): the voters it would count
+// and the owners it would place flows by are those of a membership no
+// longer in force. A leader whose own disk stalls falls behind so: the
+// quorum commits without its write, and raft applies nothing a node has
+// not written. Counting the old voters, it kept serving, by the old
+// placement, flows its own removal had moved away (imposter-scenarios
+// seed 1302: a second, with the new voters out of its reach).
 func (n *Node) IsIsolated() bool {
 	st := n.rn.BasicStatus()
 	switch {
 	case st.Lead == raft.None:
+		return true
+	case n.membershipBehind(st.Commit):
 		return true
 	case st.RaftState == raft.StateLeader:
 		return !n.quorumHeardWithin(n.IsolationWindow())
@@ -78,6 +89,12 @@ func (n *Node) ContactSince() time.Duration {
 		return n.env.Clock.Mono()
 	}
 	return n.streakStart
+}
+
+// membershipBehind reports whether a membership change at or before
+// commit, this node's commit index, waits in its log to be applied.
+func (n *Node) membershipBehind(commit uint64) bool {
+	return !n.cfg.Bugs.StaleMembership && len(n.confAt) > 0 && n.confAt[0] <= commit
 }
 
 // heardWithin reports whether a contact from peer arrived within window.

@@ -190,6 +190,14 @@ type Node struct {
 	queuedResp []pb.Message
 
 	appliedTo uint64 // index of the last entry applied, or of the snapshot restored
+	// confAt are the indexes of the membership changes appended to this
+	// node's log in this incarnation and not yet applied, ascending
+	// (membershipBehind): raft keeps a leader to one change at a time, so
+	// a handful at most. What a restart finds in the journal needs no
+	// entry: a node back from one serves nothing before a barrier asked
+	// since it found its leader (flow's current), which waits until it
+	// has applied all that was committed.
+	confAt    []uint64
 	snapIndex uint64 // index of the journal's snapshot
 	snapWant  uint64 // apply index at which a snapshot was requested
 	snapData  []byte // the state at snapWant, taken when it was applied
@@ -249,7 +257,7 @@ func Open(cfg Config, env Env) (*Node, error) {
 		ID:              uint64(n.id),
 		ElectionTick:    cfg.ElectionTicks,
 		HeartbeatTick:   cfg.HeartbeatTicks,
-		Storage:         storage{j},
+		Storage:         storage{j: j, snapPending: n.snapshotPending},
 		Applied:         n.snapIndex,
 		MaxSizePerMsg:   256 << 10,
 		MaxInflightMsgs: 256,
@@ -301,6 +309,24 @@ func (n *Node) bootstrap() error {
 		return fmt.Errorf("consensus: bootstrap: %w", err)
 	}
 	return nil
+}
+
+// trackConf notes the membership changes among entries being appended to
+// this node's log. An append that starts at or before a change noted
+// replaces it (a new leader's log overwrote the tail).
+func (n *Node) trackConf(entries []pb.Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	first := entries[0].Index
+	for len(n.confAt) > 0 && n.confAt[len(n.confAt)-1] >= first {
+		n.confAt = n.confAt[:len(n.confAt)-1]
+	}
+	for _, e := range entries {
+		if e.Type == pb.EntryConfChange {
+			n.confAt = append(n.confAt, e.Index)
+		}
+	}
 }
 
 // restoreFromJournal loads the membership and KV from the journal's
@@ -645,6 +671,7 @@ func (n *Node) stageAppend(m pb.Message) {
 	if len(m.Entries) > 0 && len(n.pending) > 0 {
 		n.markLogged(m.Entries)
 	}
+	n.trackConf(m.Entries)
 	// Raft asks for durability exactly where the append carries
 	// responses: they may promise what it holds.
 	sync := len(m.Responses) > 0
@@ -776,6 +803,8 @@ func (n *Node) installSnapshot(s pb.Snapshot) {
 		halt.Stopf("consensus: %s: installing snapshot at %d: %w", n.cfg.Name, s.Metadata.Index, err)
 	}
 	n.snapIndex, n.appliedTo = s.Metadata.Index, s.Metadata.Index
+	// The snapshot replaces the log, and its membership is applied.
+	n.confAt = n.confAt[:0]
 	// The snapshot may carry a membership this node never applied entry
 	// by entry: a newcomer learns who its peers are, and where, here.
 	if n.onMembership != nil {
@@ -810,6 +839,9 @@ func (n *Node) send(m pb.Message) {
 func (n *Node) apply(e pb.Entry) {
 	n.Applied++
 	n.appliedTo = e.Index
+	for len(n.confAt) > 0 && n.confAt[0] <= e.Index {
+		n.confAt = n.confAt[1:]
+	}
 	switch e.Type {
 	case pb.EntryNormal:
 		if len(e.Data) == 0 {
@@ -919,6 +951,12 @@ func (n *Node) mine(id propID) *pendingProp {
 func (n *Node) requestSnapshot(index uint64) {
 	n.snapWant = index
 	n.snapData = snapshotState{mIdx: n.mIdx, prevMIdx: n.prevMIdx, prevVoters: n.prevVoters, members: n.members, dedupe: n.applied, kv: n.kv.Snapshot()}.encode()
+}
+
+// snapshotPending reports that this node wants a snapshot it has not
+// yet written (maybeSnapshot waits for the journal's write in flight).
+func (n *Node) snapshotPending() bool {
+	return !n.cfg.Bugs.StaleSnapshot && n.snapWant > n.snapIndex
 }
 
 func (n *Node) maybeSnapshot() {

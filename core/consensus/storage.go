@@ -11,8 +11,12 @@ import (
 
 // storage adapts the journal to raft.Storage. The journal speaks its own
 // types so that it, like everything outside this package, never names a
-// raft type.
-type storage struct{ j *journal.Journal }
+// raft type. snapPending reports that a snapshot this node wants is not
+// yet written (Node.snapshotPending).
+type storage struct {
+	j           *journal.Journal
+	snapPending func() bool
+}
 
 var _ raft.Storage = storage{}
 
@@ -48,7 +52,19 @@ func (s storage) LastIndex() (uint64, error) { return s.j.LastIndex(), nil }
 
 func (s storage) FirstIndex() (uint64, error) { return s.j.FirstIndex(), nil }
 
+// Snapshot is the journal's snapshot, which a leader sends a follower
+// whose next entries it no longer holds. While a newer one waits to be
+// written it is temporarily unavailable: raft then sends nothing and
+// tries again at the follower's next heartbeat answer. Every membership
+// change asks for a snapshot that carries it (apply), and a newcomer
+// refuses one whose membership does not name it: sent the old one while
+// the leader's disk was busy, a newcomer answered each at once, and each
+// answer drew it again (imposter-scenarios seed 26, a leader's disk
+// stalled as it sent a membership change: 200,000 frames in a second).
 func (s storage) Snapshot() (pb.Snapshot, error) {
+	if s.snapPending != nil && s.snapPending() {
+		return pb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	snap := s.j.Snapshot()
 	var cs pb.ConfState
 	if len(snap.Meta.ConfState) > 0 {
