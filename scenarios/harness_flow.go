@@ -777,12 +777,10 @@ type confStalls struct {
 	left, atApply int
 }
 
-// aimConfStalls stalls, in half the runs of a scenario with disk stalls
-// (knob conf_stalls), the disk of a leader as it first sends its
-// followers a membership change, for 0.5 to 2 seconds, up to twice a
-// run, with three clients of the flows it owns calling it meanwhile
-// (where the scenario has flow clients): the quorum commits the change
-// without the leader's own write,
+// aimConfStalls stalls, in half the runs of a scenario that opts in
+// (Scenario.ConfStalls; knob conf_stalls), the disk of a leader as it
+// first sends its followers a membership change, for 0.5 to 2 seconds,
+// up to twice a run: the quorum commits the change without the leader's own write,
 // and the leader, which raft lets apply nothing it has not written,
 // knows the change committed and cannot apply it. Its membership, and
 // the flows it places by it, are then those of a membership no longer in
@@ -792,7 +790,7 @@ type confStalls struct {
 // the step that sends the change, before the leader hands the disk its
 // write of it.
 func (h *flowHarness) aimConfStalls() {
-	if !h.run.diskStalls {
+	if !h.run.confStalls {
 		return
 	}
 	r := h.k.Stream("knobs/conf-stalls")
@@ -836,13 +834,9 @@ func (h *flowHarness) confSent(leader dial.NodeID, at uint64) {
 	cs.left--
 	n := h.byID[leader]
 	d := min(sim.Between(cs.r, 500*time.Millisecond, 2*time.Second), h.faultsUntil-h.k.Now())
-	if h.run.Inject(h.run.AimedFault(), fmt.Sprintf("%s's disk stalls for %v as it sends the membership change at %d", n.Name(), d, at), func() {
+	h.run.Inject(h.run.AimedFault(), fmt.Sprintf("%s's disk stalls for %v as it sends the membership change at %d", n.Name(), d, at), func() {
 		n.Disk().Stall(d)
-	}) {
-		// Clients of the flows it owns now, some of which the change
-		// moves away: what a leader behind the change must refuse.
-		h.startOwnedClients(n, 3, h.k.Now()+d)
-	}
+	})
 }
 
 // checkKnownMembership holds every owner-side service to the memberships

@@ -58,6 +58,13 @@ type Scenario struct {
 	// raft nodes often opt in: journal-crash, election-crash,
 	// durability-restart.
 	BootFaults bool
+	// ConfStalls opts the scenario into membership stalls
+	// (aimConfStalls): in half its runs a leader's disk stalls as it
+	// sends or applies a membership change. owner-handoff and
+	// imposter-scenarios opt in. shrink-to-one does not: its bound on how
+	// long a survivor may refuse flows after a removal has no allowance
+	// for a disk stalled at that removal (seed 120 failed it so).
+	ConfStalls bool
 	// Run draws the run's knobs (reporting each with r.Knob before any
 	// event runs), builds the cluster on r.Kernel, runs it for r.Duration
 	// and reports what its checkers find with r.Fail.

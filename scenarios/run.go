@@ -198,9 +198,10 @@ type Run struct {
 	noAimedIO bool
 	// callBounds: Scenario.CallBounds.
 	callBounds bool
-	// diskStalls: Scenario.DiskStalls; bootFaults: Scenario.BootFaults.
-	diskStalls, bootFaults bool
-	swarm                  Swarm
+	// diskStalls: Scenario.DiskStalls; bootFaults: Scenario.BootFaults;
+	// confStalls: Scenario.ConfStalls.
+	diskStalls, bootFaults, confStalls bool
+	swarm                              Swarm
 	// retired are the nodes an operator stopped for good (Retire): the
 	// supervisor restarts none of them.
 	retired map[dial.NodeID]bool
@@ -433,7 +434,7 @@ func Execute(name string, opts Options) (Result, error) {
 	defer restore()
 	run := &Run{Kernel: k, Seed: opts.Seed, Duration: opts.Duration, Shortened: opts.Duration < s.Duration,
 		CheckTimeout: opts.CheckTimeout, ClientsOff: opts.ClientsOff, out: out, bugs: bugs, result: res, skip: opts.Skip,
-		swarmOn: s.Swarm && !opts.NoSwarm, noAimedIO: s.NoAimedIO, callBounds: s.CallBounds, diskStalls: s.DiskStalls, bootFaults: s.BootFaults, floors: s.Floors}
+		swarmOn: s.Swarm && !opts.NoSwarm, noAimedIO: s.NoAimedIO, callBounds: s.CallBounds, diskStalls: s.DiskStalls, bootFaults: s.BootFaults, confStalls: s.ConfStalls, floors: s.Floors}
 	start := time.Now() // wall time is reported, never used by the run
 	if err := s.Run(run); err != nil {
 		run.Fail("run", "%v", err)

@@ -36,6 +36,7 @@ func init() {
 		},
 		Floors:     []Floor{{"imposter-ok", 50}, {"moves", 1}, {"faults", 3}, {"membership-changes", 1}},
 		DiskStalls: true,
+		ConfStalls: true,
 		Checkers:   plus(flowCheckers, "scenario-linearizability", "imposter-served"),
 		Run:        runImposterScenarios,
 	})

@@ -29,12 +29,12 @@ func init() {
 			{Name: "no-adopt-wait", Window: 30, MinCaught: 7},
 			{Name: "tick-window", Window: 60, MinCaught: 12},
 			// Both need a leader's disk stalled at a membership change
-			// (conf_stalls, half the runs): stale-membership 12 of 60,
+			// (conf_stalls, half the runs): stale-membership 7 of 60,
 			// caught by known-membership; stale-snapshot 5 of 120, only
 			// where the network's duplicates turn the newcomer's
 			// refusals into a storm past the run's event-rate bound (the
 			// unit test counts the frames every time).
-			{Name: "stale-membership", Window: 60, MinCaught: 6},
+			{Name: "stale-membership", Window: 60, MinCaught: 4},
 			{Name: "stale-snapshot", Window: 120, MinCaught: 3},
 			// 2 of seeds 1..150 (7 and 27): an adoption meets a full
 			// writer only where the queue is drawn small and the disk is
@@ -43,6 +43,7 @@ func init() {
 		},
 		Floors:     []Floor{{"flow-ops-ok", 50}, {"promotions", 1}},
 		DiskStalls: true,
+		ConfStalls: true,
 		Checkers:   flowCheckers,
 		Run:        runOwnerHandoff,
 	})
