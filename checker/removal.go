@@ -105,8 +105,14 @@ type RemovalBounds struct {
 // node says of itself.
 //
 // A removal's span is cut where a survivor is down (a crash, a halt on a
-// failed disk: downs), and each piece is judged on its own, from the
-// removal or the restart that begins it. The survivors are ready once
+// failed disk: downs), and where the disk of a survivor or of a removed
+// node stands still (stalls): a survivor adopts nothing while its fsyncs
+// wait, and the removal commits only with a quorum of the membership
+// before it, which counts the removed nodes (of two voters, one whose
+// disk stalls holds the other's removal of it back, and the survivor,
+// behind a change it knows committed, stays isolated). Each piece is
+// judged on its own, from the removal, or the restart or the stall's end
+// that begins it. The survivors are ready once
 // they lead again: a lone survivor Elect after the piece begins, several
 // once each has heard leader traffic from a survivor, or, leading, an
 // answer to its own (contacts); then Settle. From then on, once a call on
@@ -123,7 +129,7 @@ type RemovalBounds struct {
 // caller decides whether the run as a whole decided), and the longest a
 // survivor went on refusing a flow once it was ready (from the first
 // answer to the last refusal before it served it).
-func ServedAfterRemoval(rep Reporter, removals []Removal, calls []FlowCall, contacts []Contact, downs func(dial.NodeID) []DownWindow,
+func ServedAfterRemoval(rep Reporter, removals []Removal, calls []FlowCall, contacts []Contact, downs, stalls func(dial.NodeID) []DownWindow,
 	b RemovalBounds, name func(dial.NodeID) string) (judged int, unjudged []Removal, slowest time.Duration) {
 	byNode := map[dial.NodeID][]FlowCall{}
 	for _, c := range calls {
@@ -134,7 +140,7 @@ func ServedAfterRemoval(rep Reporter, removals []Removal, calls []FlowCall, cont
 	}
 	for _, rm := range removals {
 		decided := 0
-		for _, p := range pieces(rm, downs) {
+		for _, p := range pieces(rm, downs, stalls) {
 			ready, ok := survivorsLead(rm, p, contacts, b.Elect)
 			if !ok {
 				continue
@@ -158,18 +164,37 @@ func ServedAfterRemoval(rep Reporter, removals []Removal, calls []FlowCall, cont
 	return judged, unjudged, slowest
 }
 
-// pieces cuts a removal's span where a survivor was down.
-func pieces(rm Removal, downs func(dial.NodeID) []DownWindow) []DownWindow {
+// pieces cuts a removal's span where a survivor was down, and where the
+// disk of a survivor, or of a removed node before it went down, stood
+// still. (A removed node's downs are not cuts: it is stopped for good
+// once the removal applies, and holds nothing back after.)
+func pieces(rm Removal, downs, stalls func(dial.NodeID) []DownWindow) []DownWindow {
 	var cuts []DownWindow
-	for _, s := range rm.Survivors {
-		if downs == nil {
-			break
+	cut := func(id dial.NodeID, windows func(dial.NodeID) []DownWindow, until time.Duration) {
+		if windows == nil {
+			return
 		}
-		for _, d := range downs(s) {
-			if d.From < rm.Until && d.To > rm.At {
-				cuts = append(cuts, d)
+		for _, d := range windows(id) {
+			if d.From < until && d.To > rm.At {
+				cuts = append(cuts, DownWindow{From: d.From, To: min(d.To, until)})
 			}
 		}
+	}
+	for _, id := range rm.Survivors {
+		cut(id, downs, rm.Until)
+		cut(id, stalls, rm.Until)
+	}
+	for _, id := range rm.Removed {
+		up := rm.Until
+		if downs != nil {
+			for _, d := range downs(id) {
+				if d.To > rm.At {
+					up = min(up, max(d.From, rm.At))
+					break
+				}
+			}
+		}
+		cut(id, stalls, up)
 	}
 	sort.Slice(cuts, func(i, j int) bool { return cuts[i].From < cuts[j].From })
 	var out []DownWindow

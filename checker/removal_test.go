@@ -52,7 +52,7 @@ func TestServedAfterRemoval(t *testing.T) {
 	// serves it; g is served at once.
 	good := append(callsEvery(1, "f", 1200*ms, 5*time.Second, 40*ms, 1600*ms), callsEvery(1, "g", 1300*ms, 5*time.Second, 70*ms, 1300*ms)...)
 	var rec Record
-	judged, unjudged, slowest := ServedAfterRemoval(&rec, lone, good, nil, nil, removalBounds, removalName)
+	judged, unjudged, slowest := ServedAfterRemoval(&rec, lone, good, nil, nil, nil, removalBounds, removalName)
 	require.True(t, rec.OK(), "%v %v", rec.Failures, rec.Unsure)
 	require.Equal(t, 2, judged)
 	require.Empty(t, unjudged)
@@ -61,7 +61,7 @@ func TestServedAfterRemoval(t *testing.T) {
 	// The survivor never adopts f: refused for the rest of the span.
 	stuck := append(callsEvery(1, "f", 1200*ms, 5*time.Second, 40*ms, 0), callsEvery(1, "g", 1300*ms, 5*time.Second, 70*ms, 1300*ms)...)
 	rec = Record{}
-	judged, _, _ = ServedAfterRemoval(&rec, lone, stuck, nil, nil, removalBounds, removalName)
+	judged, _, _ = ServedAfterRemoval(&rec, lone, stuck, nil, nil, nil, removalBounds, removalName)
 	require.Equal(t, 2, judged)
 	require.Len(t, rec.Failures, 1)
 	require.Contains(t, rec.Failures[0], "served-after-removal: n1, left a voter by the removal of n2 at 1s")
@@ -82,9 +82,35 @@ func TestServedAfterRemoval(t *testing.T) {
 		return nil
 	}
 	rec = Record{}
-	judged, _, _ = ServedAfterRemoval(&rec, lone, blip, nil, downs, removalBounds, removalName)
+	judged, _, _ = ServedAfterRemoval(&rec, lone, blip, nil, downs, nil, removalBounds, removalName)
 	require.True(t, rec.OK(), "%v", rec.Failures)
 	require.Equal(t, 2, judged, "judged before the crash and after the restart")
+
+	// So are refusals while the removed node's disk stood still: the
+	// removal commits only with its write, and the survivor, behind it,
+	// refuses until the survivor itself goes down. Without the stall on
+	// the record, that is a survivor that stopped serving.
+	held := callsEvery(1, "f", 1200*ms, 4*time.Second, 40*ms, 0)
+	stalls := func(id dial.NodeID) []DownWindow {
+		if id == 2 {
+			return []DownWindow{{From: 1900 * ms, To: 3500 * ms}}
+		}
+		return nil
+	}
+	crashAt4 := func(id dial.NodeID) []DownWindow {
+		if id == 1 {
+			return []DownWindow{{From: 4 * time.Second, To: 6 * time.Second}}
+		}
+		return nil
+	}
+	rec = Record{}
+	_, _, _ = ServedAfterRemoval(&rec, lone, held, nil, crashAt4, nil, removalBounds, removalName)
+	require.Len(t, rec.Failures, 1, "without the stall, a survivor that stopped serving")
+	rec = Record{}
+	judged, unjudged, _ = ServedAfterRemoval(&rec, lone, held, nil, crashAt4, stalls, removalBounds, removalName)
+	require.True(t, rec.OK(), "%v", rec.Failures)
+	require.Zero(t, judged, "too little left of either piece to judge")
+	require.Equal(t, lone, unjudged)
 
 	// Two survivors lead again only once each has heard the other, in
 	// the network's record; before that nothing is judged.
@@ -97,18 +123,18 @@ func TestServedAfterRemoval(t *testing.T) {
 	early := callsEvery(1, "f", 1200*ms, 3*time.Second, 40*ms, 0)
 	early = append(early, callsEvery(1, "f", 3*time.Second, 6*time.Second, 40*ms, 3400*ms)...)
 	rec = Record{}
-	judged, _, _ = ServedAfterRemoval(&rec, two, early, contacts, nil, removalBounds, removalName)
+	judged, _, _ = ServedAfterRemoval(&rec, two, early, contacts, nil, nil, removalBounds, removalName)
 	require.True(t, rec.OK(), "refusals before the survivors led again are not judged: %v", rec.Failures)
 	require.Equal(t, 1, judged)
 
 	// Nothing to judge: the survivors were never heard leading, or no
 	// call came late enough.
 	rec = Record{}
-	judged, unjudged, _ = ServedAfterRemoval(&rec, two, early, nil, nil, removalBounds, removalName)
+	judged, unjudged, _ = ServedAfterRemoval(&rec, two, early, nil, nil, nil, removalBounds, removalName)
 	require.Zero(t, judged)
 	require.Equal(t, two, unjudged)
 	require.True(t, rec.OK(), "the caller decides what an unjudged run is")
-	judged, unjudged, _ = ServedAfterRemoval(&rec, lone, callsEvery(1, "f", 1200*ms, 1400*ms, 40*ms, 0), nil, nil, removalBounds, removalName)
+	judged, unjudged, _ = ServedAfterRemoval(&rec, lone, callsEvery(1, "f", 1200*ms, 1400*ms, 40*ms, 0), nil, nil, nil, removalBounds, removalName)
 	require.Zero(t, judged)
 	require.Equal(t, lone, unjudged)
 }

@@ -780,8 +780,9 @@ type confStalls struct {
 // aimConfStalls stalls, in half the runs of a scenario that opts in
 // (Scenario.ConfStalls; knob conf_stalls), the disk of a leader as it
 // first sends its followers a membership change, for 0.5 to 2 seconds,
-// up to twice a run: the quorum commits the change without the leader's own write,
-// and the leader, which raft lets apply nothing it has not written,
+// up to twice a run, with three clients of the flows it owns calling it
+// meanwhile: the quorum commits the change without the leader's own
+// write, and the leader, which raft lets apply nothing it has not written,
 // knows the change committed and cannot apply it. Its membership, and
 // the flows it places by it, are then those of a membership no longer in
 // force (core/consensus membershipBehind; planted bug stale-membership,
@@ -834,9 +835,15 @@ func (h *flowHarness) confSent(leader dial.NodeID, at uint64) {
 	cs.left--
 	n := h.byID[leader]
 	d := min(sim.Between(cs.r, 500*time.Millisecond, 2*time.Second), h.faultsUntil-h.k.Now())
-	h.run.Inject(h.run.AimedFault(), fmt.Sprintf("%s's disk stalls for %v as it sends the membership change at %d", n.Name(), d, at), func() {
+	if h.run.Inject(h.run.AimedFault(), fmt.Sprintf("%s's disk stalls for %v as it sends the membership change at %d", n.Name(), d, at), func() {
 		n.Disk().Stall(d)
-	})
+	}) {
+		// Clients of the flows it owns now, some of which the change
+		// moves away: what a leader behind the change must refuse, and
+		// writes whose only copies a removal then hands to a new owner
+		// whose disk is the one stalled (planted bug refused-answer).
+		h.startOwnedClients(n, 3, h.k.Now()+d)
+	}
 }
 
 // checkKnownMembership holds every owner-side service to the memberships

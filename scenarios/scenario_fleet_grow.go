@@ -20,20 +20,20 @@ func init() {
 			// 20 of seeds 1..20, by moves-fenced (and flow-linearizability
 			// in 13 of them): an added group handed its share of the table
 			// with no move serves flows it holds no copy of.
-			{Name: "added-group-takes-table", Window: 20, MinCaught: 15},
+			{Name: "added-group-takes-table", Window: 10, MinCaught: 8},
 			// 20 of seeds 1..20, by admin-refusals: the adversary asks
 			// for a group out of turn before each real addition.
-			{Name: "unchecked-add-group", Window: 20, MinCaught: 14},
+			{Name: "unchecked-add-group", Window: 10, MinCaught: 8},
 			// 20 and 19 of seeds 1..20, by admin-refusals.
-			{Name: "unattested-admin", Window: 20, MinCaught: 15},
-			{Name: "any-version-admin", Window: 20, MinCaught: 15},
+			{Name: "unattested-admin", Window: 10, MinCaught: 8},
+			{Name: "any-version-admin", Window: 10, MinCaught: 7},
 			// 20 of seeds 1..20, by admin-acts: every run has a spare
 			// that joins (and, in three in four, is removed again).
-			{Name: "early-admin-answer", Window: 20, MinCaught: 15},
+			{Name: "early-admin-answer", Window: 10, MinCaught: 8},
 			// 20 of seeds 1..20, by admin-refusals (a request never
 			// answered) or, where the unanswered request held up a real
 			// one, by what that then left undone.
-			{Name: "silent-admin-refusal", Window: 20, MinCaught: 15},
+			{Name: "silent-admin-refusal", Window: 10, MinCaught: 8},
 			// 15 of seeds 1..40, by admin-acts and admin-refusals: the
 			// runs whose spare is removed again with a founder held behind
 			// (join_replay_behind), to which its join is then replayed.
@@ -43,7 +43,7 @@ func init() {
 			// run had a spare and half founded their added groups alone).
 			// (move-before-fence, 4 of 40 here before that, is pinned in
 			// fleet-resize only: CI's time.)
-			{Name: "publish-before-copy", Window: 20, MinCaught: 12},
+			{Name: "publish-before-copy", Window: 10, MinCaught: 7},
 			{Name: "route-stale-epoch", Window: 40, MinCaught: 12},
 		},
 		Floors:     []Floor{{"flow-ops-ok", 10}, {"cross-group-ops", 4}, {"faults", 4}, {"groups-added", 1}, {"admin-refusals", 8}, {"admin-acts", 1}, {"partitions-moved", 2 * node.MoveBatch}},

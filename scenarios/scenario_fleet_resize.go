@@ -26,9 +26,9 @@ func init() {
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
 			// 18 of seeds 1..20: the new group serves what it never got.
-			{Name: "publish-before-copy", Window: 20, MinCaught: 14},
+			{Name: "publish-before-copy", Window: 10, MinCaught: 7},
 			// 17 of seeds 1..20, by released: the old group keeps what it gave.
-			{Name: "no-release", Window: 20, MinCaught: 14},
+			{Name: "no-release", Window: 10, MinCaught: 7},
 			// 6 of seeds 1..40: the owner cut off from its group's log at
 			// the fence (lagControl) gave its copy, served on, and the new
 			// group served without what it wrote.

@@ -13,11 +13,11 @@ func init() {
 			"another group's sent to its owner in one hop; partitions, loss, crashes, clock skew across the fleet",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			{Name: "group-blind", Window: 20, MinCaught: 15},
+			{Name: "group-blind", Window: 10, MinCaught: 8},
 			{Name: "unpublished-membership", Window: 40, MinCaught: 10},
 			// 20 of seeds 1..20 (30 of 1..30), by fleet-records-once: each
 			// group records its own answer to the probe's signature.
-			{Name: "group-claims", Window: 20, MinCaught: 15},
+			{Name: "group-claims", Window: 10, MinCaught: 8},
 			// 8 of seeds 1..40, by control-members: every run whose spare
 			// voted and was removed again (a quarter of the runs draw it).
 			{Name: "keep-removed-follower", Window: 40, MinCaught: 4},

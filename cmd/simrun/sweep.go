@@ -27,8 +27,11 @@ type outcome struct {
 	detail  string // the last lines of a crashed worker's output, or its UNDECIDED lines
 	// slowest is the wall time of the run's slowest porcupine check.
 	slowest time.Duration
-	job     job
-	drawn   []string // the files -out had it write
+	// busy is the wall time the run held its worker: what -catch-rates
+	// sums per bug, so that CI's budget can be spent where it buys most.
+	busy  time.Duration
+	job   job
+	drawn []string // the files -out had it write
 	// inventory is the run's -inventory lines (fault, ops, finding).
 	inventory []string
 }
@@ -252,8 +255,10 @@ func poolFrom(exe string, c config, next func() (job, bool)) <-chan outcome {
 			defer func() { w.stop() }()
 			for j := range jobs {
 				var o outcome
+				began := time.Now()
 				w, o = runJob(w, exe, c, j)
 				o.job = j
+				o.busy = time.Since(began)
 				results <- o
 			}
 		}()

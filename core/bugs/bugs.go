@@ -320,13 +320,21 @@ type Set struct {
 	// from the replicas at once, trusting D-17 alone to have stopped the
 	// previous owner.
 	NoAdoptWait bool
-	// AdoptRefusedCopy makes a new owner count an answer to its adoption
-	// as heard when the shard refused to write the copy it carried (the
-	// writer's queue full), and serve a flow whose re-stamped copy the
-	// shard refused: the previous owner's answer completes the adoption
-	// at once, with its copy missing, and every later copy falls below
-	// the new owner's floor. The state is lost.
+	// AdoptRefusedCopy makes a new owner serve a flow whose re-stamped
+	// copy the shard refused (the writer's queue full), claiming it
+	// served it at this m_idx, and count an answer to its adoption as
+	// heard when the shard refused the copy it carried (stopped or
+	// failed): on the next request it takes its own claim for the
+	// authority and serves tuples a copy it never heard from may
+	// outrank, or the previous owner's answer completes the adoption at
+	// once with its copy missing.
 	AdoptRefusedCopy bool
+	// RefusedAnswer makes a new owner's shard refuse an adoption
+	// answer's copy while its writer's queue is full (Put, not
+	// PutReplica): the adoption asks again, and a source removed and
+	// stopped meanwhile never answers again, so a write only it held is
+	// lost.
+	RefusedAnswer bool
 	// NoPrune: a replica merges the owner's anti-entropy copy but keeps
 	// the keys the owner does not hold, so what a lossy adoption left
 	// behind stays on the replica forever.
@@ -551,7 +559,8 @@ var Table = []Bug{
 	{"no-release", "a node keeps its copies of the flows its group gave another group, forever", func(s *Set) *bool { return &s.NoRelease }},
 	{"ae-no-digests", "a replica pulls without its digests: its owners answer every round with all their flows placed on it", func(s *Set) *bool { return &s.AENoDigests }},
 	{"no-adopt-wait", "a new owner adopts without waiting out an unreachable previous owner's isolation window (D-17 alone)", func(s *Set) *bool { return &s.NoAdoptWait }},
-	{"adopt-refused-copy", "a new owner counts an adoption answer whose copy its full shard writer refused, and serves what it could not re-stamp", func(s *Set) *bool { return &s.AdoptRefusedCopy }},
+	{"adopt-refused-copy", "a new owner serves what its full shard writer refused to re-stamp, and counts an adoption answer whose copy its shard refused", func(s *Set) *bool { return &s.AdoptRefusedCopy }},
+	{"refused-answer", "a new owner's full shard writer refuses an adoption answer's copy, and a source stopped meanwhile never gives it again", func(s *Set) *bool { return &s.RefusedAnswer }},
 	{"no-prune", "a replica keeps keys its owner's anti-entropy copy no longer holds", func(s *Set) *bool { return &s.NoPrune }},
 	{"stale-adoption", "a node that owned a flow before keeps its old adoption, and serves its old copy when ownership comes back", func(s *Set) *bool { return &s.StaleAdoption }},
 	{"wait-for-removed", "an adoption past AdoptWait still waits for a copy when every node it asked was removed: a last voter never adopts", func(s *Set) *bool { return &s.WaitForRemoved }},

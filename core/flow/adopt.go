@@ -290,7 +290,7 @@ func (s *Store) answerAdoption(from dial.NodeID, m msg) {
 func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 	a := s.adopting[m.Flow]
 	if a == nil || a.id != m.ID || a.committing {
-		_ = s.merge(m.Flow, m.Entries, s.repairMode(m.Mode)) // a late answer is still a copy worth keeping
+		_ = s.takeAnswer(m) // a late answer is still a copy worth keeping
 		return
 	}
 	if m.Their > a.m {
@@ -301,17 +301,35 @@ func (s *Store) adoptionAnswer(from dial.NodeID, m msg) {
 		delete(s.adopting, a.flow)
 		return
 	}
-	if err := s.merge(m.Flow, m.Entries, s.repairMode(m.Mode)); err != nil && !s.cfg.Bugs.AdoptRefusedCopy {
-		// The shard refused the copy (its writer is full): this answer
-		// has not been heard. Counted, it could complete the adoption
-		// (the previous owner's answer does at once) with the copy
-		// missing, and every later copy below the new owner's floor.
-		// The next round of asking repeats it.
+	if err := s.takeAnswer(m); err != nil && !s.cfg.Bugs.AdoptRefusedCopy {
+		// The shard refused the copy (stopped, or its backend failed):
+		// this answer has not been heard. Counted, it could complete the
+		// adoption (the previous owner's answer does at once) with the
+		// copy missing, and every later copy below the new owner's
+		// floor. The next round of asking repeats it.
 		return
 	}
 	a.answered[from] = true
 	a.servedAt[from] = m.Served
 	s.tryFinishAdoption(a)
+}
+
+// takeAnswer merges the copy an adoption answer carries. A full writer
+// queue does not refuse it: the shard takes it as it takes an owner's
+// push (PutReplica), in memory at once and written once the queue has
+// room. The answer may be the only copy left: a removed source is
+// stopped once the removal is applied, and never answers again, so an
+// answer refused for a disk that stalled, and asked again, was lost
+// (shrink-to-one seed 16, with clients of a stalled leader's flows:
+// planted bug refused-answer). The adoption completes only once the
+// node's note that it serves the flow is durable, which the shard
+// writes after every flow held so, so nothing is served from memory
+// alone.
+func (s *Store) takeAnswer(m msg) error {
+	if s.cfg.Bugs.RefusedAnswer {
+		return s.merge(m.Flow, m.Entries, s.repairMode(m.Mode))
+	}
+	return s.mergePush(m.Flow, m.Entries, s.repairMode(m.Mode))
 }
 
 // restamp re-writes every key of a flow adopted without every copy, with a
