@@ -14,11 +14,11 @@ func init() {
 		Default:  true,
 		Bugs: []Bug{
 			{Name: "stop-forgets-local", Window: 60, MinCaught: 4},
-			{Name: "local-fallback", Window: 50, MinCaught: 30},
-			{Name: "silent-refusal", Window: 30, MinCaught: 25},
-			{Name: "modulo-owner", Window: 20, MinCaught: 18},
-			{Name: "one-push", Window: 20, MinCaught: 18},
-			{Name: "ae-no-digests", Window: 20, MinCaught: 18},
+			{Name: "local-fallback", Window: 10, MinCaught: 7},
+			{Name: "silent-refusal", Window: 10, MinCaught: 8},
+			{Name: "modulo-owner", Window: 10, MinCaught: 8},
+			{Name: "one-push", Window: 10, MinCaught: 8},
+			{Name: "ae-no-digests", Window: 10, MinCaught: 8},
 			// 12 of seeds 1..60: in the third of the runs that garble frames,
 			// where a cut request or copy reaches a read.
 			{Name: "lenient-frames", Window: 60, MinCaught: 7},

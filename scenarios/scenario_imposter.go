@@ -27,7 +27,7 @@ func init() {
 			"through partitions, crashes, clock faults, a join and a removal; requests forwarded once to flow owners, or each store call routed",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			{Name: "gate-local-read", Window: 50, MinCaught: 40},
+			{Name: "gate-local-read", Window: 10, MinCaught: 8},
 			// Only seeds that route by forwarding (about half) can
 			// catch it.
 			{Name: "forward-fallback", Window: 100, MinCaught: 35},

@@ -23,7 +23,7 @@ func init() {
 			"through partitions, crashes and clock faults; every count a client is answered must be the one counter's",
 		Duration: 30 * time.Second,
 		Bugs: []Bug{
-			{Name: "local-state", Window: 30, MinCaught: 25},
+			{Name: "local-state", Window: 10, MinCaught: 8},
 		},
 		Floors:     []Floor{{"counted", 40}, {"faults", 3}},
 		DiskStalls: true,

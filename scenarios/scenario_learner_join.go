@@ -18,7 +18,7 @@ func init() {
 		Summary:    "nodes join as learners under load and are promoted once caught up; founders are removed",
 		Duration:   40 * time.Second,
 		Bugs: []Bug{
-			{Name: "promote-early", Window: 30, MinCaught: 20},
+			{Name: "promote-early", Window: 10, MinCaught: 7},
 			{Name: "silent-conf-busy", Window: 100, MinCaught: 8},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 30}, {"promotions", 2}},

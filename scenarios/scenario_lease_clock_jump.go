@@ -16,7 +16,7 @@ func init() {
 		Summary:    "leases held and lapsing while the leader's clock steps backwards by more than a lease TTL",
 		Duration:   30 * time.Second,
 		Bugs: []Bug{
-			{Name: "no-clock-clamp", Window: 50, MinCaught: 40},
+			{Name: "no-clock-clamp", Window: 10, MinCaught: 8},
 			{Name: "release-keeps", Window: 30, MinCaught: 20},
 		},
 		Floors:   []Floor{{"kv-ops-ok", 50}, {"lease-grants", 10}, {"leader-steps-back", 2}},

@@ -26,8 +26,8 @@ func init() {
 			"crashes and a slow, failing upstream: one upstream call per claim epoch, one answer served per signature",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			{Name: "no-claim", Window: 30, MinCaught: 25},
-			{Name: "record-before-commit", Window: 30, MinCaught: 20},
+			{Name: "no-claim", Window: 10, MinCaught: 8},
+			{Name: "record-before-commit", Window: 10, MinCaught: 8},
 			// 16 of seeds 1..60, 28 of 1..90 (seeds 1..30 alone fell to 5,
 			// its old pin, when the recordings were doubled).
 			{Name: "stale-token", Window: 60, MinCaught: 9},
@@ -63,8 +63,8 @@ func init() {
 			"while the claim is pending; the upstream is slow or fails; clients give up: claims end, and the epochs they allow bound the upstream calls",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			{Name: "no-claim", Window: 30, MinCaught: 25},
-			{Name: "record-before-commit", Window: 30, MinCaught: 20},
+			{Name: "no-claim", Window: 10, MinCaught: 8},
+			{Name: "record-before-commit", Window: 10, MinCaught: 8},
 			// stale-token is pinned in proxyonce-race: here a claim rarely
 			// outlives its owner long enough to lapse (2 of 30 seeds).
 			// 13 of seeds 1..60: a cut owner removed, or an owner restarted
@@ -72,7 +72,7 @@ func init() {
 			{Name: "unconfirmed-claim", Window: 60, MinCaught: 7},
 			// 32 of seeds 1..60, in the plain half of the runs.
 			{Name: "silent-refusal", Window: 60, MinCaught: 16},
-			{Name: "late-send-refusal", Window: 30, MinCaught: 22},
+			{Name: "late-send-refusal", Window: 10, MinCaught: 7},
 			{Name: "stop-forgets-waiters", Window: 30, MinCaught: 3},
 		},
 		Floors:     []Floor{{"proxy-served", 10}, {"upstream-calls", 3}, {"faults", 3}, {"owner-faults", 3}, {"gave-up", 1}},

@@ -15,9 +15,9 @@ func init() {
 		Summary:    "3 or 5 voters; KV and lease clients on every node; partitions of every shape, loss, reordering, crashes, clock skew and steps",
 		Duration:   30 * time.Second,
 		Bugs: []Bug{
-			{Name: "value-guard", Window: 50, MinCaught: 25},
+			{Name: "value-guard", Window: 10, MinCaught: 8},
 			{Name: "silent-timeout", Window: 30, MinCaught: 5},
-			{Name: "release-any", Window: 50, MinCaught: 30},
+			{Name: "release-any", Window: 10, MinCaught: 8},
 			{Name: "expire-late", Window: 50, MinCaught: 14},
 			{Name: "stopped-lease-clock", Window: 50, MinCaught: 15},
 			{Name: "bound-plus-one", Window: 30, MinCaught: 8},

@@ -14,7 +14,7 @@ func init() {
 		Summary:  "replication pushes dropped at a high rate; after the faults heal, anti-entropy converges every copy",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			{Name: "no-anti-entropy", Window: 50, MinCaught: 40},
+			{Name: "no-anti-entropy", Window: 10, MinCaught: 8},
 		},
 		Floors:     []Floor{{"flow-ops-ok", 20}, {"pushes-dropped", 10}},
 		DiskStalls: true,

@@ -48,8 +48,8 @@ func init() {
 		Summary:  "voters removed under load down to one (from three or two founders, or one grown to two), each stopped after: survivors serve again within an election and AdoptWait; the last voter refuses to go",
 		Duration: 60 * time.Second,
 		Bugs: []Bug{
-			{Name: "wait-for-removed", Window: 30, MinCaught: 20},
-			{Name: "remove-last-voter", Window: 30, MinCaught: 20},
+			{Name: "wait-for-removed", Window: 10, MinCaught: 8},
+			{Name: "remove-last-voter", Window: 10, MinCaught: 8},
 			{Name: "remove-leader-of-two", Window: 200, MinCaught: 80},
 			{Name: "lead-own-removal", Window: 100, MinCaught: 9},
 			{Name: "send-before-durable", Window: 100, MinCaught: 8},

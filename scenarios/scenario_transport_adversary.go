@@ -21,8 +21,8 @@ func init() {
 			"forging replies and flipping bits, on top of partitions, loss and crashes: nothing it makes gets through",
 		Duration: 40 * time.Second,
 		Bugs: []Bug{
-			{Name: "no-addressing", Window: 30, MinCaught: 20},
-			{Name: "bare-replies", Window: 30, MinCaught: 20},
+			{Name: "no-addressing", Window: 10, MinCaught: 8},
+			{Name: "bare-replies", Window: 10, MinCaught: 8},
 		},
 		Floors: []Floor{{"flow-ops-ok", 10}, {"faults", 3}, {"adversary-" + netsim.AttackRedirect, 20},
 			{"adversary-" + netsim.AttackReplay, 20}, {"adversary-" + netsim.AttackOldReply, 20},
