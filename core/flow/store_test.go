@@ -489,3 +489,41 @@ func TestValidateAtEveryBoundsEdge(t *testing.T) {
 	require.ErrorContains(t, waits.Validate(), "over a quarter of the deadline")
 	require.Equal(t, time.Duration(1), smallest.withDefaults().Shard.MaxWait, "a deadline under 4ns still bounds the wait")
 }
+
+// An adoption nobody answers (every source down, none removed) asks
+// every AdoptWait/4, and stops after maxAsks rounds: a bound on the
+// frames one request can cause. It is then forgotten, so the next request
+// starts over, asks again, and adopts once answered. Never forgotten, the
+// flow stayed refused for good: the next request found its adoption
+// filed at this m_idx, and started nothing.
+func TestAnAdoptionNobodyAnswersStopsAskingAndStartsOverOnTheNextRequest(t *testing.T) {
+	s, clk, net, _ := newTestStore(t, idA, Config{AdoptWait: time.Second})
+	f := ownedBy(t, idA)
+	asks := func() int {
+		n := 0
+		for _, fr := range net.frames {
+			if fr.m.Kind == FrameAdopt && fr.m.Flow == f {
+				n++
+			}
+		}
+		return n
+	}
+	_, err, _ := do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+	require.ErrorIs(t, err, ErrNotAdopted)
+	for i := 0; i < 2*maxAsks; i++ {
+		clk.Advance(250 * time.Millisecond)
+	}
+	require.Equal(t, 2*maxAsks, asks(), "two sources, asked once at the start and every round until the bound")
+	clk.Advance(time.Minute)
+	require.Equal(t, 2*maxAsks, asks(), "no round past the bound")
+	require.False(t, s.Adopted(f))
+
+	net.frames = nil
+	_, err, _ = do(s, Request{Flow: f, Op: OpGet, Key: "k"})
+	require.ErrorIs(t, err, ErrNotAdopted)
+	require.Equal(t, 2, asks(), "the next request starts over")
+	answerAdoptions(s, net, f, nil)
+	clk.Advance(time.Second)
+	clk.Advance(0)
+	require.True(t, s.Adopted(f))
+}
