@@ -383,13 +383,22 @@ func TestMergeRefusesWhatPredatesTheAdoption(t *testing.T) {
 }
 
 func TestAdoptionRequestFencesAStaleOwner(t *testing.T) {
-	s, _, net, _ := newTestStore(t, idA, Config{})
+	s, _, net, c := newTestStore(t, idA, Config{})
 	f := ownedBy(t, idA)
 	s.adopted[f] = 1
 	s.HandleFrame(idB, frame(msg{Kind: FrameAdopt, ID: 9, M: 5, Flow: f}))
 	require.Equal(t, FrameAdoptResp, net.frames[len(net.frames)-1].m.Kind)
 	_, err, _ := do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("x")})
 	require.ErrorIs(t, err, ErrFenced, "an owner asked by a newer owner serves the flow no more")
+	// A fence only rises: an ask from an owner between (m_idx 3, late or
+	// from a deposed adopter) leaves it at 5, so the node, caught up to 3,
+	// still does not serve the flow that a newer owner adopted at 5.
+	s.HandleFrame(idC, frame(msg{Kind: FrameAdopt, ID: 4, M: 3, Flow: f}))
+	c.m = 3
+	s.refresh()
+	s.adopted[f] = 3
+	_, err, _ = do(s, Request{Flow: f, Op: OpSet, Key: "k", Value: []byte("x")})
+	require.ErrorIs(t, err, ErrFenced, "fenced at 5, not 3")
 }
 
 func TestDuplicateRequestAppliesOnce(t *testing.T) {
