@@ -818,10 +818,7 @@ func (h *flowHarness) confApplied(n *sim.Machine, ms consensus.Membership) {
 	}
 	cs.applied[ms.Index] = true
 	cs.atApply--
-	d := min(sim.Between(cs.r, 500*time.Millisecond, 2*time.Second), h.faultsUntil-h.k.Now())
-	h.run.Inject(h.run.AimedFault(), fmt.Sprintf("%s's disk stalls for %v as it applies the membership change at %d", n.Name(), d, ms.Index), func() {
-		n.Disk().Stall(d)
-	})
+	h.confStall(n, fmt.Sprintf("as it applies the membership change at %d", ms.Index))
 }
 
 // confSent is a leader's append carrying the membership change at index
@@ -834,16 +831,23 @@ func (h *flowHarness) confSent(leader dial.NodeID, at uint64) {
 	cs.seen[at] = true
 	cs.left--
 	n := h.byID[leader]
-	d := min(sim.Between(cs.r, 500*time.Millisecond, 2*time.Second), h.faultsUntil-h.k.Now())
-	if h.run.Inject(h.run.AimedFault(), fmt.Sprintf("%s's disk stalls for %v as it sends the membership change at %d", n.Name(), d, at), func() {
-		n.Disk().Stall(d)
-	}) {
+	if d, ok := h.confStall(n, fmt.Sprintf("as it sends the membership change at %d", at)); ok {
 		// Clients of the flows it owns now, some of which the change
 		// moves away: what a leader behind the change must refuse, and
 		// writes whose only copies a removal then hands to a new owner
 		// whose disk is the one stalled (planted bug refused-answer).
 		h.startOwnedClients(n, 3, h.k.Now()+d)
 	}
+}
+
+// confStall stalls n's disk for 0.5 to 2 seconds (no later than the end
+// of the fault phase), at the moment when names: it returns how long, and
+// whether the stall was injected (a skipped fault is not).
+func (h *flowHarness) confStall(n *sim.Machine, when string) (time.Duration, bool) {
+	d := min(sim.Between(h.confStalls.r, 500*time.Millisecond, 2*time.Second), h.faultsUntil-h.k.Now())
+	return d, h.run.Inject(h.run.AimedFault(), fmt.Sprintf("%s's disk stalls for %v %s", n.Name(), d, when), func() {
+		n.Disk().Stall(d)
+	})
 }
 
 // checkKnownMembership holds every owner-side service to the memberships
