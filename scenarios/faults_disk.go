@@ -127,13 +127,21 @@ func aimDiskStalls(run *Run, nodes []*sim.Machine, until time.Duration) {
 
 // supervise restarts every node that halts, after a short pause drawn
 // from the "supervisor" stream, as systemd would, unless an operator has
-// retired it meanwhile (Run.Retire); and fails the run when
-// a node saw an fsync or a write fail and carried on.
+// retired it meanwhile (Run.Retire); and fails the run when a node halted
+// for no fault of its disk (halt-cause), or saw an fsync or a write fail
+// and carried on (fail-stop).
 func supervise(run *Run) {
 	k := run.Kernel
 	r := k.Stream("supervisor")
 	k.OnHalt(func(n *sim.Machine, reason error) {
 		run.Did("halts", 1)
+		// A node stops itself only for its disk: a failed write or
+		// fsync, a full disk, a damaged read at boot (haltOnIO). A halt
+		// for anything else is a defence that failed where it should
+		// have refused (a peer's snapshot written before it was read).
+		if !errors.Is(reason, sim.ErrIO) && !errors.Is(reason, sim.ErrNoSpace) && !(errors.Is(reason, recfile.ErrCorrupt) && n.Disk().BootReadDamaged()) {
+			run.Fail("halt-cause", "%s halted for no fault of its disk: %v", n.Name(), reason)
+		}
 		k.After(sim.Between(r, 100*time.Millisecond, time.Second), sim.EvFault, xxhash.Sum64String("restart "+n.Name()), func() {
 			if !n.Up() && !run.retired[n.ID()] {
 				n.Start()

@@ -76,7 +76,7 @@ type Scenario struct {
 // after a failed fsync (fault schedules with disk failures), and the
 // disk's record of a node that cut what an fsync made durable or came up
 // from a boot that read damage (sim.Disk).
-var harnessCheckers = []string{"run", "workload", "boot", "node-panic", "fail-stop", "synced-cut", "damaged-boot"}
+var harnessCheckers = []string{"run", "workload", "boot", "node-panic", "fail-stop", "halt-cause", "synced-cut", "damaged-boot"}
 
 // declares reports whether a finding under checker is one the scenario
 // declared.

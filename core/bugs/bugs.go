@@ -119,6 +119,12 @@ type Set struct {
 	// disk busy): a newcomer refuses a snapshot that does not name it,
 	// and the two trade it back and forth as fast as the wire goes.
 	StaleSnapshot bool
+	// UncheckedSnapshot lets a snapshot from a peer reach raft without
+	// its data being read first: one whose bytes do not decode (cut
+	// short, or with bytes after its end) is written to the journal as
+	// raft installs it, and then fails to restore: the node halts, and
+	// halts again at every boot, the snapshot being on its disk.
+	UncheckedSnapshot bool
 	// RemoveLastVoter lets a membership change that leaves no voter
 	// through: RemoveMember proposes the removal of the only voter, and
 	// apply hands it to etcd raft, which panics ("removed all voters") on
@@ -514,6 +520,7 @@ var Table = []Bug{
 	{"tick-window", "the isolation window (D-17) is counted in ticks, which a loop held up by fsyncs runs late", func(s *Set) *bool { return &s.TickWindow }},
 	{"stale-membership", "a node whose log holds a committed membership change it has not applied counts voters and owners by the membership before it", func(s *Set) *bool { return &s.StaleMembership }},
 	{"stale-snapshot", "a leader sends its last written snapshot while the one carrying its newest membership waits for its disk: a newcomer refuses it, and the two trade it in a storm", func(s *Set) *bool { return &s.StaleSnapshot }},
+	{"unchecked-snapshot", "a snapshot from a peer is installed without its data read first: one that does not decode is written to the journal and halts the node, at every boot", func(s *Set) *bool { return &s.UncheckedSnapshot }},
 	{"remove-last-voter", "a membership change that leaves no voter is proposed and applied: etcd raft panics on every member, and on every restart", func(s *Set) *bool { return &s.RemoveLastVoter }},
 	{"silent-timeout", "a proposal or read whose ProposalTimeout passes is forgotten without an answer: the caller waits out its own deadline", func(s *Set) *bool { return &s.SilentTimeout }},
 	{"send-before-durable", "the leader of two sends the voter it removes entries before writing them itself: after a crash the removed voter's log is the longer and the survivor may never elect", func(s *Set) *bool { return &s.SendBeforeDurable }},

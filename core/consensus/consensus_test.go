@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/fenceline/fenceline/core/consensus"
 	"github.com/fenceline/fenceline/core/kv"
@@ -569,6 +570,69 @@ func TestNoSnapshotWhileTheOneNamingANewcomerIsUnwritten(t *testing.T) {
 		require.LessOrEqual(t, snaps, 2, "a snapshot only once the one naming the newcomer is written")
 		e, ok := c.node(3).LocalGet("k")
 		require.True(t, ok, "the newcomer caught up")
+		require.Equal(t, "v", string(e.Value))
+	}
+}
+
+// A snapshot from a peer whose data does not decode (cut short, or with
+// bytes after its end: what a peer of another version, or one whose
+// memory garbled the bytes, sends) is refused before raft takes it, as a
+// lost frame: raft would have it written to the journal before the node
+// restores it, and the node would then halt at every boot. The leader
+// sends again, and the newcomer catches up from the whole one.
+func TestAGarbledSnapshotIsRefusedAsLost(t *testing.T) {
+	for _, bug := range []bool{false, true} {
+		c := newCluster(t, 5, 3, 1)
+		c.cfg.Bugs.UncheckedSnapshot = bug
+		c.start(c.nodes[:3]...)
+		c.run(2 * time.Second)
+		l := c.leader()
+		require.GreaterOrEqual(t, l, 0)
+		_, err := c.propose(l, kv.Put("k", []byte("v")))
+		require.NoError(t, err)
+		newcomer := c.nodes[3]
+		c.start(newcomer)
+		garbled := 0
+		c.nw.RewriteIf(func(_, to dial.NodeID, frame []byte) []byte {
+			var m raftpb.Message
+			if garbled == 6 || to != newcomer.ID() || len(frame) == 0 || frame[0] != consensus.FramePrefix ||
+				m.Unmarshal(frame[1:]) != nil || m.Type != raftpb.MsgSnap || len(m.Snapshot.Data) < 2 {
+				return nil
+			}
+			d := m.Snapshot.Data
+			switch garbled {
+			case 0: // cut inside the envelope
+				d = d[:1+len(d)/8]
+			case 1: // cut inside the KV state at its end
+				d = d[:len(d)-1]
+			case 2: // a byte after its end
+				d = append(append([]byte(nil), d...), 7)
+			case 3: // cut to its version byte
+				d = d[:1]
+			case 4: // a version this node does not know
+				d = append([]byte{9}, d[1:]...)
+			}
+			if garbled == 5 { // no snapshot at all
+				m.Snapshot = nil
+			} else {
+				m.Snapshot.Data = d
+			}
+			garbled++
+			out, err := m.Marshal()
+			require.NoError(t, err)
+			return append([]byte{consensus.FramePrefix}, out...)
+		})
+		c.nodes[l].Exec(func() { c.node(l).AddLearner(consensus.NewMember("n4", ""), func(error) {}) })
+		c.run(5 * time.Second)
+		require.Positive(t, garbled, "snapshots were garbled")
+		if bug {
+			require.Positive(t, newcomer.Halts, "bug: the garbled snapshot is written and halts the newcomer")
+			continue
+		}
+		require.Zero(t, newcomer.Halts, "no garbled snapshot halts the newcomer")
+		require.Equal(t, uint64(garbled), c.node(3).BadSnapshots, "every garbled snapshot refused")
+		e, ok := c.node(3).LocalGet("k")
+		require.True(t, ok, "the newcomer caught up from a whole snapshot")
 		require.Equal(t, "v", string(e.Value))
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -194,6 +197,19 @@ func (s snapshotState) encode() []byte {
 	}
 	b = s.dedupe.append(b)
 	return append(b, s.kv...)
+}
+
+// checkSnapshot reads a snapshot a peer sent as restoreSnapshot will:
+// the envelope and the KV state inside it.
+func checkSnapshot(s *pb.Snapshot) error {
+	if s == nil {
+		return errEnvelope
+	}
+	st, err := decodeSnapshotState(s.Data)
+	if err != nil {
+		return err
+	}
+	return kv.CheckSnapshot(st.kv)
 }
 
 func decodeSnapshotState(b []byte) (snapshotState, error) {

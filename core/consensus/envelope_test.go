@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/fenceline/fenceline/core/kv"
 	"github.com/fenceline/fenceline/dial"
 )
 
@@ -75,4 +77,39 @@ func TestMemberHTTPAddressEncodings(t *testing.T) {
 	b[0] = snapshotV3HTTP + 1
 	_, err = decodeSnapshotState(b)
 	require.ErrorContains(t, err, "unknown version")
+}
+
+// A snapshot a peer sends is read whole before raft takes it: every
+// proper prefix of one, and one with bytes after its end, is refused,
+// whichever part the cut falls in (the membership before, the members,
+// the session table, the KV state), as is an unknown version or no
+// snapshot at all; the whole one reads back as it was written.
+func TestCheckSnapshotRefusesEveryCutAndTail(t *testing.T) {
+	kvs, err := kv.New(kv.Config{})
+	require.NoError(t, err)
+	require.NoError(t, kvs.ApplyCommand(2, kv.Command{AtMs: 1000, Op: kv.Put("k", []byte("v"))}).Err)
+	d := newDedupe()
+	for i := range uint64(3) {
+		require.True(t, d.firstTime(propID{origin: dial.NodeID(i + 1), session: 7 + i, seq: 1}, 10+i))
+	}
+	for _, http := range []string{"", "127.0.0.1:2525"} {
+		m := NewMember("n1", "10.0.0.1:25525")
+		m.HTTP = http
+		st := snapshotState{mIdx: 9, prevMIdx: 4, prevVoters: []uint64{1, 2, 3},
+			members: map[dial.NodeID]Member{m.ID: m, NewMember("n2", "10.0.0.2:25525").ID: NewMember("n2", "10.0.0.2:25525")},
+			dedupe:  d, kv: kvs.Snapshot()}
+		b := st.encode()
+		require.NoError(t, checkSnapshot(&pb.Snapshot{Data: b}), "the whole snapshot reads")
+		got, err := decodeSnapshotState(b)
+		require.NoError(t, err)
+		require.Equal(t, st.prevVoters, got.prevVoters)
+		require.Equal(t, st.members, got.members)
+		require.Len(t, got.dedupe.sessions, 3)
+		for cut := range len(b) {
+			require.Error(t, checkSnapshot(&pb.Snapshot{Data: b[:cut]}), "http %q: cut to %d of %d bytes", http, cut, len(b))
+		}
+		require.Error(t, checkSnapshot(&pb.Snapshot{Data: append(append([]byte(nil), b...), 0)}), "a byte after its end")
+		require.Error(t, checkSnapshot(&pb.Snapshot{Data: append([]byte{snapshotV3HTTP + 1}, b[1:]...)}), "an unknown version")
+	}
+	require.Error(t, checkSnapshot(nil), "no snapshot")
 }

@@ -206,6 +206,9 @@ type Node struct {
 	// committed membership changes applied as nothing because they would
 	// have left no voter (ErrLastVoter).
 	Applied, Proposed, Sent, SendErrors, BadFrames, Duplicates, RefusedConfChanges uint64
+	// BadSnapshots counts the snapshots from peers refused because their
+	// data did not decode (counted in BadFrames too).
+	BadSnapshots uint64
 	// Terms counts the terms this node has seen begin since it started:
 	// each is an election somewhere in the cluster.
 	Terms    uint64
@@ -455,6 +458,17 @@ func (n *Node) HandleFrame(from dial.NodeID, frame []byte) {
 		}
 		n.heard[m.From] = now
 		n.heardTick[m.From] = n.ticks
+	}
+	if m.Type == pb.MsgSnap && !n.cfg.Bugs.UncheckedSnapshot {
+		// Read a peer's snapshot before raft takes it: raft would have
+		// it written to the journal before this node restores it, and
+		// one that does not decode would then halt the node at every
+		// boot. Refused, it is as good as lost; the leader sends again.
+		if err := checkSnapshot(m.Snapshot); err != nil {
+			n.BadFrames++
+			n.BadSnapshots++
+			return
+		}
 	}
 	if m.Type == pb.MsgProp && len(n.conf.Voters) == 2 && n.handOffFor(m) {
 		n.pump()

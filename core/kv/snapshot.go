@@ -61,6 +61,14 @@ func (s *State) snapshotSizeHint() int {
 // have equal digests.
 func (s *State) Digest() uint64 { return xxhash.Sum64(s.Snapshot()) }
 
+// CheckSnapshot reports why Restore would refuse snap, without a state
+// to restore it into: a node reads a peer's snapshot with it before raft
+// takes it.
+func CheckSnapshot(snap []byte) error {
+	var scratch State
+	return scratch.Restore(snap)
+}
+
 // Restore replaces the state with a snapshot. The event log restarts empty
 // at the snapshot's version, so watchers from before it get ErrCompacted.
 // The bytes come from another node, so Restore checks them as strictly as
