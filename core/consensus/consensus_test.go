@@ -528,6 +528,19 @@ func TestALeaderBehindACommittedMembershipIsIsolated(t *testing.T) {
 	}
 }
 
+// beforeJoin starts three founders, puts k=v through their leader, and
+// starts the fourth node, not yet a member: it returns the leader.
+func (c *cluster) beforeJoin() int {
+	c.start(c.nodes[:3]...)
+	c.run(2 * time.Second)
+	l := c.leader()
+	require.GreaterOrEqual(c.t, l, 0)
+	_, err := c.propose(l, kv.Put("k", []byte("v")))
+	require.NoError(c.t, err)
+	c.start(c.nodes[3])
+	return l
+}
+
 // A leader whose disk stalls as it applies the change that adds a
 // learner cannot write the snapshot that names the newcomer until its
 // journal write in flight completes. Meanwhile it sends no snapshot: the
@@ -538,13 +551,7 @@ func TestNoSnapshotWhileTheOneNamingANewcomerIsUnwritten(t *testing.T) {
 		c := newCluster(t, 5, 3, 1)
 		c.worker = true
 		c.cfg.Bugs.StaleSnapshot = bug
-		c.start(c.nodes[:3]...)
-		c.run(2 * time.Second)
-		l := c.leader()
-		require.GreaterOrEqual(t, l, 0)
-		_, err := c.propose(l, kv.Put("k", []byte("v")))
-		require.NoError(t, err)
-		c.start(c.nodes[3])
+		l := c.beforeJoin()
 		stalled := false
 		c.node(l).OnMembership(func(ms consensus.Membership) {
 			if len(ms.Learners) > 0 && !stalled {
@@ -584,14 +591,8 @@ func TestAGarbledSnapshotIsRefusedAsLost(t *testing.T) {
 	for _, bug := range []bool{false, true} {
 		c := newCluster(t, 5, 3, 1)
 		c.cfg.Bugs.UncheckedSnapshot = bug
-		c.start(c.nodes[:3]...)
-		c.run(2 * time.Second)
-		l := c.leader()
-		require.GreaterOrEqual(t, l, 0)
-		_, err := c.propose(l, kv.Put("k", []byte("v")))
-		require.NoError(t, err)
+		l := c.beforeJoin()
 		newcomer := c.nodes[3]
-		c.start(newcomer)
 		garbled := 0
 		c.nw.RewriteIf(func(_, to dial.NodeID, frame []byte) []byte {
 			var m raftpb.Message
