@@ -358,7 +358,9 @@ func (c *raftCluster) garbleProposals() {
 	}
 	c.garbling = true
 	c.nw.RewriteIf(func(from, to dial.NodeID, frame []byte) []byte {
-		if c.k.Now() >= c.faultsUntil || len(frame) < 2 || frame[0] != consensus.FramePrefix || c.byID[from] == nil {
+		// The type byte first: a whole decode of every frame would be
+		// the most of this fault's cost.
+		if t, ok := consensus.FrameType(frame); c.k.Now() >= c.faultsUntil || !ok || t != raftpb.MsgProp || c.byID[from] == nil {
 			return nil
 		}
 		var m raftpb.Message
@@ -421,7 +423,7 @@ func (c *raftCluster) garbleSnapshots() {
 		return
 	}
 	c.nw.RewriteIf(func(from, to dial.NodeID, frame []byte) []byte {
-		if c.k.Now() >= c.faultsUntil || len(frame) < 2 || frame[0] != consensus.FramePrefix || c.byID[from] == nil {
+		if t, ok := consensus.FrameType(frame); c.k.Now() >= c.faultsUntil || !ok || t != raftpb.MsgSnap || c.byID[from] == nil {
 			return nil
 		}
 		var m raftpb.Message

@@ -21,10 +21,11 @@ const (
 // reads only the message type, the first field of the encoding, so it
 // costs nothing beside the seal.
 func FrameKind(frame []byte) (family uint8, reply bool, ok bool) {
-	if len(frame) < 3 || frame[0] != frameRaft || frame[1] != 0x08 || frame[2] >= 0x80 {
+	t, ok := FrameType(frame)
+	if !ok {
 		return 0, false, false // not a raft frame, or not one this encoder wrote
 	}
-	switch pb.MessageType(frame[2]) {
+	switch t {
 	case pb.MsgVote:
 		return FamilyVote, false, true
 	case pb.MsgVoteResp:
@@ -43,4 +44,14 @@ func FrameKind(frame []byte) (family uint8, reply bool, ok bool) {
 		return FamilyRead, true, true
 	}
 	return 0, false, true
+}
+
+// FrameType reads a raft frame's message type, the first field of the
+// encoding, without decoding the rest: for FrameKind, and for the
+// simulator's faults, which rewrite only frames of one type.
+func FrameType(frame []byte) (pb.MessageType, bool) {
+	if len(frame) < 3 || frame[0] != frameRaft || frame[1] != 0x08 || frame[2] >= 0x80 {
+		return 0, false
+	}
+	return pb.MessageType(frame[2]), true
 }
